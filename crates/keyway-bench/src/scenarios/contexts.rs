@@ -1,0 +1,320 @@
+//! `contexts`: many contexts of sequential tasks (each task spins `work`
+//! atomic increments and checks its context's order), one producer.
+//!
+//! Variants: `seed` (16 × 50,000, work 1,000), `fine` (16 × 50,000, work 10)
+//! and `many` (1,024 contexts, work 10, 800,000 tasks in all). Any knob picks
+//! a single variant, the unspecified knobs taken from the seed.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{json, Map};
+
+use super::{cores, Emit, RunOptions};
+use crate::harness::{measure, Contender, VariantReport};
+use crate::systems::ideal::Ideal;
+use crate::systems::keyway::KeywayLanes;
+use crate::systems::thread_per_context::ThreadPerContext;
+use crate::systems::tokio_actor::TokioActor;
+use crate::systems::ContextsSystem;
+use crate::work::ContextsRun;
+
+/// Seed workload: contexts.
+const SEED_CONTEXTS: usize = 16;
+/// Seed workload: tasks per context.
+const SEED_TASKS: u64 = 50_000;
+/// Seed workload: atomic increments per task.
+const SEED_WORK: u64 = 1_000;
+/// `--quick` divides the task counts by this.
+const QUICK_DIVISOR: u64 = 50;
+
+/// The `contexts` knobs.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ContextsArgs {
+    /// Number of contexts (picks a single variant).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub contexts: Option<u64>,
+    /// Sequential tasks per context (picks a single variant; not shrunk by --quick).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tasks: Option<u64>,
+    /// Atomic increments per task (picks a single variant).
+    #[arg(long)]
+    pub work: Option<u64>,
+}
+
+/// One workload of the scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// `seed`, `fine`, `many` or `custom`.
+    pub name: &'static str,
+    /// Number of contexts.
+    pub contexts: usize,
+    /// Tasks per context.
+    pub tasks: u64,
+    /// Atomic increments per task.
+    pub work: u64,
+}
+
+impl Variant {
+    /// The full-size variant with these parameters, named if it is a standard one.
+    fn full(contexts: usize, tasks: u64, work: u64) -> Self {
+        let name = match (contexts, tasks, work) {
+            (SEED_CONTEXTS, SEED_TASKS, SEED_WORK) => "seed",
+            (SEED_CONTEXTS, SEED_TASKS, 10) => "fine",
+            (1024, 781, 10) => "many",
+            _ => "custom",
+        };
+        Self {
+            name,
+            contexts,
+            tasks,
+            work,
+        }
+    }
+
+    /// Tasks per context for `contexts` contexts when not given: the seed's
+    /// total task count spread over the contexts.
+    fn default_tasks(contexts: usize) -> u64 {
+        (SEED_CONTEXTS as u64 * SEED_TASKS / contexts as u64).max(1)
+    }
+
+    /// Total number of tasks.
+    pub fn total(&self) -> u64 {
+        self.contexts as u64 * self.tasks
+    }
+}
+
+/// The variants to run for `args`: all three standard ones, or the one the
+/// knobs pick; `quick` shrinks task counts the user did not set.
+pub fn variants(args: &ContextsArgs, quick: bool) -> Vec<Variant> {
+    let mut list = if args.contexts.is_none() && args.tasks.is_none() && args.work.is_none() {
+        vec![
+            Variant::full(SEED_CONTEXTS, SEED_TASKS, SEED_WORK),
+            Variant::full(SEED_CONTEXTS, SEED_TASKS, 10),
+            Variant::full(1024, Variant::default_tasks(1024), 10),
+        ]
+    } else {
+        let contexts = args.contexts.map_or(SEED_CONTEXTS, |c| c as usize);
+        let tasks = args
+            .tasks
+            .unwrap_or_else(|| Variant::default_tasks(contexts));
+        vec![Variant::full(
+            contexts,
+            tasks,
+            args.work.unwrap_or(SEED_WORK),
+        )]
+    };
+    if quick && args.tasks.is_none() {
+        for v in &mut list {
+            v.tasks = (v.tasks / QUICK_DIVISOR).max(1);
+        }
+    }
+    list
+}
+
+/// Runs every selected variant, emitting each report as it is measured.
+pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
+    for variant in variants(args, opts.quick) {
+        emit(&run_variant(&variant, opts)?);
+    }
+    Ok(())
+}
+
+fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+    let threads = cores();
+    let timeout = opts.timeout;
+    let mut contenders = [
+        contender::<KeywayLanes>(v, threads, timeout),
+        contender::<ThreadPerContext>(v, threads, timeout),
+        contender::<TokioActor>(v, threads, timeout),
+        contender::<Ideal>(v, threads, timeout),
+    ];
+    let label = format!("contexts {}", v.name);
+    let results = measure(
+        &label,
+        opts.runs,
+        v.total(),
+        &mut contenders,
+        &opts.progress,
+    )?;
+    let mut params = Map::new();
+    params.insert("variant".into(), json!(v.name));
+    params.insert("contexts".into(), json!(v.contexts));
+    params.insert("tasks_per_context".into(), json!(v.tasks));
+    params.insert("work".into(), json!(v.work));
+    params.insert("total_tasks".into(), json!(v.total()));
+    params.insert("cores".into(), json!(threads));
+    params.insert("runs".into(), json!(opts.runs));
+    params.insert("quick".into(), json!(opts.quick));
+    Ok(VariantReport {
+        scenario: "contexts",
+        title: format!(
+            "{}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
+            v.name,
+            v.contexts,
+            v.tasks,
+            v.work,
+            v.total(),
+            opts.runs
+        ),
+        params,
+        results,
+    })
+}
+
+fn contender<S: ContextsSystem>(
+    v: &Variant,
+    threads: usize,
+    timeout: Duration,
+) -> Contender<'static> {
+    let v = v.clone();
+    Contender::new(S::NAME, move || run_once::<S>(&v, threads, timeout))
+}
+
+/// One run of system `S`: untimed setup, timed feed until every context's
+/// last task ran, untimed teardown, then the order check.
+fn run_once<S: ContextsSystem>(
+    v: &Variant,
+    threads: usize,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    // Tasks borrow the run's state for 'static; it is leaked (a few KiB per
+    // run) because some peers may still touch it after completion is seen.
+    let run: &'static ContextsRun =
+        Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
+    let mut system = S::setup(run, threads)?;
+    let start = Instant::now();
+    system.feed()?;
+    let elapsed = run.done.wait_since(start, timeout)?;
+    crate::harness::threads::sample_now();
+    system.teardown()?;
+    run.verify()?;
+    Ok(elapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_knob_runs_all_three_variants() {
+        let names: Vec<_> = variants(&ContextsArgs::default(), false)
+            .iter()
+            .map(|v| (v.name, v.contexts, v.tasks, v.work))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("seed", 16, 50_000, 1_000),
+                ("fine", 16, 50_000, 10),
+                ("many", 1024, 781, 10)
+            ]
+        );
+    }
+
+    #[test]
+    fn knobs_pick_one_variant() {
+        let args = ContextsArgs {
+            contexts: Some(1024),
+            work: Some(10),
+            ..Default::default()
+        };
+        let list = variants(&args, false);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].name, "many");
+        let fine = variants(
+            &ContextsArgs {
+                work: Some(10),
+                ..Default::default()
+            },
+            false,
+        );
+        assert_eq!(fine[0].name, "fine");
+    }
+
+    #[test]
+    fn quick_shrinks_tasks_but_not_explicit_ones() {
+        assert_eq!(variants(&ContextsArgs::default(), true)[0].tasks, 1_000);
+        let args = ContextsArgs {
+            tasks: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(variants(&args, true)[0].tasks, 7);
+    }
+
+    /// Every contexts peer runs a tiny workload correctly.
+    #[test]
+    fn peers_run_a_small_workload() {
+        let v = Variant::full(5, 40, 3);
+        let timeout = Duration::from_secs(30);
+        run_once::<ThreadPerContext>(&v, 2, timeout).unwrap();
+        run_once::<TokioActor>(&v, 2, timeout).unwrap();
+        run_once::<Ideal>(&v, 2, timeout).unwrap();
+    }
+
+    /// A broken "executor" that runs each context's tasks newest first.
+    struct Reversing(&'static ContextsRun);
+
+    impl ContextsSystem for Reversing {
+        const NAME: &'static str = "reversing";
+        fn setup(run: &'static ContextsRun, _: usize) -> Result<Self, String> {
+            Ok(Self(run))
+        }
+        fn feed(&mut self) -> Result<(), String> {
+            for ctx in 0..self.0.contexts() {
+                for seq in (1..=self.0.tasks).rev() {
+                    crate::work::context_task(self.0, ctx, seq);
+                }
+            }
+            Ok(())
+        }
+        fn teardown(self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// A broken "executor" that loses the second task of every context.
+    struct Losing(&'static ContextsRun);
+
+    impl ContextsSystem for Losing {
+        const NAME: &'static str = "losing";
+        fn setup(run: &'static ContextsRun, _: usize) -> Result<Self, String> {
+            Ok(Self(run))
+        }
+        fn feed(&mut self) -> Result<(), String> {
+            let run = self.0;
+            run.produce(|ctx, seq| {
+                if seq != 2 {
+                    crate::work::context_task(run, ctx, seq);
+                }
+                Ok(())
+            })
+        }
+        fn teardown(self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn broken_order_fails_the_run() {
+        let v = Variant::full(3, 10, 1);
+        let err = run_once::<Reversing>(&v, 2, Duration::from_secs(5)).unwrap_err();
+        assert!(err.contains("order broken"), "{err}");
+    }
+
+    #[test]
+    fn lost_task_fails_the_run() {
+        let v = Variant::full(3, 10, 1);
+        let err = run_once::<Losing>(&v, 2, Duration::from_secs(5)).unwrap_err();
+        assert!(err.contains("task 3 ran right after task 1"), "{err}");
+    }
+
+    #[test]
+    fn broken_system_fails_the_measurement() {
+        let v = Variant::full(2, 5, 1);
+        let mut contenders = [contender::<Reversing>(&v, 2, Duration::from_secs(5))];
+        let progress = crate::harness::Progress::new();
+        let err = measure("test", 3, v.total(), &mut contenders, &progress).unwrap_err();
+        assert!(err.contains("reversing failed on run 1"), "{err}");
+    }
+}

@@ -1,0 +1,58 @@
+//! The systems under test: keyway and its peers. Each scenario lists the
+//! systems it compares; a system implements the trait of the scenario shape
+//! it takes part in.
+
+pub mod crossbeam_pool;
+pub mod ideal;
+pub mod keyway;
+pub mod rayon_pool;
+pub mod thread_per_context;
+pub mod tokio_actor;
+pub mod tokio_spawn;
+
+use crate::work::ContextsRun;
+
+/// A system for the `contexts` scenario: tasks of one context run one at a
+/// time in order, contexts in parallel.
+pub trait ContextsSystem: Sized {
+    /// The system's row name.
+    const NAME: &'static str;
+
+    /// Untimed: builds threads, pools, channels and handles for `run`, with
+    /// `threads` = the machine's available parallelism where a pool size is
+    /// needed.
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String>;
+
+    /// Timed: hands all of `run`'s work to the system (for queueing systems,
+    /// the producer loop [`ContextsRun::produce`] on the calling thread).
+    /// Completion is detected by `run.done`, not by this call returning.
+    fn feed(&mut self) -> Result<(), String>;
+
+    /// Untimed: stops the system and waits for its threads.
+    fn teardown(self) -> Result<(), String>;
+}
+
+/// A pool of plain fire-and-forget tasks, for the `throughput` scenario.
+/// Producers share it by reference from several threads.
+pub trait TaskPool: Sync + Sized {
+    /// The system's row name.
+    const NAME: &'static str;
+
+    /// Untimed: builds the pool with `threads` worker threads.
+    fn build(threads: usize) -> Result<Self, String>;
+
+    /// Submits one task.
+    fn submit<F: FnOnce() + Send + 'static>(&self, task: F) -> Result<(), String>;
+
+    /// Untimed: stops the pool.
+    fn shutdown(self);
+}
+
+/// Builds the multi-thread tokio runtime both tokio peers use: `threads`
+/// worker threads, nothing else enabled (the work needs no I/O or timers).
+pub fn tokio_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .build()
+        .map_err(|e| format!("building the tokio runtime: {e}"))
+}

@@ -1,0 +1,140 @@
+//! Errors: bad configuration, refused submissions, and the outcomes of a task that did not run.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+/// A [`PoolBuilder`](crate::PoolBuilder) was given a configuration that cannot work.
+///
+/// The message says which setting is wrong and why.
+///
+/// ```
+/// let err = keyway::Pool::builder().core_threads(0).build().unwrap_err();
+/// assert!(err.to_string().contains("core_threads"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct BuildError(#[from] BuildErrorKind);
+
+impl BuildError {
+    pub(crate) fn new(kind: BuildErrorKind) -> Self {
+        BuildError(kind)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildErrorKind {
+    #[error("core_threads must be at least 1")]
+    ZeroCoreThreads,
+    #[error("max_threads must be at least 1")]
+    ZeroMaxThreads,
+    #[error("core_threads ({core}) is greater than max_threads ({max})")]
+    CoreAboveMax { core: usize, max: usize },
+    #[error("{setting} must be longer than zero (got {value:?})")]
+    ZeroDuration {
+        setting: &'static str,
+        value: Duration,
+    },
+    #[error("{setting} must be at least 1")]
+    ZeroCount { setting: &'static str },
+    #[error("could not start a worker thread")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// A task the pool refused. The task is handed back, so nothing is lost.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// pool.shutdown();
+/// let err = pool.execute(|| ()).unwrap_err();
+/// assert!(matches!(err, keyway::SubmitError::Shutdown(_)));
+/// let task = err.into_inner();
+/// task(); // still ours to run
+/// ```
+#[derive(thiserror::Error)]
+pub enum SubmitError<T> {
+    /// The pool was shut down; the task is handed back.
+    #[error("the pool is shut down and accepts no more tasks")]
+    Shutdown(T),
+    /// The pool holds as many queued tasks as its configured capacity; the task is handed back.
+    #[error("the pool is full: its capacity of queued tasks is reached")]
+    Full(T),
+}
+
+impl<T> SubmitError<T> {
+    /// Gives back the refused task (or message).
+    pub fn into_inner(self) -> T {
+        match self {
+            SubmitError::Shutdown(t) | SubmitError::Full(t) => t,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SubmitError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::Shutdown(_) => f.write_str("Shutdown(..)"),
+            SubmitError::Full(_) => f.write_str("Full(..)"),
+        }
+    }
+}
+
+/// Why a [`TaskHandle`](crate::TaskHandle) has no value: the task did not run to completion.
+///
+/// `Ok(value)` from a handle means the task *ran*; each variant here is one of the other outcomes.
+#[derive(thiserror::Error)]
+pub enum TaskError {
+    /// The task panicked; the payload is the one `panic!` was given.
+    #[error("the task panicked: {}", panic_message(.0.as_ref()))]
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The task was cancelled through its handle before it started.
+    #[error("the task was cancelled before it started")]
+    Cancelled,
+    /// A newer coalescing task of the same context replaced this one before it started.
+    #[error("the task was replaced by a newer coalescing task of its context")]
+    Coalesced,
+    /// The task was accepted but never ran: it was handed back by
+    /// [`Pool::shutdown_now`](crate::Pool::shutdown_now) and then dropped.
+    #[error("the task was handed back at shutdown and dropped without running")]
+    Rejected,
+}
+
+impl TaskError {
+    /// True if the task panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self, TaskError::Panicked(_))
+    }
+
+    /// Resumes the task's panic on this thread if it panicked; otherwise returns `self`.
+    pub fn resume_panic(self) -> Self {
+        match self {
+            TaskError::Panicked(p) => std::panic::resume_unwind(p),
+            other => other,
+        }
+    }
+}
+
+impl fmt::Debug for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Panicked(p) => f
+                .debug_tuple("Panicked")
+                .field(&panic_message(p.as_ref()))
+                .finish(),
+            TaskError::Cancelled => f.write_str("Cancelled"),
+            TaskError::Coalesced => f.write_str("Coalesced"),
+            TaskError::Rejected => f.write_str("Rejected"),
+        }
+    }
+}
+
+/// The text of a panic payload, when it has one.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "<non-string panic payload>"
+    }
+}

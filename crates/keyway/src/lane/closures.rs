@@ -1,0 +1,265 @@
+//! Lanes of closures: `Pool::execute_sequential`, `Pool::execute_coalescing`, `Pool::lane`.
+
+use std::any::Any;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::table::{LaneCore, LaneKind};
+use crate::error::SubmitError;
+use crate::pool::{refused, Pool};
+use crate::task::{Abandon, PanicReport, Plain, Runnable, TaskHandle};
+
+/// The kind of the pool's own lanes: each entry is a boxed task.
+pub(crate) struct Closures;
+
+pub(crate) struct ClosureEntry {
+    task: Box<dyn Runnable>,
+    coalescing: bool,
+}
+
+impl LaneKind for Closures {
+    type Entry = ClosureEntry;
+
+    fn is_coalescing(entry: &ClosureEntry) -> bool {
+        entry.coalescing
+    }
+
+    fn run(&self, _key: &(dyn Any + Send + Sync), entry: ClosureEntry) -> Result<(), PanicReport> {
+        entry.task.run()
+    }
+
+    fn abandon(&self, entry: ClosureEntry, why: Abandon) {
+        entry.task.abandon(why)
+    }
+
+    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Box<dyn Runnable> {
+        entry.task
+    }
+}
+
+/// Admits a task and hands it to `place`, or hands it back refused.
+fn admit_then<F, T>(
+    pool: &Pool,
+    f: F,
+    coalescing: bool,
+    wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+    place: impl FnOnce(ClosureEntry),
+) -> Result<T, SubmitError<F>> {
+    if let Err(why) = pool.registry().admit() {
+        return Err(refused(why, f));
+    }
+    let (out, task) = wrap(f);
+    place(ClosureEntry { task, coalescing });
+    Ok(out)
+}
+
+fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Box<dyn Runnable>) {
+    ((), Box::new(Plain(f)))
+}
+
+fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Box<dyn Runnable>)
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (handle, task) = TaskHandle::pair(f);
+    (handle, Box::new(task))
+}
+
+/// Context lanes on the pool.
+impl Pool {
+    fn lane_submit<K, F, T>(
+        &self,
+        ctx: K,
+        f: F,
+        coalescing: bool,
+        wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+    ) -> Result<T, SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
+        let handle = &self.handle;
+        admit_then(self, f, coalescing, wrap, |entry| {
+            handle.lanes.submit(&handle.registry, ctx, entry)
+        })
+    }
+
+    /// Runs `f` in the lane of `ctx`: tasks with an equal `ctx` never run concurrently and run
+    /// in submission order; different contexts run in parallel.
+    ///
+    /// "Submission order" is happens-before order: a task submitted after another submission
+    /// for the same context has returned (on any thread) runs after it.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// for i in 0..10 {
+    ///     let seen = seen.clone();
+    ///     pool.execute_sequential(("user", 42), move || seen.lock().unwrap().push(i)).unwrap();
+    /// }
+    /// pool.shutdown();
+    /// assert_eq!(*seen.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    /// ```
+    pub fn execute_sequential<K, F>(&self, ctx: K, f: F) -> Result<(), SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        F: FnOnce() + Send + 'static,
+    {
+        self.lane_submit(ctx, f, false, plain)
+    }
+
+    /// Like [`execute_sequential`](Pool::execute_sequential), returning a [`TaskHandle`].
+    pub fn submit_sequential<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.lane_submit(ctx, f, false, with_handle)
+    }
+
+    /// Runs `f` in the lane of `ctx` (same lane and order as its sequential tasks), except that
+    /// when the lane's last pending task is a coalescing task that has not started, `f`
+    /// replaces it. The newest coalescing task always runs: the last update is never lost.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// pool.execute_sequential("EURUSD", move || { rx.recv().unwrap(); }).unwrap(); // busy
+    /// let shown = Arc::new(Mutex::new(Vec::new()));
+    /// for price in [1.10, 1.11, 1.12] {
+    ///     let shown = shown.clone();
+    ///     pool.execute_coalescing("EURUSD", move || shown.lock().unwrap().push(price)).unwrap();
+    /// }
+    /// tx.send(()).unwrap();
+    /// pool.shutdown();
+    /// assert_eq!(*shown.lock().unwrap(), vec![1.12]); // only the latest price was shown
+    /// ```
+    pub fn execute_coalescing<K, F>(&self, ctx: K, f: F) -> Result<(), SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        F: FnOnce() + Send + 'static,
+    {
+        self.lane_submit(ctx, f, true, plain)
+    }
+
+    /// Like [`execute_coalescing`](Pool::execute_coalescing), returning a [`TaskHandle`]; a
+    /// replaced task's handle says [`TaskError::Coalesced`](crate::TaskError::Coalesced).
+    pub fn submit_coalescing<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.lane_submit(ctx, f, true, with_handle)
+    }
+
+    /// A handle on the lane of `ctx`, for a caller that submits to one context often: it skips
+    /// the context look-up on each submission. The lane stays allocated while a handle exists.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("orders");
+    /// let first = lane.submit(|| 1).unwrap();
+    /// let second = pool.submit_sequential("orders", || 2).unwrap(); // same lane, same order
+    /// assert_eq!((first.join().unwrap(), second.join().unwrap()), (1, 2));
+    /// ```
+    pub fn lane<K>(&self, ctx: K) -> Lane<K>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
+        Lane {
+            core: self.handle.lanes.pin(ctx),
+            pool: self.clone(),
+            _key: PhantomData,
+        }
+    }
+}
+
+/// A handle on one context's lane (from [`Pool::lane`]): the same lane as
+/// `pool.execute_sequential(ctx, …)`, without looking the context up on each submission.
+pub struct Lane<K> {
+    pool: Pool,
+    core: Arc<LaneCore<Closures>>,
+    _key: PhantomData<fn() -> K>,
+}
+
+impl<K: 'static> Lane<K> {
+    fn push<F, T>(
+        &self,
+        f: F,
+        coalescing: bool,
+        wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+    ) -> Result<T, SubmitError<F>> {
+        admit_then(&self.pool, f, coalescing, wrap, |entry| {
+            self.core.push_pinned(self.pool.registry(), entry)
+        })
+    }
+
+    /// Runs `f` in this lane, after every task submitted to it before.
+    pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.push(f, false, plain)
+    }
+
+    /// Like [`execute`](Lane::execute), returning a [`TaskHandle`].
+    pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.push(f, false, with_handle)
+    }
+
+    /// A coalescing task in this lane (see [`Pool::execute_coalescing`]).
+    pub fn execute_coalescing<F>(&self, f: F) -> Result<(), SubmitError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.push(f, true, plain)
+    }
+
+    /// A coalescing task in this lane, with a [`TaskHandle`].
+    pub fn submit_coalescing<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.push(f, true, with_handle)
+    }
+
+    /// The lane's context.
+    pub fn context(&self) -> &K {
+        match self.core.key::<K>() {
+            Some(k) => k,
+            None => unreachable!("a Lane<K> is only made for a lane keyed by K"),
+        }
+    }
+}
+
+impl<K> Clone for Lane<K> {
+    fn clone(&self) -> Self {
+        Lane {
+            pool: self.pool.clone(),
+            core: self.core.repin(),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K> Drop for Lane<K> {
+    fn drop(&mut self) {
+        self.core.unpin();
+    }
+}
+
+impl<K: std::fmt::Debug + 'static> std::fmt::Debug for Lane<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Lane").field(&self.core.key::<K>()).finish()
+    }
+}

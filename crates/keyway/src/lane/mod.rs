@@ -1,0 +1,19 @@
+//! Context lanes (SPEC §3): tasks of one context run one at a time, in submission order;
+//! contexts run in parallel; a coalescing task replaces its context's older pending one.
+//!
+//! * `table` — one lane per context value, created on first use, freed when idle; how a lane
+//!   runs on the pool (batches, yielding) — the protocol is in `README.md` beside this file;
+//! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
+//! * `typed` — lanes of messages for one handler: [`TypedLanes`].
+
+mod closures;
+mod table;
+mod typed;
+
+#[cfg(test)]
+mod test;
+
+pub(crate) use closures::Closures;
+pub use closures::Lane;
+pub(crate) use table::{LaneTable, TableOps};
+pub use typed::TypedLanes;

@@ -1,0 +1,35 @@
+//! # keyway — context-aware executors
+//!
+//! keyway runs work that must stay in order per client, account, key or stream — many of them
+//! in parallel — on one small elastic pool, without a thread or a lock per key.
+//!
+//! ## The pool ([`Pool`], [`PoolBuilder`], [`blocking`])
+//! Core threads for the pool's life; auxiliary threads when work is stuck behind blocked
+//! workers, retired after `keep_alive`; a monitor that moves work away from a worker blocked in
+//! one task. Statistics in [`Stats`].
+//!
+//! ## Context lanes ([`Pool::execute_sequential`], [`Pool::execute_coalescing`], [`Lane`], [`TypedLanes`])
+//! Tasks of one context run one at a time in submission order; contexts run in parallel; a
+//! coalescing task replaces its context's older pending one. Idle lanes are freed.
+//!
+//! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
+//! `submit*` returns a handle to join, await or cancel; refused work comes back in a
+//! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
+//!
+//! ```
+//! let pool = keyway::Pool::new()?;
+//! let total = pool.submit_sequential("account-1", || 40 + 2)?;
+//! assert_eq!(total.join()?, 42);
+//! pool.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod lane;
+mod pool;
+mod task;
+
+pub use error::{BuildError, SubmitError, TaskError};
+pub use lane::{Lane, TypedLanes};
+pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use task::{PanicReport, PendingTask, TaskHandle};

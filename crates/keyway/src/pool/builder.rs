@@ -1,0 +1,209 @@
+//! `PoolBuilder`: every setting of the pool, its default, and the checks `build` makes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Pool;
+use crate::error::{BuildError, BuildErrorKind};
+use crate::task::PanicReport;
+
+pub(crate) type PanicHook = Arc<dyn Fn(&PanicReport) + Send + Sync + 'static>;
+
+/// The checked configuration a pool runs with.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) core_threads: usize,
+    pub(crate) max_threads: usize,
+    pub(crate) keep_alive: Duration,
+    pub(crate) core_growth_after: usize,
+    pub(crate) monitor_period: Duration,
+    pub(crate) blocked_after: Duration,
+    pub(crate) lane_batch: usize,
+    pub(crate) capacity: Option<usize>,
+    pub(crate) thread_name: String,
+    pub(crate) panic_hook: Option<PanicHook>,
+}
+
+/// Configures and builds a [`Pool`].
+///
+/// Every setting has a default; [`build`](PoolBuilder::build) checks them together and returns
+/// a [`BuildError`] naming the first one that cannot work. Nothing here panics.
+///
+/// ```
+/// use std::time::Duration;
+/// let pool = keyway::Pool::builder()
+///     .core_threads(2)
+///     .max_threads(8)
+///     .keep_alive(Duration::from_secs(5))
+///     .lane_batch(16)
+///     .build()
+///     .unwrap();
+/// assert_eq!(pool.stats().core_threads, 2);
+/// # pool.shutdown();
+/// ```
+#[derive(Default)]
+pub struct PoolBuilder {
+    core_threads: Option<usize>,
+    max_threads: Option<usize>,
+    keep_alive: Option<Duration>,
+    core_growth_after: Option<usize>,
+    monitor_period: Option<Duration>,
+    blocked_after: Option<Duration>,
+    lane_batch: Option<usize>,
+    capacity: Option<usize>,
+    thread_name: Option<String>,
+    panic_hook: Option<PanicHook>,
+}
+
+impl PoolBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Threads that live as long as the pool. Default: the machine's available parallelism
+    /// (capped by [`max_threads`](Self::max_threads) when only that is set). Must be at least 1.
+    pub fn core_threads(mut self, n: usize) -> Self {
+        self.core_threads = Some(n);
+        self
+    }
+
+    /// The most threads the pool ever has (core and auxiliary). Default: four times the core
+    /// threads, and at least 16. Must be at least `core_threads`.
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max_threads = Some(n);
+        self
+    }
+
+    /// How long an auxiliary thread may stay idle before it retires. Default: 10 s.
+    pub fn keep_alive(mut self, d: Duration) -> Self {
+        self.keep_alive = Some(d);
+        self
+    }
+
+    /// After this many auxiliary threads were needed, the core grows by one thread (up to
+    /// `max_threads`). Default: 10.
+    pub fn core_growth_after(mut self, n: usize) -> Self {
+        self.core_growth_after = Some(n);
+        self
+    }
+
+    /// How often the monitor looks for workers stuck in one task. Default: 250 ms.
+    pub fn monitor_period(mut self, d: Duration) -> Self {
+        self.monitor_period = Some(d);
+        self
+    }
+
+    /// A worker in one task for longer than this counts as blocked: the work queued behind it
+    /// moves to free workers or to a new auxiliary thread. Default: 250 ms.
+    pub fn blocked_after(mut self, d: Duration) -> Self {
+        self.blocked_after = Some(d);
+        self
+    }
+
+    /// The most tasks a lane runs before it yields its thread to other work. Default: 32.
+    pub fn lane_batch(mut self, n: usize) -> Self {
+        self.lane_batch = Some(n);
+        self
+    }
+
+    /// The most accepted tasks that may wait to run; beyond it submissions are refused with
+    /// [`SubmitError::Full`](crate::SubmitError::Full), task handed back. Default: unbounded.
+    pub fn capacity(mut self, n: usize) -> Self {
+        self.capacity = Some(n);
+        self
+    }
+
+    /// Prefix of the worker threads' names. Default: `"keyway"`.
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = Some(prefix.into());
+        self
+    }
+
+    /// Called on the worker thread with each panic a task raises (after the task's handle, if
+    /// any, has it). A panic in the hook itself is caught and logged.
+    pub fn panic_hook(mut self, hook: impl Fn(&PanicReport) + Send + Sync + 'static) -> Self {
+        self.panic_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Checks the configuration, starts the core threads and the monitor.
+    pub fn build(self) -> Result<Pool, BuildError> {
+        Pool::start(self.into_config()?)
+    }
+
+    pub(crate) fn into_config(self) -> Result<Config, BuildError> {
+        let err = |k| Err(BuildError::new(k));
+        let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let core = match (self.core_threads, self.max_threads) {
+            (Some(c), _) => c,
+            (None, Some(m)) => available.min(m),
+            (None, None) => available,
+        };
+        let max = self.max_threads.unwrap_or_else(|| (core * 4).max(16));
+        if core == 0 {
+            return err(BuildErrorKind::ZeroCoreThreads);
+        }
+        if max == 0 {
+            return err(BuildErrorKind::ZeroMaxThreads);
+        }
+        if core > max {
+            return err(BuildErrorKind::CoreAboveMax { core, max });
+        }
+        let durations = [
+            ("keep_alive", self.keep_alive, Duration::from_secs(10)),
+            (
+                "monitor_period",
+                self.monitor_period,
+                Duration::from_millis(250),
+            ),
+            (
+                "blocked_after",
+                self.blocked_after,
+                Duration::from_millis(250),
+            ),
+        ];
+        let mut checked = [Duration::ZERO; 3];
+        for (i, (setting, value, default)) in durations.into_iter().enumerate() {
+            let value = value.unwrap_or(default);
+            if value.is_zero() {
+                return err(BuildErrorKind::ZeroDuration { setting, value });
+            }
+            checked[i] = value;
+        }
+        let counts = [
+            ("core_growth_after", self.core_growth_after),
+            ("lane_batch", self.lane_batch),
+            ("capacity", self.capacity),
+        ];
+        for (setting, value) in counts {
+            if value == Some(0) {
+                return err(BuildErrorKind::ZeroCount { setting });
+            }
+        }
+        Ok(Config {
+            core_threads: core,
+            max_threads: max,
+            keep_alive: checked[0],
+            monitor_period: checked[1],
+            blocked_after: checked[2],
+            core_growth_after: self.core_growth_after.unwrap_or(10),
+            lane_batch: self.lane_batch.unwrap_or(32),
+            capacity: self.capacity,
+            thread_name: self.thread_name.unwrap_or_else(|| "keyway".to_owned()),
+            panic_hook: self.panic_hook,
+        })
+    }
+}
+
+impl std::fmt::Debug for PoolBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolBuilder")
+            .field("core_threads", &self.core_threads)
+            .field("max_threads", &self.max_threads)
+            .field("keep_alive", &self.keep_alive)
+            .field("lane_batch", &self.lane_batch)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}

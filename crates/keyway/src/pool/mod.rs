@@ -1,0 +1,231 @@
+//! The elastic pool every part of keyway runs on (SPEC §2, §8).
+//!
+//! * `registry` — what the threads share: queues, slots, counters, flags, accounting rules;
+//! * `worker` — a worker thread's loop, and [`blocking`];
+//! * `sleep` — parking and waking without lost wake-ups;
+//! * `monitor` — finds blocked workers and adds auxiliary threads;
+//! * `builder` — settings, defaults and their checks;
+//! * `stats`, `counter` — what the pool reports and how it counts cheaply.
+
+mod builder;
+mod counter;
+mod monitor;
+pub(crate) mod registry;
+mod sleep;
+mod stats;
+pub(crate) mod worker;
+
+#[cfg(test)]
+mod test;
+
+pub use builder::PoolBuilder;
+pub use stats::{LaneDepth, Stats};
+pub use worker::blocking;
+
+use std::hash::Hash;
+use std::sync::Arc;
+
+use crossbeam_utils::sync::Parker;
+
+use self::builder::Config;
+use self::registry::{Job, Refusal, Registry};
+use crate::error::{BuildError, BuildErrorKind, SubmitError};
+use crate::lane::{Closures, LaneTable};
+use crate::task::{PendingTask, Plain, TaskHandle};
+
+/// An elastic pool of threads running plain tasks, and tasks ordered per context.
+///
+/// `Pool` is a cheap handle: clone it to share the pool. When the last handle (and every
+/// [`Lane`](crate::Lane) and [`TypedLanes`](crate::TypedLanes) made from it) is dropped, the pool
+/// shuts down gracefully in the background: every accepted task still runs.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// let pool = keyway::Pool::new().unwrap();
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// for i in 0..100 {
+///     let log = log.clone();
+///     // Tasks of one context run one at a time, in submission order.
+///     pool.execute_sequential("client-1", move || log.lock().unwrap().push(i)).unwrap();
+/// }
+/// pool.shutdown(); // runs everything accepted, then stops the threads
+/// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    pub(crate) handle: Arc<PoolHandle>,
+}
+
+pub(crate) struct PoolHandle {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) lanes: Arc<LaneTable<Closures>>,
+}
+
+impl Drop for PoolHandle {
+    fn drop(&mut self) {
+        self.registry.close();
+    }
+}
+
+pub(crate) fn refused<T>(why: Refusal, task: T) -> SubmitError<T> {
+    match why {
+        Refusal::Shutdown => SubmitError::Shutdown(task),
+        Refusal::Full => SubmitError::Full(task),
+    }
+}
+
+impl Pool {
+    /// A pool with the default settings (see [`PoolBuilder`]).
+    pub fn new() -> Result<Pool, BuildError> {
+        PoolBuilder::new().build()
+    }
+
+    /// A builder to configure a pool.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::new()
+    }
+
+    pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
+        let monitor = Parker::new();
+        let registry = Arc::new(Registry::new(config, monitor.unparker().clone()));
+        let lanes = LaneTable::new(Closures, registry.config.max_threads);
+        registry.register_table(Arc::downgrade(&lanes) as _);
+        let pool = Pool {
+            handle: Arc::new(PoolHandle {
+                registry: registry.clone(),
+                lanes,
+            }),
+        };
+        registry.start_core()?;
+        let name = format!("{}-monitor", registry.config.thread_name);
+        let watched = registry.clone();
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || monitor::run(watched, monitor))
+            .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
+        Ok(pool)
+    }
+
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.handle.registry
+    }
+
+    /// Runs `f` on the pool, with no ordering against other tasks.
+    ///
+    /// Refused (task handed back) after shutdown or when the pool's capacity is reached.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.execute(move || tx.send("hello").unwrap()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), "hello");
+    /// ```
+    pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let registry = self.registry();
+        if let Err(why) = registry.admit() {
+            return Err(refused(why, f));
+        }
+        registry.schedule(Job::Task(Box::new(Plain(f))));
+        Ok(())
+    }
+
+    /// Like [`execute`](Pool::execute), returning a [`TaskHandle`] for the result.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let handle = pool.submit(|| 2 + 2).unwrap();
+    /// assert_eq!(handle.join().unwrap(), 4);
+    /// ```
+    pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let registry = self.registry();
+        if let Err(why) = registry.admit() {
+            return Err(refused(why, f));
+        }
+        let (handle, task) = TaskHandle::pair(f);
+        registry.schedule(Job::Task(Box::new(task)));
+        Ok(handle)
+    }
+
+    /// Stops intake and waits until every accepted task has run and the threads have exited.
+    ///
+    /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
+    /// Called from a task of this pool, it stops intake and returns without waiting (a task
+    /// cannot wait for itself). Calling it again is harmless.
+    pub fn shutdown(&self) {
+        let registry = self.registry();
+        registry.close();
+        if !self.on_own_thread() {
+            registry.wait_for_exit(0);
+        }
+    }
+
+    /// Stops intake, lets running tasks finish, and hands back every accepted task that had not
+    /// started, in lane order per context. Their handles (if any) learn the outcome when the
+    /// returned tasks are run or dropped.
+    ///
+    /// Blocks until the tasks already running have returned. Called from a task of this pool,
+    /// it waits for the other workers only.
+    pub fn shutdown_now(&self) -> Vec<PendingTask> {
+        let registry = self.registry();
+        registry.stop();
+        let running_here = u64::from(self.on_own_thread());
+        registry.wait_for_exit(running_here as usize);
+        let mut pending = Vec::new();
+        loop {
+            let before = pending.len();
+            registry.drain_queues(|job| {
+                if let Job::Task(task) = job {
+                    pending.push(PendingTask::new(task));
+                }
+            });
+            for table in registry.tables() {
+                table.drain(&mut pending);
+            }
+            for _ in before..pending.len() {
+                registry.task_done();
+            }
+            // A submitter admitted just before `stop` may still be pushing its task.
+            if registry.pending() <= running_here {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        tracing::debug!(handed_back = pending.len(), "keyway shutdown_now");
+        pending
+    }
+
+    /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called
+    /// (or the last handle dropped).
+    pub fn is_shutdown(&self) -> bool {
+        self.registry().is_closed()
+    }
+
+    /// A snapshot of the pool's threads, tasks and lanes.
+    pub fn stats(&self) -> Stats {
+        stats::snapshot(self.registry())
+    }
+
+    /// The hash keyway gives context `ctx` (as [`LaneDepth::context_hash`] reports it).
+    pub fn context_hash<K: Hash + 'static>(&self, ctx: &K) -> u64 {
+        self.handle.lanes.hash(ctx)
+    }
+
+    fn on_own_thread(&self) -> bool {
+        worker::with_current(|cx| cx.is_some_and(|cx| Arc::ptr_eq(&cx.registry, self.registry())))
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

@@ -1,0 +1,434 @@
+//! The state every worker, submitter and the monitor share: queues, thread slots, counters, flags.
+//!
+//! Accounting rule (what makes shutdown exact): a task is *accepted* when [`Registry::admit`]
+//! returns `Ok` and is *finished* when it ran, was skipped after `cancel`, was coalesced away,
+//! or was handed back by `shutdown_now`. Admission increments `accepted` (SeqCst) *before* it
+//! reads `closed` (SeqCst), and `close` stores `closed` before anyone sums `accepted`, so once the
+//! pool is closed `accepted` never again grows for good, and `finished == accepted` means that
+//! every accepted task is done.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_utils::sync::{Parker, Unparker};
+use parking_lot::{Condvar, Mutex};
+
+use super::builder::Config;
+use super::counter::Striped;
+use super::sleep::Sleep;
+use super::worker::{self, WorkerCtx};
+use crate::error::{BuildError, BuildErrorKind};
+use crate::lane::TableOps;
+use crate::task::{PanicReport, Runnable};
+
+/// What the pool's queues hold.
+pub(crate) enum Job {
+    /// A plain task.
+    Task(Box<dyn Runnable>),
+    /// A lane with queued work: the worker that takes it runs a batch of the lane's tasks.
+    Lane(Arc<dyn LaneJob>),
+}
+
+/// A lane as the pool sees it.
+pub(crate) trait LaneJob: Send + Sync {
+    /// Runs up to a batch of the lane's tasks on `worker`, then lets go of or requeues the lane.
+    fn run_batch(self: Arc<Self>, worker: &WorkerCtx);
+}
+
+/// Why `admit` refused a task.
+pub(crate) enum Refusal {
+    Shutdown,
+    Full,
+}
+
+/// One thread position: its deque and parker live here while no thread holds them.
+pub(crate) struct Slot {
+    pub(crate) stealer: Stealer<Job>,
+    parts: Mutex<Option<(Worker<Job>, Parker)>>,
+    unparker: Unparker,
+    /// Odd while the thread is inside a task; bumped at each task start and end.
+    pub(crate) run_seq: AtomicU64,
+    /// Set while the thread is inside `keyway::blocking`.
+    pub(crate) blocking: AtomicBool,
+    /// Set by the monitor while the thread has been in one task longer than `blocked_after`.
+    pub(crate) stuck: AtomicBool,
+}
+
+pub(crate) struct Registry {
+    pub(crate) config: Config,
+    pub(crate) injector: Injector<Job>,
+    pub(crate) slots: Box<[Slot]>,
+    free_slots: Mutex<Vec<usize>>,
+    /// Highest slot index ever used, plus one: stealing scans `slots[..high_water]`.
+    high_water: AtomicUsize,
+    pub(crate) sleep: Sleep,
+    pub(crate) live: AtomicUsize,
+    pub(crate) core_target: AtomicUsize,
+    pub(crate) aux_spawned: AtomicU64,
+    pub(crate) transfers: AtomicU64,
+    pub(crate) accepted: Striped,
+    pub(crate) finished: Striped,
+    pub(crate) panicked: AtomicU64,
+    queued: AtomicUsize,
+    closed: AtomicBool,
+    stop_now: AtomicBool,
+    exited: Condvar,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) monitor: Unparker,
+    tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+}
+
+impl Registry {
+    pub(crate) fn new(config: Config, monitor: Unparker) -> Self {
+        let mut slots = Vec::with_capacity(config.max_threads);
+        for _ in 0..config.max_threads {
+            let deque = Worker::new_fifo();
+            let parker = Parker::new();
+            slots.push(Slot {
+                stealer: deque.stealer(),
+                unparker: parker.unparker().clone(),
+                parts: Mutex::new(Some((deque, parker))),
+                run_seq: AtomicU64::new(0),
+                blocking: AtomicBool::new(false),
+                stuck: AtomicBool::new(false),
+            });
+        }
+        Registry {
+            free_slots: Mutex::new((0..config.max_threads).rev().collect()),
+            high_water: AtomicUsize::new(0),
+            core_target: AtomicUsize::new(config.core_threads),
+            config,
+            injector: Injector::new(),
+            slots: slots.into_boxed_slice(),
+            sleep: Sleep::new(),
+            live: AtomicUsize::new(0),
+            aux_spawned: AtomicU64::new(0),
+            transfers: AtomicU64::new(0),
+            accepted: Striped::new(),
+            finished: Striped::new(),
+            panicked: AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            stop_now: AtomicBool::new(false),
+            exited: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
+            monitor,
+            tables: Mutex::new(Vec::new()),
+        }
+    }
+
+    // ---- admission and accounting -------------------------------------------------------
+
+    /// Accepts one task, or says why not. See the module doc for the ordering argument.
+    pub(crate) fn admit(&self) -> Result<(), Refusal> {
+        self.accepted.incr();
+        if self.closed.load(Ordering::SeqCst) {
+            self.accepted.decr();
+            return Err(Refusal::Shutdown);
+        }
+        if let Some(cap) = self.config.capacity {
+            if self.queued.fetch_add(1, Ordering::AcqRel) >= cap {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                self.accepted.decr();
+                return Err(Refusal::Full);
+            }
+        }
+        Ok(())
+    }
+
+    /// One accepted task is done (ran, skipped, coalesced away or handed back).
+    pub(crate) fn task_done(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.finished.incr();
+    }
+
+    /// Accepted tasks not yet done.
+    pub(crate) fn pending(&self) -> u64 {
+        let finished = self.finished.sum();
+        self.accepted.sum().saturating_sub(finished)
+    }
+
+    pub(crate) fn report_panic(&self, report: PanicReport) {
+        self.panicked.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(message = report.message(), "keyway task panicked");
+        if let Some(hook) = &self.config.panic_hook {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {
+                tracing::error!("keyway panic hook panicked");
+            }
+        }
+    }
+
+    // ---- queues and wake-ups ------------------------------------------------------------
+
+    /// Queues a job: on the current worker's own deque when called from a worker of this pool
+    /// (hot cache), otherwise on the global injector; then wakes an idle worker if there is one.
+    pub(crate) fn schedule(self: &Arc<Self>, job: Job) {
+        let job = worker::with_current(|cx| match cx {
+            Some(cx) if Arc::ptr_eq(&cx.registry, self) => {
+                cx.push_local(job);
+                None
+            }
+            _ => Some(job),
+        });
+        if let Some(job) = job {
+            self.injector.push(job);
+        }
+        self.notify_one();
+    }
+
+    pub(crate) fn notify_one(&self) {
+        if let Some(w) = self.sleep.wake_one() {
+            self.slots[w].unparker.unpark();
+        }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        for w in self.sleep.wake_all() {
+            self.slots[w].unparker.unpark();
+        }
+        self.monitor.unpark();
+    }
+
+    pub(crate) fn high_water(&self) -> usize {
+        self.high_water.load(Ordering::Acquire)
+    }
+
+    /// Whether any queue holds a job.
+    pub(crate) fn has_work(&self) -> bool {
+        !self.injector.is_empty()
+            || self.slots[..self.high_water()]
+                .iter()
+                .any(|s| !s.stealer.is_empty())
+    }
+
+    /// Moves every job queued on `slot`'s deque to the injector (the thread there is blocked).
+    pub(crate) fn transfer_from(&self, slot: usize) -> usize {
+        let mut moved = 0;
+        loop {
+            match self.slots[slot].stealer.steal() {
+                Steal::Success(job) => {
+                    self.injector.push(job);
+                    moved += 1;
+                }
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        if moved > 0 {
+            self.transfers.fetch_add(moved as u64, Ordering::Relaxed);
+            tracing::debug!(slot, moved, "keyway moved work away from a blocked worker");
+            for _ in 0..moved.min(self.config.max_threads) {
+                self.notify_one();
+            }
+        }
+        moved
+    }
+
+    /// Threads that cannot take work now: inside `blocking`, or stuck in one task.
+    pub(crate) fn blocked_threads(&self) -> usize {
+        self.slots[..self.high_water()]
+            .iter()
+            .filter(|s| s.blocking.load(Ordering::Acquire) || s.stuck.load(Ordering::Acquire))
+            .count()
+    }
+
+    /// Adds an auxiliary thread if work waits while fewer than `core` threads can take it.
+    pub(crate) fn ensure_threads(self: &Arc<Self>) {
+        if self.stop_now.load(Ordering::Acquire) || !self.has_work() || self.sleep.sleepers() > 0 {
+            return;
+        }
+        let live = self.live.load(Ordering::Acquire);
+        let runnable = live.saturating_sub(self.blocked_threads());
+        if runnable < self.core_target.load(Ordering::Acquire) {
+            match self.spawn_worker() {
+                Ok(true) => {
+                    let n = self.aux_spawned.fetch_add(1, Ordering::AcqRel) + 1;
+                    tracing::debug!(live = live + 1, "keyway added an auxiliary thread");
+                    if n % self.config.core_growth_after as u64 == 0 {
+                        let grown = self.core_target.fetch_update(
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                            |c| (c < self.config.max_threads).then_some(c + 1),
+                        );
+                        if let Ok(old) = grown {
+                            tracing::info!(core = old + 1, "keyway grew its core threads");
+                        }
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "keyway could not add an auxiliary thread"),
+            }
+        }
+    }
+
+    // ---- threads ------------------------------------------------------------------------
+
+    /// Starts a worker if `max_threads` allows; `Ok(false)` when it does not.
+    pub(crate) fn spawn_worker(self: &Arc<Self>) -> std::io::Result<bool> {
+        let reserved = self
+            .live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                (l < self.config.max_threads).then_some(l + 1)
+            });
+        if reserved.is_err() {
+            return Ok(false);
+        }
+        let Some(slot) = self.free_slots.lock().pop() else {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return Ok(false);
+        };
+        self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
+        let registry = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{}", self.config.thread_name, slot))
+            .spawn(move || {
+                // The slot's parts are always home while the slot is free (see `slot_vacated`).
+                let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
+                    registry.free_slots.lock().push(slot);
+                    registry.live.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                };
+                let cx = WorkerCtx::new(registry.clone(), slot, deque);
+                let retired = worker::run(&cx, &parker);
+                let deque = cx.into_deque();
+                registry.slot_vacated(slot, deque, parker, retired);
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut threads = self.threads.lock();
+                threads.retain(|t| !t.is_finished());
+                threads.push(handle);
+                Ok(true)
+            }
+            Err(e) => {
+                self.free_slots.lock().push(slot);
+                self.live.fetch_sub(1, Ordering::AcqRel);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn start_core(self: &Arc<Self>) -> Result<(), BuildError> {
+        for _ in 0..self.config.core_threads {
+            self.spawn_worker()
+                .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
+        }
+        Ok(())
+    }
+
+    fn slot_vacated(&self, slot: usize, deque: Option<Worker<Job>>, parker: Parker, retired: bool) {
+        let s = &self.slots[slot];
+        s.blocking.store(false, Ordering::Release);
+        s.stuck.store(false, Ordering::Release);
+        // The deque always comes back (the worker's context is unique once its loop ended);
+        // were it ever lost, the slot would stay out of use rather than pair a new deque with
+        // the old stealer.
+        if let Some(deque) = deque {
+            *s.parts.lock() = Some((deque, parker));
+            self.free_slots.lock().push(slot);
+        }
+        // A retiring thread already gave up its place in `live`.
+        let left = if retired {
+            self.live.load(Ordering::Acquire)
+        } else {
+            self.live.fetch_sub(1, Ordering::AcqRel) - 1
+        };
+        let threads = self.threads.lock();
+        self.exited.notify_all();
+        drop(threads);
+        if left == 0 {
+            self.monitor.unpark();
+        }
+    }
+
+    /// Gives up a place in `live` if more threads live than the core needs.
+    pub(crate) fn try_retire(&self) -> bool {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
+                (l > self.core_target.load(Ordering::Acquire)).then(|| l - 1)
+            })
+            .is_ok()
+    }
+
+    // ---- shutdown -----------------------------------------------------------------------
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify_all();
+    }
+
+    pub(crate) fn stop(&self) {
+        self.stop_now.store(true, Ordering::SeqCst);
+        self.close();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stop_now.load(Ordering::Acquire)
+    }
+
+    /// Closed and every accepted task done: workers may exit.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.is_closed() && self.pending() == 0
+    }
+
+    /// Blocks until at most `keep` worker threads live (the caller's own, if it is one).
+    pub(crate) fn wait_for_exit(&self, keep: usize) {
+        let mut threads = self.threads.lock();
+        while self.live.load(Ordering::Acquire) > keep {
+            self.exited
+                .wait_for(&mut threads, std::time::Duration::from_millis(100));
+        }
+        if keep == 0 {
+            // Join outside the lock: an exiting thread takes it in `slot_vacated`.
+            let exited = std::mem::take(&mut *threads);
+            drop(threads);
+            for t in exited {
+                let _ = t.join();
+            }
+        }
+    }
+
+    // ---- lane tables --------------------------------------------------------------------
+
+    pub(crate) fn register_table(&self, table: std::sync::Weak<dyn TableOps>) {
+        let mut tables = self.tables.lock();
+        tables.retain(|t| t.strong_count() > 0);
+        tables.push(table);
+    }
+
+    pub(crate) fn tables(&self) -> Vec<Arc<dyn TableOps>> {
+        self.tables
+            .lock()
+            .iter()
+            .filter_map(|t| t.upgrade())
+            .collect()
+    }
+
+    /// Takes every job left in the queues (after the workers stopped).
+    pub(crate) fn drain_queues(&self, mut each: impl FnMut(Job)) {
+        loop {
+            match self.injector.steal() {
+                Steal::Success(job) => each(job),
+                Steal::Empty => break,
+                Steal::Retry => continue,
+            }
+        }
+        for s in self.slots.iter() {
+            loop {
+                match s.stealer.steal() {
+                    Steal::Success(job) => each(job),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+    }
+}

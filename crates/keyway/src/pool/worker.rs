@@ -1,0 +1,266 @@
+//! A worker thread: where it looks for work, how it runs it, when it sleeps, retires or exits.
+//!
+//! Order of search (`find_job`): its own deque (FIFO, so a lane that yields goes behind the work
+//! already there), then the global injector (a batch at a time), then the other workers' deques.
+//! Every 61st search, and right after a lane yielded, the injector comes first, so work from
+//! outside cannot be starved by work the workers keep making for themselves.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crossbeam_deque::{Steal, Worker};
+use crossbeam_utils::sync::Parker;
+use crossbeam_utils::Backoff;
+
+use super::registry::{Job, Registry, Slot};
+use crate::task::{PanicReport, Runnable};
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+}
+
+/// Calls `f` with the worker running on this thread, if this is a keyway worker thread.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
+    let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
+    f(cx.as_deref())
+}
+
+/// What a worker thread knows about itself.
+pub(crate) struct WorkerCtx {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) index: usize,
+    deque: Worker<Job>,
+    tick: Cell<u32>,
+    prefer_global: Cell<bool>,
+    rng: Cell<u64>,
+}
+
+impl WorkerCtx {
+    pub(crate) fn new(registry: Arc<Registry>, index: usize, deque: Worker<Job>) -> Rc<Self> {
+        Rc::new(WorkerCtx {
+            registry,
+            index,
+            deque,
+            tick: Cell::new(0),
+            prefer_global: Cell::new(false),
+            rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+        })
+    }
+
+    pub(crate) fn into_deque(self: Rc<Self>) -> Option<Worker<Job>> {
+        Rc::try_unwrap(self).ok().map(|cx| cx.deque)
+    }
+
+    fn slot(&self) -> &Slot {
+        &self.registry.slots[self.index]
+    }
+
+    /// Queues `job` on this worker's own deque — unless the worker is inside `blocking`, where
+    /// work queued behind it would wait for the blocking call.
+    pub(crate) fn push_local(&self, job: Job) {
+        if self.slot().blocking.load(Ordering::Relaxed) {
+            self.registry.injector.push(job);
+        } else {
+            self.deque.push(job);
+        }
+    }
+
+    /// A lane used up its batch: it goes behind the work already queued here, and the next
+    /// search looks at the injector first.
+    pub(crate) fn requeue_lane(&self, job: Job) {
+        self.push_local(job);
+        self.prefer_global.set(true);
+        if self.deque.len() > 1 {
+            self.registry.notify_one();
+        }
+    }
+
+    /// Runs one task with the bookkeeping every task gets: progress for the monitor, panic
+    /// report, and the `finished` count.
+    pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
+        let slot = self.slot();
+        let seq = slot.run_seq.load(Ordering::Relaxed);
+        slot.run_seq.store(seq + 1, Ordering::Release); // odd: inside a task
+        let outcome = task();
+        slot.run_seq.store(seq + 2, Ordering::Release);
+        if slot.stuck.load(Ordering::Relaxed) {
+            slot.stuck.store(false, Ordering::Release);
+        }
+        let registry = &self.registry;
+        if let Err(report) = outcome {
+            registry.report_panic(report);
+        }
+        registry.task_done();
+        if registry.is_closed() && registry.pending() == 0 {
+            registry.notify_all();
+        }
+    }
+
+    fn run_task(&self, task: Box<dyn Runnable>) {
+        self.run_one(|| task.run());
+    }
+
+    fn run_job(&self, job: Job) {
+        match job {
+            Job::Task(task) => self.run_task(task),
+            Job::Lane(lane) => lane.run_batch(self),
+        }
+    }
+
+    fn find_job(&self) -> Option<Job> {
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        if self.prefer_global.replace(false) || tick % 61 == 0 {
+            if let Some(job) = self.steal_global() {
+                return Some(job);
+            }
+        }
+        self.deque
+            .pop()
+            .or_else(|| self.steal_global())
+            .or_else(|| self.steal_others())
+    }
+
+    fn steal_global(&self) -> Option<Job> {
+        loop {
+            match self.registry.injector.steal_batch_and_pop(&self.deque) {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    fn steal_others(&self) -> Option<Job> {
+        let slots = &self.registry.slots[..self.registry.high_water()];
+        if slots.len() < 2 {
+            return None;
+        }
+        // xorshift: a cheap, per-worker random starting point.
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        let start = (x % slots.len() as u64) as usize;
+        for _round in 0..4 {
+            let mut retry = false;
+            for i in (start..slots.len()).chain(0..start) {
+                if i == self.index {
+                    continue;
+                }
+                match slots[i].stealer.steal_batch_and_pop(&self.deque) {
+                    Steal::Success(job) => return Some(job),
+                    Steal::Empty => {}
+                    Steal::Retry => retry = true,
+                }
+            }
+            if !retry {
+                break;
+            }
+        }
+        None
+    }
+
+    /// No work was found. Spins briefly, then sleeps (see `sleep.rs` for the protocol).
+    fn idle(&self, parker: &Parker) -> Idle {
+        let registry = &self.registry;
+        let backoff = Backoff::new();
+        while !backoff.is_completed() {
+            if registry.has_work() {
+                return Idle::Work;
+            }
+            backoff.snooze();
+        }
+        if registry.is_stopping() {
+            return Idle::Exit;
+        }
+        if registry.is_drained() {
+            registry.notify_all();
+            return Idle::Exit;
+        }
+        registry.sleep.announce(self.index);
+        if registry.has_work() || registry.is_stopping() || registry.is_drained() {
+            registry.sleep.withdraw(self.index);
+            return Idle::Work;
+        }
+        parker.park_timeout(registry.config.keep_alive);
+        if registry.sleep.withdraw(self.index) {
+            // Nobody woke us: `keep_alive` passed without work.
+            if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
+                tracing::debug!(slot = self.index, "keyway auxiliary thread retired");
+                return Idle::Retired;
+            }
+        }
+        Idle::Work
+    }
+}
+
+enum Idle {
+    Work,
+    Exit,
+    Retired,
+}
+
+/// The worker thread's body. Returns true if the thread retired (already left `live`).
+pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
+    CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
+    let retired = loop {
+        match cx.find_job() {
+            Some(job) => {
+                if cx.registry.is_stopping() {
+                    // `shutdown_now` collects it from the deque.
+                    cx.deque.push(job);
+                    break false;
+                }
+                cx.run_job(job);
+            }
+            None => match cx.idle(parker) {
+                Idle::Work => {}
+                Idle::Exit => break false,
+                Idle::Retired => break true,
+            },
+        }
+    };
+    CURRENT.with(|c| *c.borrow_mut() = None);
+    retired
+}
+
+/// Runs `f`, telling the pool that it will block.
+///
+/// On a keyway worker thread, the work queued behind this worker is handed to other workers at
+/// once (and an auxiliary thread is added if no worker is free), instead of waiting for the
+/// monitor to notice a blocked worker. Elsewhere it just runs `f`.
+///
+/// ```
+/// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let slow = pool.submit(move || keyway::blocking(|| rx.recv().unwrap())).unwrap();
+/// // The only core thread is blocked, yet other work still runs.
+/// let fast = pool.submit(|| 7).unwrap();
+/// assert_eq!(fast.join().unwrap(), 7);
+/// tx.send(1).unwrap();
+/// assert_eq!(slow.join().unwrap(), 1);
+/// ```
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
+    let Some(cx) = cx else {
+        return f();
+    };
+    let slot = &cx.registry.slots[cx.index];
+    if slot.blocking.swap(true, Ordering::AcqRel) {
+        return f(); // already inside `blocking`
+    }
+    struct Reset<'a>(&'a AtomicBool);
+    impl Drop for Reset<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let _reset = Reset(&slot.blocking);
+    cx.registry.transfer_from(cx.index);
+    cx.registry.ensure_threads();
+    f()
+}

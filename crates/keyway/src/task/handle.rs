@@ -1,0 +1,254 @@
+//! `TaskHandle`: wait for, await, or cancel a submitted task.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{Abandon, PanicReport, Runnable};
+use crate::error::{panic_message, TaskError};
+
+/// The handle of a task submitted with one of the `submit*` methods.
+///
+/// * [`join`](TaskHandle::join) blocks until the task is done;
+/// * the handle is a [`Future`], so it can be awaited from any async runtime;
+/// * [`cancel`](TaskHandle::cancel) stops a task that has not started.
+///
+/// The result tells the outcomes apart: `Ok(value)` — the task *ran*; `Err(`[`TaskError`]`)` —
+/// it *panicked*, was *cancelled*, was *coalesced* away by a newer coalescing task, or was
+/// *rejected* (handed back at shutdown and dropped). Dropping the handle detaches the task: it
+/// still runs.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// let handle = pool.submit_sequential("account-7", || 6 * 7).unwrap();
+/// assert_eq!(handle.join().unwrap(), 42);
+/// ```
+#[must_use = "dropping a TaskHandle detaches the task; use execute* if no result is wanted"]
+pub struct TaskHandle<T> {
+    shared: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    done: Condvar,
+}
+
+struct State<T> {
+    stage: Stage,
+    result: Option<Result<T, TaskError>>,
+    waker: Option<Waker>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stage {
+    Queued,
+    Running,
+    Finished,
+}
+
+impl<T> Shared<T> {
+    /// Queued → Running; false if the task was cancelled (or otherwise finished) first.
+    fn transition_to_running(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.stage == Stage::Queued {
+            st.stage = Stage::Running;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Any stage → Finished with `result`; a second finish is ignored.
+    fn transition_to_finished(&self, result: Result<T, TaskError>) -> bool {
+        let waker = {
+            let mut st = self.state.lock();
+            if st.stage == Stage::Finished {
+                return false;
+            }
+            st.stage = Stage::Finished;
+            st.result = Some(result);
+            st.waker.take()
+        };
+        self.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        true
+    }
+}
+
+impl<T> TaskHandle<T> {
+    /// Makes a handle and the runnable that completes it.
+    pub(crate) fn pair<F>(f: F) -> (TaskHandle<T>, WithHandle<F, T>)
+    where
+        F: FnOnce() -> T,
+    {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                stage: Stage::Queued,
+                result: None,
+                waker: None,
+            }),
+            done: Condvar::new(),
+        });
+        (
+            TaskHandle {
+                shared: shared.clone(),
+            },
+            WithHandle { f: Some(f), shared },
+        )
+    }
+
+    /// Blocks until the task is done and returns its outcome.
+    ///
+    /// Do not call it from a task of the same context: that task waits for itself.
+    ///
+    /// # Panics
+    /// If the handle was already polled to completion as a future.
+    pub fn join(self) -> Result<T, TaskError> {
+        let mut st = self.shared.state.lock();
+        while st.stage != Stage::Finished {
+            self.shared.done.wait(&mut st);
+        }
+        st.result
+            .take()
+            .expect("TaskHandle::join after the future completed")
+    }
+
+    /// Like [`join`](TaskHandle::join), but gives the handle back if the task is not done
+    /// within `timeout`.
+    pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, TaskHandle<T>> {
+        let deadline = Instant::now() + timeout;
+        {
+            let mut st = self.shared.state.lock();
+            while st.stage != Stage::Finished {
+                if self.shared.done.wait_until(&mut st, deadline).timed_out() {
+                    break;
+                }
+            }
+            if st.stage == Stage::Finished {
+                if let Some(r) = st.result.take() {
+                    return Ok(r);
+                }
+            }
+        }
+        Err(self)
+    }
+
+    /// Cancels the task if it has not started: it will not run, and the handle's outcome becomes
+    /// [`TaskError::Cancelled`]. Returns false if the task already started or finished.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// pool.execute_sequential(1, move || { rx.recv().unwrap(); }).unwrap(); // keeps lane 1 busy
+    /// let queued = pool.submit_sequential(1, || "never").unwrap();
+    /// assert!(queued.cancel());
+    /// tx.send(()).unwrap();
+    /// assert!(matches!(queued.join(), Err(keyway::TaskError::Cancelled)));
+    /// ```
+    pub fn cancel(&self) -> bool {
+        let waker = {
+            let mut st = self.shared.state.lock();
+            if st.stage != Stage::Queued {
+                return false;
+            }
+            st.stage = Stage::Finished;
+            st.result = Some(Err(TaskError::Cancelled));
+            st.waker.take()
+        };
+        self.shared.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        true
+    }
+
+    /// True once the task has an outcome (ran, panicked, cancelled, coalesced or rejected).
+    pub fn is_finished(&self) -> bool {
+        self.shared.state.lock().stage == Stage::Finished
+    }
+}
+
+impl<T> Future for TaskHandle<T> {
+    type Output = Result<T, TaskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.shared.state.lock();
+        if st.stage == Stage::Finished {
+            Poll::Ready(
+                st.result
+                    .take()
+                    .expect("TaskHandle polled after completion"),
+            )
+        } else {
+            match &st.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => st.waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for TaskHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = self.shared.state.lock().stage;
+        f.debug_struct("TaskHandle").field("stage", &stage).finish()
+    }
+}
+
+/// A closure whose outcome goes to a [`TaskHandle`].
+pub(crate) struct WithHandle<F, T> {
+    f: Option<F>,
+    shared: Arc<Shared<T>>,
+}
+
+impl<F, T> Runnable for WithHandle<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn run(mut self: Box<Self>) -> Result<(), PanicReport> {
+        let Some(f) = self.f.take() else {
+            return Ok(());
+        };
+        if !self.shared.transition_to_running() {
+            return Ok(()); // cancelled while queued
+        }
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(value) => {
+                self.shared.transition_to_finished(Ok(value));
+                Ok(())
+            }
+            Err(payload) => {
+                let report = PanicReport::new(panic_message(&*payload).to_owned());
+                self.shared
+                    .transition_to_finished(Err(TaskError::Panicked(payload)));
+                Err(report)
+            }
+        }
+    }
+
+    fn abandon(mut self: Box<Self>, why: Abandon) {
+        self.f = None;
+        self.shared.transition_to_finished(Err(match why {
+            Abandon::Coalesced => TaskError::Coalesced,
+            Abandon::Rejected => TaskError::Rejected,
+        }));
+    }
+}
+
+impl<F, T> Drop for WithHandle<F, T> {
+    fn drop(&mut self) {
+        // A task dropped any other way (it should not happen) must not leave its joiner hanging.
+        if self.f.take().is_some() {
+            self.shared.transition_to_finished(Err(TaskError::Rejected));
+        }
+    }
+}
