@@ -24,6 +24,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(doctest)]
+mod compile_fail;
 mod error;
 mod lane;
 mod pool;
@@ -33,3 +35,8 @@ pub use error::{BuildError, SubmitError, TaskError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
 pub use task::{PanicReport, PendingTask, TaskHandle};
+
+/// The README's example, run as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExample;

@@ -309,7 +309,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
             }
             // Keep only the deepest `n` of this table as we go.
             if out.len() - start > 4 * n {
-                out[start..].sort_by(|a, b| b.queued.cmp(&a.queued));
+                out[start..].sort_by_key(|d| std::cmp::Reverse(d.queued));
                 out.truncate(start + n);
             }
         }

@@ -141,11 +141,11 @@ impl PoolBuilder {
             (None, None) => available,
         };
         let max = self.max_threads.unwrap_or_else(|| (core * 4).max(16));
-        if core == 0 {
-            return err(BuildErrorKind::ZeroCoreThreads);
-        }
         if max == 0 {
             return err(BuildErrorKind::ZeroMaxThreads);
+        }
+        if core == 0 {
+            return err(BuildErrorKind::ZeroCoreThreads);
         }
         if core > max {
             return err(BuildErrorKind::CoreAboveMax { core, max });

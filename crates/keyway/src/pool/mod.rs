@@ -18,6 +18,27 @@ pub(crate) mod worker;
 #[cfg(test)]
 mod test;
 
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::Pool;
+
+    /// Waits until every accepted task finished and every worker is parked.
+    pub(crate) fn quiesce(pool: &Pool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let s = pool.stats();
+            if s.queued_tasks == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pool never went quiet"
+            );
+            std::thread::yield_now();
+        }
+    }
+}
+
 pub use builder::PoolBuilder;
 pub use stats::{LaneDepth, Stats};
 pub use worker::blocking;

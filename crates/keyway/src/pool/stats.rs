@@ -65,7 +65,7 @@ pub(crate) fn snapshot(registry: &Registry) -> Stats {
     for t in &tables {
         t.deepest(8, &mut largest);
     }
-    largest.sort_by(|a: &LaneDepth, b| b.queued.cmp(&a.queued));
+    largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
     largest.truncate(8);
     let finished = registry.finished.sum();
     Stats {

@@ -1,1 +1,62 @@
+//! Unit tests of the pool's parts: counters, the sleep protocol, configuration defaults.
 
+use std::sync::Arc;
+
+use super::counter::Striped;
+use super::sleep::Sleep;
+use super::PoolBuilder;
+
+#[test]
+fn striped_counter_sums_adds_from_many_threads() {
+    let c = Arc::new(Striped::new());
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    c.incr();
+                }
+                c.decr();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(c.sum(), 8 * 9_999);
+}
+
+#[test]
+fn sleep_wakes_the_most_recent_sleeper_once() {
+    let s = Sleep::new();
+    assert_eq!(s.wake_one(), None);
+    s.announce(3);
+    s.announce(5);
+    assert_eq!(s.sleepers(), 2);
+    assert_eq!(s.wake_one(), Some(5));
+    assert!(
+        !s.withdraw(5),
+        "a woken worker is no longer on the idle stack"
+    );
+    assert!(s.withdraw(3));
+    assert_eq!(s.sleepers(), 0);
+    s.announce(1);
+    s.announce(2);
+    let mut all = s.wake_all();
+    all.sort();
+    assert_eq!(all, vec![1, 2]);
+    assert_eq!(s.sleepers(), 0);
+}
+
+#[test]
+fn defaults_follow_the_spec() {
+    let c = PoolBuilder::new().into_config().unwrap();
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(c.core_threads, available);
+    assert!(c.max_threads >= 16 && c.max_threads >= c.core_threads);
+    assert_eq!(c.keep_alive, std::time::Duration::from_secs(10));
+    assert_eq!(c.monitor_period, std::time::Duration::from_millis(250));
+    assert_eq!(c.blocked_after, std::time::Duration::from_millis(250));
+    assert_eq!(c.core_growth_after, 10);
+    assert_eq!(c.capacity, None);
+}

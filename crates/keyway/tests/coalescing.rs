@@ -1,0 +1,115 @@
+//! Done-when 2: coalescing tasks replace the pending one, the newest always runs, order with
+//! sequential tasks is kept, and replaced handles say `Coalesced`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::Gate;
+use keyway::TaskError;
+
+#[test]
+fn burst_on_busy_context_runs_few_and_always_the_last() {
+    let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    let gate = Gate::new();
+    let g = gate.clone();
+    pool.execute_sequential("px", move || g.wait()).unwrap(); // keeps the context busy
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..1000)
+        .map(|i| {
+            let ran = ran.clone();
+            pool.submit_coalescing("px", move || {
+                ran.lock().unwrap().push(i);
+                i
+            })
+            .unwrap()
+        })
+        .collect();
+    gate.open();
+    let mut coalesced = 0;
+    let mut values = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(v) => values.push(v),
+            Err(TaskError::Coalesced) => coalesced += 1,
+            Err(other) => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    pool.shutdown();
+    let ran = ran.lock().unwrap();
+    assert!(
+        ran.len() < 1000 / 10,
+        "coalescing ran {} of 1000 tasks",
+        ran.len()
+    );
+    assert_eq!(ran.last(), Some(&999), "the last update was lost");
+    assert_eq!(values, *ran, "handles and runs disagree");
+    assert_eq!(coalesced + values.len(), 1000);
+}
+
+/// Coalescing replaces only a pending coalescing task at the back: never a sequential task, and
+/// never across one, so order with the context's sequential tasks holds.
+#[test]
+fn order_with_sequential_tasks_is_kept() {
+    let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    let gate = Gate::new();
+    let g = gate.clone();
+    pool.execute_sequential(1, move || g.wait()).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let push = |tag: &'static str| {
+        let log = log.clone();
+        move || log.lock().unwrap().push(tag)
+    };
+    pool.execute_coalescing(1, push("c1")).unwrap();
+    pool.execute_coalescing(1, push("c2")).unwrap(); // replaces c1
+    pool.execute_sequential(1, push("s1")).unwrap();
+    pool.execute_coalescing(1, push("c3")).unwrap(); // s1 stands between: no replacement
+    pool.execute_coalescing(1, push("c4")).unwrap(); // replaces c3
+    pool.execute_sequential(1, push("s2")).unwrap();
+    pool.execute_coalescing(1, push("c5")).unwrap();
+    gate.open();
+    pool.shutdown();
+    assert_eq!(*log.lock().unwrap(), vec!["c2", "s1", "c4", "s2", "c5"]);
+}
+
+/// Under contention from several submitters with the lane running, the newest coalescing task
+/// of each burst still runs last.
+#[test]
+fn newest_always_runs_under_contention() {
+    for seed in 0..20u64 {
+        let pool = keyway::Pool::builder()
+            .core_threads(2)
+            .lane_batch(1 + seed as usize % 4)
+            .build()
+            .unwrap();
+        let last = Arc::new(Mutex::new(None));
+        let producers: Vec<_> = (0..3)
+            .map(|p| {
+                let (pool, last) = (pool.clone(), last.clone());
+                std::thread::spawn(move || {
+                    for i in 0..2_000u64 {
+                        let last = last.clone();
+                        let stamp = (p, i);
+                        pool.execute_coalescing("feed", move || {
+                            *last.lock().unwrap() = Some(stamp)
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        // After every producer returned, one more update: it must be the one left standing.
+        let l = last.clone();
+        pool.execute_coalescing("feed", move || *l.lock().unwrap() = Some((99, 99)))
+            .unwrap();
+        pool.shutdown();
+        assert_eq!(
+            *last.lock().unwrap(),
+            Some((99, 99)),
+            "seed {seed}: last update lost"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Helpers shared by the integration tests: exact synchronisation, never sleeps.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for something that should happen at once before it calls it a hang.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// A count-down latch.
+#[derive(Clone)]
+pub struct Latch(Arc<(Mutex<usize>, Condvar)>);
+
+impl Latch {
+    pub fn new(count: usize) -> Self {
+        Latch(Arc::new((Mutex::new(count), Condvar::new())))
+    }
+
+    pub fn count_down(&self) {
+        let (m, c) = &*self.0;
+        let mut n = m.lock().unwrap();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            c.notify_all();
+        }
+    }
+
+    /// Waits until the count reaches zero; false if `timeout` passed first.
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        let (m, c) = &*self.0;
+        let n = m.lock().unwrap();
+        let (n, _) = c.wait_timeout_while(n, timeout, |n| *n > 0).unwrap();
+        *n == 0
+    }
+
+    pub fn wait(&self) {
+        assert!(
+            self.wait_for(HANG),
+            "latch not released within {HANG:?}: hang"
+        );
+    }
+
+    pub fn count(&self) -> usize {
+        *self.0 .0.lock().unwrap()
+    }
+}
+
+/// A gate: tasks wait at it until it is opened.
+#[derive(Clone)]
+pub struct Gate(Latch);
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate(Latch::new(1))
+    }
+    pub fn open(&self) {
+        self.0.count_down()
+    }
+    pub fn wait(&self) {
+        self.0.wait()
+    }
+    /// Waits at most `timeout`; true if the gate opened.
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        self.0.wait_for(timeout)
+    }
+}
+
+/// Polls `cond` until it holds; panics after `HANG`. For state the pool changes on its own
+/// schedule (threads retiring), where no event can be waited on.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Counts live instances: proves each task is run or dropped exactly once.
+#[derive(Clone, Default)]
+pub struct DropCount(Arc<std::sync::atomic::AtomicUsize>);
+
+pub struct Token(Arc<std::sync::atomic::AtomicUsize>, AtomicBool);
+
+impl DropCount {
+    pub fn token(&self) -> Token {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Token(self.0.clone(), AtomicBool::new(false))
+    }
+    pub fn live(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        assert!(!self.1.swap(true, Ordering::SeqCst), "dropped twice");
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Small deterministic work, so tasks take varying time.
+#[inline(never)]
+pub fn spin(n: u32) -> u64 {
+    let mut x = 0u64;
+    for i in 0..n {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i as u64));
+    }
+    x
+}

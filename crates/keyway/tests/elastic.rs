@@ -1,0 +1,139 @@
+//! Done-when 5: auxiliary threads come when work is stuck, retire after `keep_alive`, the core
+//! grows after repeated need, and `max_threads` is never exceeded.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, Gate, Latch, HANG};
+
+/// OS threads of this process whose name starts with `prefix`.
+fn os_threads(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter(|e| {
+                    std::fs::read_to_string(e.path().join("comm"))
+                        .is_ok_and(|name| name.starts_with(prefix) && !name.contains("monitor"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn auxiliary_threads_retire_and_max_holds() {
+    const MAX: usize = 4;
+    let pool = keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(MAX)
+        .keep_alive(Duration::from_millis(50))
+        .monitor_period(Duration::from_millis(5))
+        .blocked_after(Duration::from_millis(5))
+        .core_growth_after(1_000)
+        .thread_name("kwaux")
+        .build()
+        .unwrap();
+    // Sample thread counts for the whole test.
+    let stop = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (stop, most, pool) = (stop.clone(), most.clone(), pool.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let s = pool.stats();
+                most.fetch_max(s.core_threads + s.auxiliary_threads, Ordering::Relaxed);
+                most.fetch_max(os_threads("kwaux"), Ordering::Relaxed);
+                std::thread::yield_now();
+            }
+        })
+    };
+    // Ten tasks that block until all ten are in: only possible if threads are added, and only
+    // MAX can be, so the gate opens by its own hand later.
+    let gate = Gate::new();
+    let entered = Latch::new(MAX);
+    let handles: Vec<_> = (0..10)
+        .map(|i| {
+            let (g, e) = (gate.clone(), entered.clone());
+            pool.submit_sequential(i, move || {
+                e.count_down();
+                g.wait_for(HANG)
+            })
+            .unwrap()
+        })
+        .collect();
+    entered.wait(); // MAX tasks run at once: auxiliary threads were added
+    assert!(pool.stats().auxiliary_threads >= MAX - 1);
+    gate.open();
+    for h in handles {
+        h.join().unwrap();
+    }
+    eventually("auxiliary threads retire", || {
+        pool.stats().auxiliary_threads == 0
+    });
+    eventually("their OS threads exit", || os_threads("kwaux") == 1);
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    assert!(most.load(Ordering::Relaxed) <= MAX, "max_threads exceeded");
+    assert!(most.load(Ordering::Relaxed) >= MAX);
+    // And they come back on demand.
+    let gate = Gate::new();
+    let entered = Latch::new(2);
+    let again: Vec<_> = (0..2)
+        .map(|i| {
+            let (g, e) = (gate.clone(), entered.clone());
+            pool.submit_sequential(i, move || {
+                e.count_down();
+                g.wait_for(HANG)
+            })
+            .unwrap()
+        })
+        .collect();
+    entered.wait();
+    gate.open();
+    for h in again {
+        h.join().unwrap();
+    }
+    pool.shutdown();
+}
+
+#[test]
+fn core_grows_after_repeated_auxiliary_need() {
+    let pool = keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(3)
+        .keep_alive(Duration::from_millis(20))
+        .monitor_period(Duration::from_millis(5))
+        .blocked_after(Duration::from_millis(5))
+        .core_growth_after(2)
+        .build()
+        .unwrap();
+    for _round in 0..2 {
+        let gate = Gate::new();
+        let entered = Latch::new(2);
+        let hs: Vec<_> = (0..2)
+            .map(|i| {
+                let (g, e) = (gate.clone(), entered.clone());
+                pool.submit_sequential(i, move || {
+                    e.count_down();
+                    g.wait_for(HANG)
+                })
+                .unwrap()
+            })
+            .collect();
+        entered.wait();
+        gate.open();
+        for h in hs {
+            h.join().unwrap();
+        }
+        eventually("auxiliary threads retire", || {
+            pool.stats().auxiliary_threads == 0
+        });
+    }
+    let stats = pool.stats();
+    assert!(stats.auxiliary_started >= 2, "{stats:?}");
+    assert_eq!(stats.core_threads, 2, "core did not grow: {stats:?}");
+    pool.shutdown();
+}

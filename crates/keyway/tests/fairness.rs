@@ -1,0 +1,103 @@
+//! Done-when 3: a context with 100,000 queued tasks does not keep another context's task from
+//! running within a few batches (counted in tasks, not time).
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{Gate, Latch};
+
+const BATCH: usize = 32;
+
+fn busy_context_does_not_starve_another(core: usize) {
+    // max_threads = core: no auxiliary thread may help, fairness alone must do it.
+    let pool = keyway::Pool::builder()
+        .core_threads(core)
+        .max_threads(core)
+        .lane_batch(BATCH)
+        .build()
+        .unwrap();
+    let gate = Gate::new();
+    let done_a = Arc::new(AtomicU64::new(0));
+    // Hold every worker so that everything below is queued before anything runs.
+    let held = Latch::new(core);
+    for _ in 0..core {
+        let (g, h) = (gate.clone(), held.clone());
+        pool.execute(move || {
+            h.count_down();
+            g.wait();
+        })
+        .unwrap();
+    }
+    held.wait();
+    for _ in 0..100_000 {
+        let d = done_a.clone();
+        pool.execute_sequential("A", move || {
+            d.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+    }
+    let seen = Arc::new(AtomicU64::new(u64::MAX));
+    let (d, s) = (done_a.clone(), seen.clone());
+    let b = pool
+        .submit_sequential("B", move || {
+            s.store(d.load(Ordering::Relaxed), Ordering::Relaxed)
+        })
+        .unwrap();
+    gate.open();
+    b.join().unwrap();
+    let a_before_b = seen.load(Ordering::Relaxed);
+    pool.shutdown();
+    assert_eq!(done_a.load(Ordering::Relaxed), 100_000);
+    assert!(
+        a_before_b <= 3 * BATCH as u64,
+        "B waited for {a_before_b} of A's tasks (batch {BATCH})"
+    );
+}
+
+#[test]
+fn one_thread() {
+    busy_context_does_not_starve_another(1);
+}
+
+#[test]
+fn two_threads() {
+    busy_context_does_not_starve_another(2);
+}
+
+/// A lane whose tasks keep submitting to it from inside the pool (its own deque) still lets an
+/// outside task through.
+#[test]
+fn self_feeding_lane_does_not_starve_outside_work() {
+    let pool = keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicU64::new(0));
+    let runs = Arc::new(AtomicU64::new(0));
+    fn feed(pool: keyway::Pool, stop: Arc<AtomicU64>, runs: Arc<AtomicU64>) {
+        if stop.load(Ordering::Relaxed) == 0 {
+            runs.fetch_add(1, Ordering::Relaxed);
+            let p = pool.clone();
+            let _ = pool.execute_sequential("loop", move || feed(p, stop, runs));
+        }
+    }
+    let (p, s, r) = (pool.clone(), stop.clone(), runs.clone());
+    pool.execute_sequential("loop", move || feed(p, s, r))
+        .unwrap();
+    let (s, r) = (stop.clone(), runs.clone());
+    let outside = pool
+        .submit(move || {
+            s.store(1, Ordering::Relaxed);
+            r.load(Ordering::Relaxed)
+        })
+        .unwrap();
+    let loops = outside.join().unwrap();
+    pool.shutdown();
+    assert!(
+        loops < 10_000,
+        "the outside task waited for {loops} self-fed tasks"
+    );
+}
