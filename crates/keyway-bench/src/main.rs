@@ -2,7 +2,6 @@
 //!
 //! `cargo run --release -p keyway-bench -- <scenario>|all [--quick] [--runs N] [--json]`
 
-mod fake_keyway; // TEMP
 mod harness;
 mod latch;
 mod order;

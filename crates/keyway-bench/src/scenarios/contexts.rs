@@ -184,9 +184,18 @@ fn run_once<S: ContextsSystem>(
         Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
     let mut system = S::setup(run, threads)?;
     let start = Instant::now();
-    system.feed()?;
-    let elapsed = run.done.wait_since(start, timeout)?;
+    let timed = system
+        .feed()
+        .and_then(|()| run.done.wait_since(start, timeout));
     crate::harness::threads::sample_now();
+    let elapsed = match timed {
+        Ok(elapsed) => elapsed,
+        Err(e) => {
+            // A stuck system may never shut down: leave it be, the command fails anyway.
+            std::mem::forget(system);
+            return Err(e);
+        }
+    };
     system.teardown()?;
     run.verify()?;
     Ok(elapsed)
@@ -250,6 +259,7 @@ mod tests {
         run_once::<ThreadPerContext>(&v, 2, timeout).unwrap();
         run_once::<TokioActor>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
+        run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
     }
 
     /// A broken "executor" that runs each context's tasks newest first.
