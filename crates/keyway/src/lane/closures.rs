@@ -8,13 +8,13 @@ use std::sync::Arc;
 use super::table::{LaneCore, LaneKind};
 use crate::error::SubmitError;
 use crate::pool::{refused, Pool};
-use crate::task::{Abandon, PanicReport, Plain, Runnable, TaskHandle};
+use crate::task::{Abandon, PanicReport, Plain, Task, TaskHandle};
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
 
 pub(crate) struct ClosureEntry {
-    task: Box<dyn Runnable>,
+    task: Task,
     coalescing: bool,
 }
 
@@ -33,7 +33,7 @@ impl LaneKind for Closures {
         entry.task.abandon(why)
     }
 
-    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Box<dyn Runnable> {
+    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Task {
         entry.task
     }
 }
@@ -43,7 +43,7 @@ fn admit_then<F, T>(
     pool: &Pool,
     f: F,
     coalescing: bool,
-    wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+    wrap: impl FnOnce(F) -> (T, Task),
     place: impl FnOnce(ClosureEntry),
 ) -> Result<T, SubmitError<F>> {
     if let Err(why) = pool.registry().admit() {
@@ -54,17 +54,17 @@ fn admit_then<F, T>(
     Ok(out)
 }
 
-fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Box<dyn Runnable>) {
-    ((), Box::new(Plain(f)))
+fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
+    ((), Task::new(Plain(f)))
 }
 
-fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Box<dyn Runnable>)
+fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Task)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     let (handle, task) = TaskHandle::pair(f);
-    (handle, Box::new(task))
+    (handle, Task::new(task))
 }
 
 /// Context lanes on the pool.
@@ -74,7 +74,7 @@ impl Pool {
         ctx: K,
         f: F,
         coalescing: bool,
-        wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+        wrap: impl FnOnce(F) -> (T, Task),
     ) -> Result<T, SubmitError<F>>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -192,7 +192,7 @@ impl<K: 'static> Lane<K> {
         &self,
         f: F,
         coalescing: bool,
-        wrap: impl FnOnce(F) -> (T, Box<dyn Runnable>),
+        wrap: impl FnOnce(F) -> (T, Task),
     ) -> Result<T, SubmitError<F>> {
         admit_then(&self.pool, f, coalescing, wrap, |entry| {
             self.core.push_pinned(self.pool.registry(), entry)

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::LaneDepth;
-use crate::task::{Abandon, PanicReport, PendingTask, Runnable};
+use crate::task::{Abandon, PanicReport, PendingTask, Task};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
 pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
@@ -24,7 +25,7 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn run(&self, key: &(dyn Any + Send + Sync), entry: Self::Entry) -> Result<(), PanicReport>;
     fn abandon(&self, entry: Self::Entry, why: Abandon);
     /// Packs an entry that `shutdown_now` hands back.
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Box<dyn Runnable>;
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Task;
 }
 
 /// What the pool needs from every lane table, whatever its kind.
@@ -239,24 +240,61 @@ impl<S: LaneKind> LaneCore<S> {
     }
 }
 
+/// Entries a runner takes from its lane per lock (one cache-line hand-over per chunk, not per
+/// task).
+const CHUNK: usize = 16;
+
+impl<S: LaneKind> LaneCore<S> {
+    /// Takes up to `max` entries from the front (rule 5: never a coalescing entry that is last in
+    /// the queue unless it is the very next to run, so `push` sees every pending coalescing entry
+    /// that could be replaced). Empty: the lane is turned off (rule 2).
+    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) {
+        let mut st = self.state.lock();
+        while chunk.len() < max {
+            match st.queue.front() {
+                None => break,
+                Some(e) if !chunk.is_empty() && st.queue.len() == 1 && S::is_coalescing(e) => break,
+                Some(_) => chunk.extend(st.queue.pop_front()),
+            }
+        }
+        if chunk.is_empty() {
+            // Rule 2: only the lane's runner turns `scheduled` off, and only while it sees the
+            // queue empty under the lane lock.
+            st.scheduled = false;
+        }
+    }
+}
+
 impl<S: LaneKind> LaneJob for LaneCore<S> {
     fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
-        for _ in 0..worker.registry.config.lane_batch {
-            let entry = {
-                let mut st = self.state.lock();
-                match st.queue.pop_front() {
-                    Some(entry) => entry,
-                    None => {
-                        // Rule 2: only the lane's runner turns `scheduled` off, and only while
-                        // it sees the queue empty under the lane lock.
-                        st.scheduled = false;
-                        drop(st);
-                        self.release();
-                        return;
-                    }
+        let mut left = worker.registry.config.lane_batch;
+        let mut chunk = SmallVec::<[S::Entry; CHUNK]>::new();
+        while left > 0 {
+            self.take_chunk(left.min(CHUNK), &mut chunk);
+            if chunk.is_empty() {
+                self.release();
+                return;
+            }
+            left -= chunk.len();
+            let mut ran = 0;
+            let mut entries = chunk.drain(..);
+            for entry in entries.by_ref() {
+                worker.run_one(|| self.table.kind.run(&*self.key, entry));
+                ran += 1;
+                if worker.registry.is_stopping() {
+                    break;
                 }
-            };
-            worker.run_one(|| self.table.kind.run(&*self.key, entry));
+            }
+            let rest: SmallVec<[S::Entry; CHUNK]> = entries.collect();
+            worker.tasks_done(ran);
+            if !rest.is_empty() {
+                // `shutdown_now`: put the untouched entries back, in order, for the drain.
+                let mut st = self.state.lock();
+                for entry in rest.into_iter().rev() {
+                    st.queue.push_front(entry);
+                }
+                return;
+            }
             if worker.registry.is_stopping() {
                 return; // `shutdown_now` drains the rest of the lane
             }

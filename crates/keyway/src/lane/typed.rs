@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::table::{LaneCore, LaneKind, LaneTable};
 use crate::error::{panic_message, SubmitError};
 use crate::pool::{refused, Pool};
-use crate::task::{Abandon, PanicReport, Runnable};
+use crate::task::{Abandon, PanicReport, Runnable, Task};
 
 type Handler<K, M> = dyn Fn(&K, M) + Send + Sync + 'static;
 
@@ -45,8 +45,8 @@ where
 
     fn abandon(&self, _entry: Message<M>, _why: Abandon) {}
 
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Message<M>) -> Box<dyn Runnable> {
-        Box::new(PendingMessage {
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Message<M>) -> Task {
+        Task::new(PendingMessage {
             lane: lane.clone(),
             msg: entry.msg,
         })
@@ -68,7 +68,7 @@ where
     K: Send + Sync + 'static,
     M: Send + 'static,
 {
-    fn run(self: Box<Self>) -> Result<(), PanicReport> {
+    fn run(self) -> Result<(), PanicReport> {
         let lane = self.lane;
         lane.run_entry(Message {
             msg: self.msg,
@@ -76,7 +76,7 @@ where
         })
     }
 
-    fn abandon(self: Box<Self>, _why: Abandon) {}
+    fn abandon(self, _why: Abandon) {}
 }
 
 /// Lanes of messages for one handler, for processing each key's messages in order (the seed's

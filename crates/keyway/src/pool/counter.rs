@@ -37,6 +37,11 @@ impl Striped {
         self.cells[stripe()].fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Adds `n`.
+    pub(crate) fn add(&self, n: u64) {
+        self.cells[stripe()].fetch_add(n, Ordering::SeqCst);
+    }
+
     /// Takes back one `incr` made by this thread.
     pub(crate) fn decr(&self) {
         self.cells[stripe()].fetch_sub(1, Ordering::SeqCst);

@@ -52,7 +52,7 @@ use self::builder::Config;
 use self::registry::{Job, Refusal, Registry};
 use crate::error::{BuildError, BuildErrorKind, SubmitError};
 use crate::lane::{Closures, LaneTable};
-use crate::task::{PendingTask, Plain, TaskHandle};
+use crate::task::{PendingTask, Plain, Task, TaskHandle};
 
 /// An elastic pool of threads running plain tasks, and tasks ordered per context.
 ///
@@ -149,7 +149,7 @@ impl Pool {
         if let Err(why) = registry.admit() {
             return Err(refused(why, f));
         }
-        registry.schedule(Job::Task(Box::new(Plain(f))));
+        registry.schedule(Job::Task(Task::new(Plain(f))));
         Ok(())
     }
 
@@ -170,7 +170,7 @@ impl Pool {
             return Err(refused(why, f));
         }
         let (handle, task) = TaskHandle::pair(f);
-        registry.schedule(Job::Task(Box::new(task)));
+        registry.schedule(Job::Task(Task::new(task)));
         Ok(handle)
     }
 
@@ -239,7 +239,7 @@ impl Pool {
     }
 
     fn on_own_thread(&self) -> bool {
-        worker::with_current(|cx| cx.is_some_and(|cx| Arc::ptr_eq(&cx.registry, self.registry())))
+        worker::is_worker_of(self.registry())
     }
 }
 

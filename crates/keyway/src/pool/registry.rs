@@ -21,12 +21,12 @@ use super::sleep::Sleep;
 use super::worker::{self, WorkerCtx};
 use crate::error::{BuildError, BuildErrorKind};
 use crate::lane::TableOps;
-use crate::task::{PanicReport, Runnable};
+use crate::task::{PanicReport, Task};
 
 /// What the pool's queues hold.
 pub(crate) enum Job {
     /// A plain task.
-    Task(Box<dyn Runnable>),
+    Task(Task),
     /// A lane with queued work: the worker that takes it runs a batch of the lane's tasks.
     Lane(Arc<dyn LaneJob>),
 }
@@ -140,10 +140,18 @@ impl Registry {
 
     /// One accepted task is done (ran, skipped, coalesced away or handed back).
     pub(crate) fn task_done(&self) {
-        if self.config.capacity.is_some() {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+        self.tasks_done(1);
+    }
+
+    /// `n` accepted tasks are done.
+    pub(crate) fn tasks_done(&self, n: usize) {
+        if n == 0 {
+            return;
         }
-        self.finished.incr();
+        if self.config.capacity.is_some() {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+        }
+        self.finished.add(n as u64);
     }
 
     /// Accepted tasks not yet done.
@@ -167,14 +175,12 @@ impl Registry {
     /// Queues a job: on the current worker's own deque when called from a worker of this pool
     /// (hot cache), otherwise on the global injector; then wakes an idle worker if there is one.
     pub(crate) fn schedule(self: &Arc<Self>, job: Job) {
-        let job = worker::with_current(|cx| match cx {
-            Some(cx) if Arc::ptr_eq(&cx.registry, self) => {
-                cx.push_local(job);
-                None
-            }
-            _ => Some(job),
-        });
-        if let Some(job) = job {
+        if worker::is_worker_of(self) {
+            worker::with_current(|cx| match cx {
+                Some(cx) => cx.push_local(job),
+                None => self.injector.push(job),
+            });
+        } else {
             self.injector.push(job);
         }
         self.notify_one();

@@ -15,16 +15,31 @@ use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
 use super::registry::{Job, Registry, Slot};
-use crate::task::{PanicReport, Runnable};
+use crate::task::{PanicReport, Task};
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+    /// The registry of the worker on this thread, for a cheap "is this my pool?" test (compared,
+    /// never dereferenced).
+    static CURRENT_REGISTRY: Cell<*const Registry> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Calls `f` with the worker running on this thread, if this is a keyway worker thread.
+/// `f` must not call `with_current` again.
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
-    let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
-    f(cx.as_deref())
+    let mut f = Some(f);
+    let r = CURRENT.try_with(|c| (f.take().unwrap())(c.borrow().as_deref()));
+    match r {
+        Ok(r) => r,
+        Err(_) => (f.take().unwrap())(None), // thread-locals already destroyed
+    }
+}
+
+/// True if this thread is a worker of `registry`.
+pub(crate) fn is_worker_of(registry: &Registry) -> bool {
+    CURRENT_REGISTRY
+        .try_with(|r| std::ptr::eq(r.get(), registry))
+        .unwrap_or(false)
 }
 
 /// What a worker thread knows about itself.
@@ -77,8 +92,8 @@ impl WorkerCtx {
         }
     }
 
-    /// Runs one task with the bookkeeping every task gets: progress for the monitor, panic
-    /// report, and the `finished` count.
+    /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
+    /// panic report. The caller then counts it with `tasks_done`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
         let slot = self.slot();
         let seq = slot.run_seq.load(Ordering::Relaxed);
@@ -88,18 +103,23 @@ impl WorkerCtx {
         if slot.stuck.load(Ordering::Relaxed) {
             slot.stuck.store(false, Ordering::Release);
         }
-        let registry = &self.registry;
         if let Err(report) = outcome {
-            registry.report_panic(report);
+            self.registry.report_panic(report);
         }
-        registry.task_done();
+    }
+
+    /// `n` tasks run by this worker are finished (see the accounting rule in `registry`).
+    pub(crate) fn tasks_done(&self, n: usize) {
+        let registry = &self.registry;
+        registry.tasks_done(n);
         if registry.is_closed() && registry.pending() == 0 {
             registry.notify_all();
         }
     }
 
-    fn run_task(&self, task: Box<dyn Runnable>) {
+    fn run_task(&self, task: Task) {
         self.run_one(|| task.run());
+        self.tasks_done(1);
     }
 
     fn run_job(&self, job: Job) {
@@ -207,6 +227,7 @@ enum Idle {
 /// The worker thread's body. Returns true if the thread retired (already left `live`).
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
+    CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let retired = loop {
         match cx.find_job() {
             Some(job) => {
@@ -225,6 +246,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         }
     };
     CURRENT.with(|c| *c.borrow_mut() = None);
+    CURRENT_REGISTRY.with(|r| r.set(std::ptr::null()));
     retired
 }
 

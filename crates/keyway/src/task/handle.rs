@@ -214,7 +214,7 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(mut self: Box<Self>) -> Result<(), PanicReport> {
+    fn run(mut self) -> Result<(), PanicReport> {
         let Some(f) = self.f.take() else {
             return Ok(());
         };
@@ -235,7 +235,7 @@ where
         }
     }
 
-    fn abandon(mut self: Box<Self>, why: Abandon) {
+    fn abandon(mut self, why: Abandon) {
         self.f = None;
         self.shared.transition_to_finished(Err(match why {
             Abandon::Coalesced => TaskError::Coalesced,

@@ -5,8 +5,10 @@
 //! "no accepted task is ever lost" checkable.
 
 mod handle;
+mod raw;
 
 pub use handle::TaskHandle;
+pub(crate) use raw::Task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -52,25 +54,25 @@ pub(crate) enum Abandon {
     Rejected,
 }
 
-/// A task the pool holds: run once, or abandoned once.
-pub(crate) trait Runnable: Send {
+/// A task the pool holds: run once, or abandoned once. Stored type-erased as a [`Task`].
+pub(crate) trait Runnable: Send + Sized {
     /// Runs the task, catching a panic; a panic comes back as its report.
-    fn run(self: Box<Self>) -> Result<(), PanicReport>;
+    fn run(self) -> Result<(), PanicReport>;
     /// Drops the task without running it, telling its handle (if any) why.
-    fn abandon(self: Box<Self>, why: Abandon);
+    fn abandon(self, why: Abandon);
 }
 
 /// A closure submitted without a handle.
 pub(crate) struct Plain<F>(pub(crate) F);
 
 impl<F: FnOnce() + Send> Runnable for Plain<F> {
-    fn run(self: Box<Self>) -> Result<(), PanicReport> {
+    fn run(self) -> Result<(), PanicReport> {
         let f = self.0;
         catch_unwind(AssertUnwindSafe(f))
             .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
     }
 
-    fn abandon(self: Box<Self>, _why: Abandon) {}
+    fn abandon(self, _why: Abandon) {}
 }
 
 /// A task that was accepted but had not started when the pool was stopped with
@@ -94,11 +96,11 @@ impl<F: FnOnce() + Send> Runnable for Plain<F> {
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 pub struct PendingTask {
-    task: Option<Box<dyn Runnable>>,
+    task: Option<Task>,
 }
 
 impl PendingTask {
-    pub(crate) fn new(task: Box<dyn Runnable>) -> Self {
+    pub(crate) fn new(task: Task) -> Self {
         PendingTask { task: Some(task) }
     }
 
