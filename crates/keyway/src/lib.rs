@@ -12,6 +12,10 @@
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
 //! coalescing task replaces its context's older pending one. Idle lanes are freed.
 //!
+//! ## Multi-key tasks ([`Pool::execute_keyed`], [`Pool::submit_keyed`])
+//! A task names several keys: tasks sharing any key never overlap and run in submission order;
+//! disjoint ones run in parallel; a task waiting for a key holds no thread; nothing deadlocks.
+//!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
 //! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
@@ -27,6 +31,7 @@
 #[cfg(doctest)]
 mod compile_fail;
 mod error;
+mod keyed;
 mod lane;
 mod pool;
 mod task;

@@ -7,39 +7,64 @@ use std::sync::Arc;
 
 use super::table::{LaneCore, LaneKind};
 use crate::error::SubmitError;
+use crate::keyed::MultiTask;
 use crate::pool::{refused, Pool};
 use crate::task::{Abandon, PanicReport, Plain, Task, TaskHandle};
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
 
-pub(crate) struct ClosureEntry {
-    task: Task,
-    coalescing: bool,
+pub(crate) enum ClosureEntry {
+    /// A task of this lane alone.
+    One { task: Task, coalescing: bool },
+    /// A multi-key task, standing in every lane of its keys (rule 6).
+    Many(Arc<MultiTask>),
 }
 
 impl LaneKind for Closures {
     type Entry = ClosureEntry;
 
     fn is_coalescing(entry: &ClosureEntry) -> bool {
-        entry.coalescing
+        matches!(
+            entry,
+            ClosureEntry::One {
+                coalescing: true,
+                ..
+            }
+        )
     }
 
     fn run(&self, _key: &(dyn Any + Send + Sync), entry: ClosureEntry) -> Result<(), PanicReport> {
-        entry.task.run()
+        match entry {
+            ClosureEntry::One { task, .. } => task.run(),
+            // Never taken as a chunk entry: `take_chunk` stops at barriers.
+            ClosureEntry::Many(_) => Ok(()),
+        }
     }
 
     fn abandon(&self, entry: ClosureEntry, why: Abandon) {
-        entry.task.abandon(why)
+        if let ClosureEntry::One { task, .. } = entry {
+            task.abandon(why)
+        }
     }
 
-    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Task {
-        entry.task
+    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<Task> {
+        match entry {
+            ClosureEntry::One { task, .. } => Some(task),
+            ClosureEntry::Many(multi) => multi.take_task(),
+        }
+    }
+
+    fn barrier(entry: &ClosureEntry) -> Option<&Arc<MultiTask>> {
+        match entry {
+            ClosureEntry::Many(multi) => Some(multi),
+            ClosureEntry::One { .. } => None,
+        }
     }
 }
 
 /// Admits a task and hands it to `place`, or hands it back refused.
-fn admit_then<F, T>(
+pub(crate) fn admit_then<F, T>(
     pool: &Pool,
     f: F,
     coalescing: bool,
@@ -50,15 +75,15 @@ fn admit_then<F, T>(
         return Err(refused(why, f));
     }
     let (out, task) = wrap(f);
-    place(ClosureEntry { task, coalescing });
+    place(ClosureEntry::One { task, coalescing });
     Ok(out)
 }
 
-fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
+pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
     ((), Task::new(Plain(f)))
 }
 
-fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Task)
+pub(crate) fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Task)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,

@@ -13,7 +13,7 @@ mod typed;
 #[cfg(test)]
 mod test;
 
-pub(crate) use closures::Closures;
 pub use closures::Lane;
-pub(crate) use table::{LaneTable, TableOps};
+pub(crate) use closures::{admit_then, plain, with_handle, ClosureEntry, Closures};
+pub(crate) use table::{LaneCore, LaneTable, TableOps};
 pub use typed::TypedLanes;

@@ -13,6 +13,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::LaneDepth;
@@ -24,8 +25,13 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn is_coalescing(entry: &Self::Entry) -> bool;
     fn run(&self, key: &(dyn Any + Send + Sync), entry: Self::Entry) -> Result<(), PanicReport>;
     fn abandon(&self, entry: Self::Entry, why: Abandon);
-    /// Packs an entry that `shutdown_now` hands back.
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Task;
+    /// Packs an entry that `shutdown_now` hands back (`None`: already handed back through
+    /// another lane, for a multi-key task).
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<Task>;
+    /// The multi-key task this entry stands for in the lane, if it is one (rule 6).
+    fn barrier(_entry: &Self::Entry) -> Option<&Arc<MultiTask>> {
+        None
+    }
 }
 
 /// What the pool needs from every lane table, whatever its kind.
@@ -38,6 +44,7 @@ pub(crate) trait TableOps: Send + Sync {
 }
 
 type Shard<S> = CachePadded<Mutex<HashTable<Arc<LaneCore<S>>>>>;
+pub(crate) type ShardGuard<'a, S> = parking_lot::MutexGuard<'a, HashTable<Arc<LaneCore<S>>>>;
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
@@ -65,7 +72,7 @@ struct LaneState<E> {
 }
 
 /// What a push did.
-struct Pushed<S: LaneKind> {
+pub(crate) struct Pushed<S: LaneKind> {
     /// The lane went from idle to scheduled: the pusher must queue it.
     schedule: Option<Arc<LaneCore<S>>>,
     /// A pending coalescing entry the new one replaced.
@@ -91,7 +98,7 @@ impl<S: LaneKind> LaneTable<S> {
 
     fn shard(&self, hash: u64) -> &Shard<S> {
         // The high bits pick the shard; hashbrown uses the low ones inside it.
-        &self.shards[(hash >> 40) as usize & (self.shards.len() - 1)]
+        &self.shards[self.shard_index(hash)]
     }
 
     /// Runs `f` on the lane of `key`, created if missing, under its shard lock.
@@ -101,6 +108,28 @@ impl<S: LaneKind> LaneTable<S> {
     {
         let hash = self.hash(&key);
         let mut map = self.shard(hash).lock();
+        f(self.lane_in(&mut map, hash, key))
+    }
+
+    /// The shard a hash lives in.
+    pub(crate) fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 40) as usize & (self.shards.len() - 1)
+    }
+
+    pub(crate) fn lock_shard(&self, index: usize) -> ShardGuard<'_, S> {
+        self.shards[index].lock()
+    }
+
+    /// The lane of `key` in its (locked) shard `map`, created if missing.
+    pub(crate) fn lane_in<'m, K>(
+        self: &Arc<Self>,
+        map: &'m mut HashTable<Arc<LaneCore<S>>>,
+        hash: u64,
+        key: K,
+    ) -> &'m Arc<LaneCore<S>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
         let entry = map.entry(
             hash,
             |l| l.key.downcast_ref::<K>() == Some(&key),
@@ -123,7 +152,7 @@ impl<S: LaneKind> LaneTable<S> {
                 .into_mut()
             }
         };
-        f(lane)
+        lane
     }
 
     /// Queues `entry` on the lane of `key` (the task was already admitted).
@@ -137,7 +166,7 @@ impl<S: LaneKind> LaneTable<S> {
 
     /// Completes a push outside the locks: abandons what it replaced, queues the lane if it
     /// became scheduled.
-    fn after_push(&self, registry: &Arc<Registry>, pushed: Pushed<S>) {
+    pub(crate) fn after_push(&self, registry: &Arc<Registry>, pushed: Pushed<S>) {
         if let Some(old) = pushed.replaced {
             self.kind.abandon(old, Abandon::Coalesced);
             registry.task_done();
@@ -165,7 +194,7 @@ impl<S: LaneKind> LaneTable<S> {
 
 impl<S: LaneKind> LaneCore<S> {
     /// Appends `entry` (replacing a pending coalescing entry at the back if `entry` coalesces).
-    fn push(self: &Arc<Self>, entry: S::Entry) -> Pushed<S> {
+    pub(crate) fn push(self: &Arc<Self>, entry: S::Entry) -> Pushed<S> {
         let mut st = self.state.lock();
         let replaced = if S::is_coalescing(&entry) && st.queue.back().is_some_and(S::is_coalescing)
         {
@@ -244,15 +273,30 @@ impl<S: LaneKind> LaneCore<S> {
 /// task).
 const CHUNK: usize = 16;
 
+/// What `take_chunk` found.
+enum Taken {
+    Entries,
+    Empty,
+    Barrier(Arc<MultiTask>),
+}
+
 impl<S: LaneKind> LaneCore<S> {
     /// Takes up to `max` entries from the front (rule 5: never a coalescing entry that is last in
     /// the queue unless it is the very next to run, so `push` sees every pending coalescing entry
     /// that could be replaced). Empty: the lane is turned off (rule 2).
-    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) {
+    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken {
         let mut st = self.state.lock();
         while chunk.len() < max {
             match st.queue.front() {
                 None => break,
+                Some(e) if S::barrier(e).is_some() => {
+                    if chunk.is_empty() {
+                        // Rule 6: the lane parks at a multi-key task; `scheduled` stays on.
+                        let multi = S::barrier(e).cloned();
+                        return multi.map_or(Taken::Entries, Taken::Barrier);
+                    }
+                    break;
+                }
                 Some(e) if !chunk.is_empty() && st.queue.len() == 1 && S::is_coalescing(e) => break,
                 Some(_) => chunk.extend(st.queue.pop_front()),
             }
@@ -261,6 +305,27 @@ impl<S: LaneKind> LaneCore<S> {
             // Rule 2: only the lane's runner turns `scheduled` off, and only while it sees the
             // queue empty under the lane lock.
             st.scheduled = false;
+            return Taken::Empty;
+        }
+        Taken::Entries
+    }
+
+    /// Rule 6: the multi-key task at this lane's head is done: pop it and restart the lane.
+    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>, registry: &Arc<Registry>) {
+        let more = {
+            let mut st = self.state.lock();
+            let head = st.queue.pop_front();
+            debug_assert!(head
+                .as_ref()
+                .and_then(S::barrier)
+                .is_some_and(|m| Arc::ptr_eq(m, multi)));
+            st.scheduled = !st.queue.is_empty();
+            st.scheduled
+        };
+        if more {
+            registry.schedule(Job::Lane(self.clone()));
+        } else {
+            self.release();
         }
     }
 }
@@ -270,10 +335,16 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         let mut left = worker.registry.config.lane_batch;
         let mut chunk = SmallVec::<[S::Entry; CHUNK]>::new();
         while left > 0 {
-            self.take_chunk(left.min(CHUNK), &mut chunk);
-            if chunk.is_empty() {
-                self.release();
-                return;
+            match self.take_chunk(left.min(CHUNK), &mut chunk) {
+                Taken::Entries => {}
+                Taken::Empty => {
+                    self.release();
+                    return;
+                }
+                Taken::Barrier(multi) => {
+                    multi.arrive(worker);
+                    return;
+                }
             }
             left -= chunk.len();
             let mut ran = 0;
@@ -320,7 +391,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 let mut st = lane.state.lock();
                 st.scheduled = false;
                 for entry in st.queue.drain(..) {
-                    out.push(PendingTask::new(S::pending(lane, entry)));
+                    out.extend(S::pending(lane, entry).map(PendingTask::new));
                 }
             }
             let before = map.len();

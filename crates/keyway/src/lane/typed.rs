@@ -45,11 +45,11 @@ where
 
     fn abandon(&self, _entry: Message<M>, _why: Abandon) {}
 
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Message<M>) -> Task {
-        Task::new(PendingMessage {
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Message<M>) -> Option<Task> {
+        Some(Task::new(PendingMessage {
             lane: lane.clone(),
             msg: entry.msg,
-        })
+        }))
     }
 }
 
