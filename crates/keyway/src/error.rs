@@ -35,6 +35,8 @@ pub(crate) enum BuildErrorKind {
         setting: &'static str,
         value: Duration,
     },
+    #[error("min_reserved_threads ({min}) is greater than reserved_threads ({max})")]
+    MinReservedAboveMax { min: usize, max: usize },
     #[error("{setting} must be at least 1")]
     ZeroCount { setting: &'static str },
     #[error("could not start a worker thread")]
@@ -75,6 +77,43 @@ impl<T> fmt::Debug for SubmitError<T> {
         match self {
             SubmitError::Shutdown(_) => f.write_str("Shutdown(..)"),
             SubmitError::Full(_) => f.write_str("Full(..)"),
+        }
+    }
+}
+
+/// A task [`Pool::try_execute`](crate::Pool::try_execute) did not start. The task is handed
+/// back.
+///
+/// ```
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+/// let err = pool.try_execute(|| ()).unwrap_err();
+/// assert!(matches!(err, keyway::TryExecuteError::Busy(_)));
+/// ```
+#[derive(thiserror::Error)]
+pub enum TryExecuteError<T> {
+    /// No reserved thread was idle to take the task now; the task is handed back (nothing was
+    /// queued).
+    #[error("no reserved thread is idle to take the task now")]
+    Busy(T),
+    /// The pool was shut down; the task is handed back.
+    #[error("the pool is shut down and accepts no more tasks")]
+    Shutdown(T),
+}
+
+impl<T> TryExecuteError<T> {
+    /// Gives back the task.
+    pub fn into_inner(self) -> T {
+        match self {
+            TryExecuteError::Busy(t) | TryExecuteError::Shutdown(t) => t,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TryExecuteError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TryExecuteError::Busy(_) => f.write_str("Busy(..)"),
+            TryExecuteError::Shutdown(_) => f.write_str("Shutdown(..)"),
         }
     }
 }

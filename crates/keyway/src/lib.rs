@@ -6,7 +6,8 @@
 //! ## The pool ([`Pool`], [`PoolBuilder`], [`blocking`])
 //! Core threads for the pool's life; auxiliary threads when work is stuck behind blocked
 //! workers, retired after `keep_alive`; a monitor that moves work away from a worker blocked in
-//! one task. Statistics in [`Stats`].
+//! one task; reserved threads for [`Pool::try_execute`], which starts a task now or refuses at
+//! once. Statistics in [`Stats`].
 //!
 //! ## Context lanes ([`Pool::execute_sequential`], [`Pool::execute_coalescing`], [`Lane`], [`TypedLanes`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
@@ -36,7 +37,7 @@ mod lane;
 mod pool;
 mod task;
 
-pub use error::{BuildError, SubmitError, TaskError};
+pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
 pub use task::{PanicReport, PendingTask, TaskHandle};

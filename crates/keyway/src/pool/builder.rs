@@ -20,6 +20,9 @@ pub(crate) struct Config {
     pub(crate) blocked_after: Duration,
     pub(crate) lane_batch: usize,
     pub(crate) capacity: Option<usize>,
+    pub(crate) reserved_threads: usize,
+    pub(crate) min_reserved_threads: usize,
+    pub(crate) reserved_idle_timeout: Duration,
     pub(crate) thread_name: String,
     pub(crate) panic_hook: Option<PanicHook>,
 }
@@ -51,6 +54,9 @@ pub struct PoolBuilder {
     blocked_after: Option<Duration>,
     lane_batch: Option<usize>,
     capacity: Option<usize>,
+    reserved_threads: Option<usize>,
+    min_reserved_threads: Option<usize>,
+    reserved_idle_timeout: Option<Duration>,
     thread_name: Option<String>,
     panic_hook: Option<PanicHook>,
 }
@@ -114,6 +120,27 @@ impl PoolBuilder {
         self
     }
 
+    /// The most reserved threads: idle threads parked for [`Pool::try_execute`], started
+    /// lazily (the first `try_execute` that finds none idle starts one) and in addition to
+    /// `max_threads`. 0 makes every `try_execute` refuse. Default: 1.
+    pub fn reserved_threads(mut self, n: usize) -> Self {
+        self.reserved_threads = Some(n);
+        self
+    }
+
+    /// Idle reserved threads retire after `reserved_idle_timeout`, down to this many.
+    /// Default: 0. Must not exceed `reserved_threads`.
+    pub fn min_reserved_threads(mut self, n: usize) -> Self {
+        self.min_reserved_threads = Some(n);
+        self
+    }
+
+    /// How long a reserved thread waits idle before it retires. Default: 60 s.
+    pub fn reserved_idle_timeout(mut self, d: Duration) -> Self {
+        self.reserved_idle_timeout = Some(d);
+        self
+    }
+
     /// Prefix of the worker threads' names. Default: `"keyway"`.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = Some(prefix.into());
@@ -162,8 +189,13 @@ impl PoolBuilder {
                 self.blocked_after,
                 Duration::from_millis(250),
             ),
+            (
+                "reserved_idle_timeout",
+                self.reserved_idle_timeout,
+                Duration::from_secs(60),
+            ),
         ];
-        let mut checked = [Duration::ZERO; 3];
+        let mut checked = [Duration::ZERO; 4];
         for (i, (setting, value, default)) in durations.into_iter().enumerate() {
             let value = value.unwrap_or(default);
             if value.is_zero() {
@@ -181,7 +213,18 @@ impl PoolBuilder {
                 return err(BuildErrorKind::ZeroCount { setting });
             }
         }
+        let reserved = self.reserved_threads.unwrap_or(1);
+        let min_reserved = self.min_reserved_threads.unwrap_or(0);
+        if min_reserved > reserved {
+            return err(BuildErrorKind::MinReservedAboveMax {
+                min: min_reserved,
+                max: reserved,
+            });
+        }
         Ok(Config {
+            reserved_threads: reserved,
+            min_reserved_threads: min_reserved,
+            reserved_idle_timeout: checked[3],
             core_threads: core,
             max_threads: max,
             keep_alive: checked[0],

@@ -11,6 +11,7 @@ mod builder;
 mod counter;
 mod monitor;
 pub(crate) mod registry;
+mod reserved;
 mod sleep;
 mod stats;
 pub(crate) mod worker;
@@ -50,7 +51,7 @@ use crossbeam_utils::sync::Parker;
 
 use self::builder::Config;
 use self::registry::{Job, Refusal, Registry};
-use crate::error::{BuildError, BuildErrorKind, SubmitError};
+use crate::error::{BuildError, BuildErrorKind, SubmitError, TryExecuteError};
 use crate::lane::{Closures, LaneTable};
 use crate::task::{PendingTask, Plain, Task, TaskHandle};
 
@@ -172,6 +173,55 @@ impl Pool {
         let (handle, task) = TaskHandle::pair(f);
         registry.schedule(Job::Task(Task::new(task)));
         Ok(handle)
+    }
+
+    /// Starts `f` on an idle reserved thread *now*, or hands it back at once: it never queues
+    /// (Jetty's `TryExecutor`). When no reserved thread is idle, one is started (up to
+    /// [`PoolBuilder::reserved_threads`]) so that a later attempt can succeed.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().reserved_threads(1).build().unwrap();
+    /// let me = std::thread::current().id();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let mut task = move || tx.send(std::thread::current().id()).unwrap();
+    /// // The first attempt may find no reserved thread started yet: it is handed back.
+    /// while let Err(err) = pool.try_execute(task) {
+    ///     task = err.into_inner();
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_ne!(rx.recv().unwrap(), me); // it ran on the reserved thread
+    /// ```
+    pub fn try_execute<F>(&self, f: F) -> Result<(), TryExecuteError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let registry = self.registry();
+        match registry.admit() {
+            Ok(()) => {}
+            Err(Refusal::Shutdown) => return Err(TryExecuteError::Shutdown(f)),
+            Err(Refusal::Full) => return Err(TryExecuteError::Busy(f)),
+        }
+        // The closure travels in a shared slot so that it can come back untouched if the last
+        // idle seat is taken between the check and the hand-off.
+        let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(f)));
+        let inner = slot.clone();
+        let task = Task::new(Plain(move || {
+            if let Some(f) = inner.lock().take() {
+                f()
+            }
+        }));
+        match registry.reserved.hand_off(task) {
+            Ok(()) => Ok(()),
+            Err(task) => {
+                drop(task);
+                registry.unadmit();
+                reserved::start_one(registry);
+                match slot.lock().take() {
+                    Some(f) => Err(TryExecuteError::Busy(f)),
+                    None => unreachable!("an unrun task still holds its closure"),
+                }
+            }
+        }
     }
 
     /// Stops intake and waits until every accepted task has run and the threads have exited.

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::builder::Config;
 use super::counter::Striped;
+use super::reserved::Reserved;
 use super::sleep::Sleep;
 use super::worker::{self, WorkerCtx};
 use crate::error::{BuildError, BuildErrorKind};
@@ -77,6 +78,7 @@ pub(crate) struct Registry {
     exited: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) monitor: Unparker,
+    pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
 }
 
@@ -115,6 +117,7 @@ impl Registry {
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             monitor,
+            reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
         }
     }
@@ -136,6 +139,14 @@ impl Registry {
             }
         }
         Ok(())
+    }
+
+    /// Takes back an admission whose task was handed back before it was queued.
+    pub(crate) fn unadmit(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.accepted.decr();
     }
 
     /// One accepted task is done (ran, skipped, coalesced away or handed back).
@@ -196,7 +207,15 @@ impl Registry {
         for w in self.sleep.wake_all() {
             self.slots[w].unparker.unpark();
         }
+        self.reserved.wake_all();
         self.monitor.unpark();
+    }
+
+    /// A reserved thread left: wake whoever waits in `wait_for_exit`.
+    pub(crate) fn thread_exited(&self) {
+        let threads = self.threads.lock();
+        self.exited.notify_all();
+        drop(threads);
     }
 
     pub(crate) fn high_water(&self) -> usize {
@@ -385,10 +404,13 @@ impl Registry {
         self.is_closed() && self.pending() == 0
     }
 
-    /// Blocks until at most `keep` worker threads live (the caller's own, if it is one).
+    /// Blocks until at most `keep` worker threads live (the caller's own, if it is one) and no
+    /// reserved thread does.
     pub(crate) fn wait_for_exit(&self, keep: usize) {
         let mut threads = self.threads.lock();
-        while self.live.load(Ordering::Acquire) > keep {
+        while self.live.load(Ordering::Acquire) > keep
+            || self.reserved.live.load(Ordering::Acquire) > 0
+        {
             self.exited
                 .wait_for(&mut threads, std::time::Duration::from_millis(100));
         }

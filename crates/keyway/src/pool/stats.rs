@@ -34,8 +34,10 @@ pub struct Stats {
     pub core_threads: usize,
     /// Threads above the core size (they retire after `keep_alive` idle).
     pub auxiliary_threads: usize,
-    /// Reserved threads parked for hand-off (always 0 until reserved threads are enabled).
+    /// Reserved threads started (for [`Pool::try_execute`](crate::Pool::try_execute)).
     pub reserved_threads: usize,
+    /// Reserved threads idle now, ready to take a task.
+    pub idle_reserved_threads: usize,
     /// Threads parked for lack of work.
     pub idle_threads: usize,
     /// Threads inside [`blocking`](crate::blocking) or stuck in one task past `blocked_after`.
@@ -71,7 +73,8 @@ pub(crate) fn snapshot(registry: &Registry) -> Stats {
     Stats {
         core_threads: core,
         auxiliary_threads: live - core,
-        reserved_threads: 0,
+        reserved_threads: registry.reserved.live.load(Ordering::Acquire),
+        idle_reserved_threads: registry.reserved.idle_count(),
         idle_threads: registry.sleep.sleepers(),
         blocked_threads: registry.blocked_threads(),
         auxiliary_started: registry.aux_spawned.load(Ordering::Acquire),
