@@ -144,3 +144,33 @@ fn bad_reserved_configuration_is_an_error() {
         .unwrap_err();
     assert!(err.to_string().contains("reserved_idle_timeout"));
 }
+
+/// `shutdown` and `shutdown_now` called from a task on a reserved thread do not wait for that
+/// thread itself.
+#[test]
+fn shutdown_from_a_reserved_thread_does_not_wait_for_itself() {
+    for now in [false, true] {
+        let pool = keyway::Pool::builder()
+            .core_threads(1)
+            .reserved_threads(1)
+            .build()
+            .unwrap();
+        ready(&pool);
+        let done = Latch::new(1);
+        let (d, p) = (done.clone(), pool.clone());
+        pool.try_execute(move || {
+            if now {
+                drop(p.shutdown_now());
+            } else {
+                p.shutdown();
+            }
+            d.count_down();
+        })
+        .unwrap();
+        assert!(
+            done.wait_for(HANG),
+            "shutdown from a reserved thread hung (now: {now})"
+        );
+        pool.shutdown();
+    }
+}

@@ -233,7 +233,7 @@ impl Pool {
         let registry = self.registry();
         registry.close();
         if !self.on_own_thread() {
-            registry.wait_for_exit(0);
+            registry.wait_for_exit(worker::OwnThread::None);
         }
     }
 
@@ -246,8 +246,9 @@ impl Pool {
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
         registry.stop();
-        let running_here = u64::from(self.on_own_thread());
-        registry.wait_for_exit(running_here as usize);
+        let own = worker::own_thread(registry);
+        let running_here = u64::from(own != worker::OwnThread::None);
+        registry.wait_for_exit(own);
         let mut pending = Vec::new();
         loop {
             let before = pending.len();
@@ -289,7 +290,7 @@ impl Pool {
     }
 
     fn on_own_thread(&self) -> bool {
-        worker::is_worker_of(self.registry())
+        worker::own_thread(self.registry()) != worker::OwnThread::None
     }
 }
 

@@ -404,17 +404,18 @@ impl Registry {
         self.is_closed() && self.pending() == 0
     }
 
-    /// Blocks until at most `keep` worker threads live (the caller's own, if it is one) and no
-    /// reserved thread does.
-    pub(crate) fn wait_for_exit(&self, keep: usize) {
+    /// Blocks until every worker and reserved thread has exited, except the caller's own.
+    pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
+        let keep = usize::from(own == worker::OwnThread::Worker);
+        let keep_reserved = usize::from(own == worker::OwnThread::Reserved);
         let mut threads = self.threads.lock();
         while self.live.load(Ordering::Acquire) > keep
-            || self.reserved.live.load(Ordering::Acquire) > 0
+            || self.reserved.live.load(Ordering::Acquire) > keep_reserved
         {
             self.exited
                 .wait_for(&mut threads, std::time::Duration::from_millis(100));
         }
-        if keep == 0 {
+        if own == worker::OwnThread::None {
             // Join outside the lock: an exiting thread takes it in `slot_vacated`.
             let exited = std::mem::take(&mut *threads);
             drop(threads);

@@ -92,6 +92,7 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
 }
 
 fn run(registry: &Arc<Registry>) {
+    super::worker::set_reserved_of(Arc::as_ptr(registry));
     let reserved = &registry.reserved;
     let seat = Arc::new(Seat {
         task: Mutex::new(None),

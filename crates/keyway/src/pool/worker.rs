@@ -42,6 +42,36 @@ pub(crate) fn is_worker_of(registry: &Registry) -> bool {
         .unwrap_or(false)
 }
 
+/// Which of `registry`'s threads this is, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnThread {
+    None,
+    Worker,
+    Reserved,
+}
+
+thread_local! {
+    static RESERVED_OF: Cell<*const Registry> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks this thread as a reserved thread of `registry` (null: none).
+pub(crate) fn set_reserved_of(registry: *const Registry) {
+    RESERVED_OF.with(|r| r.set(registry));
+}
+
+pub(crate) fn own_thread(registry: &Registry) -> OwnThread {
+    if is_worker_of(registry) {
+        OwnThread::Worker
+    } else if RESERVED_OF
+        .try_with(|r| std::ptr::eq(r.get(), registry))
+        .unwrap_or(false)
+    {
+        OwnThread::Reserved
+    } else {
+        OwnThread::None
+    }
+}
+
 /// What a worker thread knows about itself.
 pub(crate) struct WorkerCtx {
     pub(crate) registry: Arc<Registry>,
