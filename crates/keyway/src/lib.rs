@@ -17,6 +17,10 @@
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
 //! disjoint ones run in parallel; a task waiting for a key holds no thread; nothing deadlocks.
 //!
+//! ## Sequencer ([`Sequencer`], [`Ticket`], [`OrderedMap`])
+//! Work done on any thread is published in ticket order by whichever thread finishes the turn
+//! before it: nobody waits, no consumer thread. [`OrderedMap`] is a parallel map in input order.
+//!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
 //! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
@@ -34,12 +38,17 @@ mod compile_fail;
 mod error;
 mod keyed;
 mod lane;
+pub(crate) mod loom;
 mod pool;
+mod sequencer;
 mod task;
 
 pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use sequencer::{
+    MapTask, OrderedMap, RunOutcome, Sequencer, SequencerError, Ticket, TicketPanic,
+};
 pub use task::{PanicReport, PendingTask, TaskHandle};
 
 /// The README's example, run as a doctest so it cannot rot.
