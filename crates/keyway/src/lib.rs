@@ -21,6 +21,12 @@
 //! Work done on any thread is published in ticket order by whichever thread finishes the turn
 //! before it: nobody waits, no consumer thread. [`OrderedMap`] is a parallel map in input order.
 //!
+//! ## Execution strategy ([`AdaptiveStrategy`], [`Producer`], [`Invocable`])
+//! Jetty's adaptive "eat what you kill": a producer's tasks are consumed on the thread that
+//! produced them when that cannot starve production, and handed to the pool when it could; only
+//! one thread produces at a time. Per-mode counts in [`ModeCounts`]; [`Pool`] is its
+//! [`Executor`].
+//!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
 //! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
@@ -41,6 +47,7 @@ mod lane;
 pub(crate) mod loom;
 mod pool;
 mod sequencer;
+mod strategy;
 mod task;
 
 pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
@@ -48,6 +55,11 @@ pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
 pub use sequencer::{
     MapTask, OrderedMap, RunOutcome, Sequencer, SequencerError, Ticket, TicketPanic,
+};
+pub use strategy::{
+    invoke_non_blocking, is_non_blocking_invocation, AdaptiveStrategy, ConsumeMode, DeclaredTask,
+    DispatchError, DispatchOutcome, Executor, Invocable, InvocationType, ModeCounts,
+    ProduceOutcome, Producer,
 };
 pub use task::{PanicReport, PendingTask, TaskHandle};
 

@@ -196,6 +196,11 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         let registry = self.registry();
+        if registry.reserved.idle_count() == 0 && !registry.is_closed() {
+            // Cheap refusal: nothing to hand to, so nothing to admit or allocate.
+            reserved::start_one(registry);
+            return Err(TryExecuteError::Busy(f));
+        }
         match registry.admit() {
             Ok(()) => {}
             Err(Refusal::Shutdown) => return Err(TryExecuteError::Shutdown(f)),
