@@ -3,8 +3,10 @@
 //! `cargo run --release -p keyway-bench -- <scenario>|all [--quick] [--runs N] [--json]`
 
 mod harness;
+mod keys;
 mod latch;
 mod order;
+mod output;
 mod scenarios;
 mod systems;
 mod work;
@@ -16,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
+use scenarios::ordered::OrderedArgs;
 use scenarios::throughput::ThroughputArgs;
 use scenarios::RunOptions;
 
@@ -41,8 +44,10 @@ struct Cli {
 enum Scenario {
     /// Sequential tasks on many contexts, one producer.
     Contexts(ContextsArgs),
-    /// Plain tasks from 1, 2 or 4 producers.
+    /// Plain and keyed (1 or 2 keys of 1,024) tasks from 1, 2 or 4 producers.
     Throughput(ThroughputArgs),
+    /// Items processed in parallel and written in input order.
+    Ordered(OrderedArgs),
     /// Every scenario, all variants.
     All,
 }
@@ -63,10 +68,10 @@ fn main() -> ExitCode {
     let outcome = match &cli.scenario {
         Scenario::Contexts(args) => scenarios::contexts::run(args, &opts, &mut emit),
         Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
+        Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
         Scenario::All => scenarios::contexts::run(&ContextsArgs::default(), &opts, &mut emit)
-            .and_then(|()| {
-                scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit)
-            }),
+            .and_then(|()| scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit))
+            .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,8 +5,10 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::keys::{verify_keys, KeyCell, TaskKeys, KEY_SPACE};
 use crate::latch::Completion;
 use crate::order::{verify_all, OrderCell};
+use crate::output::{expected_hash, Output, FNV_OFFSET, FNV_PRIME};
 
 /// `work` atomic increments on a fresh local atomic; returns its final value.
 #[inline(never)]
@@ -88,6 +90,141 @@ pub fn context_task(run: &ContextsRun, ctx: usize, seq: u64) {
     }
 }
 
+/// The shared state of one keyed `throughput` run: one checker cell per key
+/// and the completion latch, which counts tasks.
+#[derive(Debug)]
+pub struct KeyedRun {
+    /// One checker per key of [`KEY_SPACE`].
+    pub cells: Box<[KeyCell]>,
+    /// Opens when every task has run.
+    pub done: Completion,
+}
+
+impl KeyedRun {
+    /// Fresh state for `tasks` tasks.
+    pub fn new(tasks: u64) -> Self {
+        Self {
+            cells: (0..KEY_SPACE).map(|_| KeyCell::default()).collect(),
+            done: Completion::new(tasks as usize),
+        }
+    }
+
+    /// How many of `tasks` tasks name each key when each names `keys` keys
+    /// (computed from [`TaskKeys::for_task`], untimed).
+    pub fn expected_runs(tasks: u64, keys: u32) -> Vec<u64> {
+        let mut runs = vec![0u64; KEY_SPACE as usize];
+        for index in 0..tasks {
+            for &k in TaskKeys::for_task(index, keys).as_slice() {
+                runs[k as usize] += 1;
+            }
+        }
+        runs
+    }
+
+    /// Checks that every task ran once, that no two tasks sharing a key
+    /// overlapped and, when `ordered`, that each key's tasks ran in
+    /// submission order.
+    pub fn verify(&self, expected_runs: &[u64], ordered: bool) -> Result<(), String> {
+        match self.done.remaining() {
+            0 => verify_keys(&self.cells, expected_runs, ordered),
+            n => Err(format!("{n} tasks did not run")),
+        }
+    }
+}
+
+/// The keyed `throughput` task: marks its keys busy (checking no other task
+/// holds them) and records its sequence number on each, does the plain
+/// task's counter update, and frees its keys.
+#[inline(never)]
+pub fn keyed_task(run: &KeyedRun, seq: u64, keys: TaskKeys) {
+    for &k in keys.as_slice() {
+        run.cells[k as usize].enter(seq);
+    }
+    tick(&run.done);
+    for &k in keys.as_slice() {
+        run.cells[k as usize].exit();
+    }
+}
+
+/// Bytes of the buffer an `ordered` item is processed from.
+pub const ITEM_BYTES: usize = 1_024;
+
+/// The `ordered` processing step: fills a 1 KiB buffer from a xorshift
+/// generator seeded with `item`, and returns its FNV-1a checksum.
+#[inline(never)]
+pub fn process(item: u64) -> u64 {
+    let mut buf = [0u8; ITEM_BYTES];
+    let mut x = crate::keys::splitmix64(item) | 1;
+    for chunk in buf.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    let buf = black_box(buf);
+    buf.iter().fold(FNV_OFFSET, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+/// The shared state of one `ordered` run: the output and the latch that
+/// opens when the last item is written.
+#[derive(Debug)]
+pub struct OrderedRun {
+    /// Items in the run, numbered `0..items`.
+    pub items: u64,
+    /// Where items are written.
+    pub output: Output,
+    /// Opens when item `items - 1` has been written.
+    pub done: Completion,
+}
+
+impl OrderedRun {
+    /// Fresh state for `items` items.
+    pub fn new(items: u64) -> Self {
+        Self {
+            items,
+            output: Output::default(),
+            done: Completion::new(usize::from(items > 0)),
+        }
+    }
+
+    /// The output hash of a correct run of `items` items: every item
+    /// processed (untimed, on `threads` threads), hashed in item order.
+    pub fn expected_hash(items: u64, threads: usize) -> u64 {
+        let threads = threads.max(1) as u64;
+        let chunk = items.div_ceil(threads).max(1);
+        let parts: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let range = (t * chunk).min(items)..((t + 1) * chunk).min(items);
+                    s.spawn(move || range.map(process).collect::<Vec<u64>>())
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("an expected-checksum thread panicked"))
+                .collect()
+        });
+        expected_hash(parts.into_iter().flatten())
+    }
+
+    /// Checks that every item was written once, in order, with the right
+    /// checksum.
+    pub fn verify(&self, expected_hash: u64) -> Result<(), String> {
+        self.output.verify(self.items, expected_hash)
+    }
+}
+
+/// The `ordered` write step: appends `item`'s checksum to the output; the
+/// last item opens the run's latch.
+#[inline(never)]
+pub fn write(run: &OrderedRun, item: u64, checksum: u64) {
+    if run.output.append(item, checksum) == run.items {
+        run.done.count_down();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +258,63 @@ mod tests {
         }
         let err = run.verify().unwrap_err();
         assert!(err.starts_with("context 0:"), "{err}");
+    }
+
+    #[test]
+    fn keyed_run_verifies_a_serial_run() {
+        let tasks = 5_000;
+        let expected = KeyedRun::expected_runs(tasks, 2);
+        assert_eq!(expected.iter().sum::<u64>(), 2 * tasks);
+        let run = KeyedRun::new(tasks);
+        for i in 0..tasks {
+            keyed_task(&run, i + 1, TaskKeys::for_task(i, 2));
+        }
+        run.verify(&expected, true).unwrap();
+    }
+
+    #[test]
+    fn keyed_run_catches_missing_and_reordered_tasks() {
+        let tasks = 5_000; // ~5 tasks per key: task 0's key has later tasks
+        let key0 = TaskKeys::for_task(0, 1).as_slice()[0];
+        assert!(KeyedRun::expected_runs(tasks, 1)[key0 as usize] > 1);
+        let expected = KeyedRun::expected_runs(tasks, 1);
+        let run = KeyedRun::new(tasks);
+        for i in 1..tasks {
+            keyed_task(&run, i + 1, TaskKeys::for_task(i, 1));
+        }
+        let err = run.verify(&expected, true).unwrap_err();
+        assert!(err.contains("1 tasks did not run"), "{err}");
+        // Task 0 runs last: every check passes except the order of its key.
+        keyed_task(&run, 1, TaskKeys::for_task(0, 1));
+        let err = run.verify(&expected, true).unwrap_err();
+        assert!(err.contains("order broken"), "{err}");
+        run.verify(&expected, false).unwrap();
+    }
+
+    #[test]
+    fn process_is_deterministic_and_item_dependent() {
+        assert_eq!(process(7), process(7));
+        assert_ne!(process(7), process(8));
+    }
+
+    #[test]
+    fn ordered_run_verifies_in_order_writes_only() {
+        let items = 50;
+        let expected = OrderedRun::expected_hash(items, 3);
+        assert_eq!(expected, expected_hash((0..items).map(process)));
+        let run = OrderedRun::new(items);
+        for i in 0..items {
+            write(&run, i, process(i));
+        }
+        run.verify(expected).unwrap();
+        run.done
+            .wait_since(Instant::now(), Duration::from_secs(1))
+            .unwrap();
+        let swapped = OrderedRun::new(items);
+        for i in (0..items).map(|i| i ^ 1) {
+            write(&swapped, i, process(i));
+        }
+        let err = swapped.verify(expected).unwrap_err();
+        assert!(err.contains("order broken"), "{err}");
     }
 }

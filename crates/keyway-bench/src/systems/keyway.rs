@@ -4,12 +4,17 @@
 //! (the look-up-free path SPEC §3 provides for hot callers); measured against
 //! `Pool::execute_sequential(ctx, …)` on this machine, lanes were as fast for
 //! 16 contexts and ~10% faster for 1,024 contexts. `throughput` uses
-//! `Pool::execute`.
+//! `Pool::execute`; its keyed variants `Pool::execute_sequential(key, …)` for
+//! one key and `Pool::execute_keyed([k1, k2], …)` for two. `ordered` takes a
+//! `Sequencer` ticket per item on the producer and submits
+//! `ticket.run(write)` after processing, with `Pool::execute`: no consumer
+//! thread.
 
-use keyway::{Lane, Pool};
+use keyway::{Lane, Pool, Sequencer};
 
-use super::{ContextsSystem, TaskPool};
-use crate::work::{context_task, ContextsRun};
+use super::{ContextsSystem, KeyedPool, OrderedSystem, TaskPool};
+use crate::keys::TaskKeys;
+use crate::work::{context_task, process, write, ContextsRun, OrderedRun};
 
 fn build_pool(threads: usize) -> Result<Pool, String> {
     Pool::builder()
@@ -68,5 +73,83 @@ impl TaskPool for KeywayPool {
 
     fn shutdown(self) {
         self.0.shutdown();
+    }
+}
+
+/// A keyway pool taking keyed tasks.
+pub struct KeywayKeyed(Pool);
+
+impl KeyedPool for KeywayKeyed {
+    const NAME: &'static str = "keyway";
+    const ORDERED: bool = true;
+
+    fn build(threads: usize) -> Result<Self, String> {
+        build_pool(threads).map(KeywayKeyed)
+    }
+
+    fn submit_keyed<F: FnOnce() + Send + 'static>(
+        &self,
+        keys: TaskKeys,
+        task: F,
+    ) -> Result<(), String> {
+        let submitted = match *keys.as_slice() {
+            [key] => self.0.execute_sequential(key, task),
+            [a, b] => self.0.execute_keyed([a, b], task),
+            _ => unreachable!("keyed tasks name 1 or 2 keys"),
+        };
+        submitted.map_err(|_| format!("keyway rejected a task on keys {keys:?}"))
+    }
+
+    fn shutdown(self) {
+        self.0.shutdown();
+    }
+}
+
+/// Ring capacity of the `ordered` sequencer: tickets up to this far ahead of
+/// the current turn are stored without a lock. With a FIFO pool an item's
+/// turn comes within a few items of its processing, so this is ample.
+const SEQUENCER_CAPACITY: usize = 1_024;
+
+/// A keyway pool processing items and a sequencer publishing their writes in
+/// ticket order from whichever pool thread finishes a turn.
+pub struct KeywaySequencer {
+    run: &'static OrderedRun,
+    pool: Pool,
+    sequencer: Sequencer,
+}
+
+impl OrderedSystem for KeywaySequencer {
+    const NAME: &'static str = "keyway";
+
+    fn setup(run: &'static OrderedRun, threads: usize) -> Result<Self, String> {
+        let sequencer = Sequencer::new(SEQUENCER_CAPACITY)
+            .map_err(|e| format!("building the keyway sequencer: {e}"))?;
+        Ok(Self {
+            run,
+            pool: build_pool(threads)?,
+            sequencer,
+        })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let run = self.run;
+        for item in 0..run.items {
+            let ticket = self.sequencer.next_ticket();
+            self.pool
+                .execute(move || {
+                    let checksum = process(item);
+                    let _ = ticket.run(move || write(run, item, checksum));
+                })
+                .map_err(|_| format!("keyway rejected item {item}"))?;
+        }
+        Ok(())
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        self.pool.shutdown();
+        match self.sequencer.panicked() {
+            0 => Ok(()),
+            n => Err(format!("{n} sequencer turn(s) panicked")),
+        }
     }
 }

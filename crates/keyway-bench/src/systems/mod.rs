@@ -3,14 +3,19 @@
 //! it takes part in.
 
 pub mod crossbeam_pool;
+pub mod global_mutex;
 pub mod ideal;
 pub mod keyway;
+pub mod mutex_per_key;
+pub mod rayon_collect;
 pub mod rayon_pool;
+pub mod reorder_thread;
 pub mod thread_per_context;
 pub mod tokio_actor;
 pub mod tokio_spawn;
 
-use crate::work::ContextsRun;
+use crate::keys::TaskKeys;
+use crate::work::{ContextsRun, OrderedRun};
 
 /// A system for the `contexts` scenario: tasks of one context run one at a
 /// time in order, contexts in parallel.
@@ -46,6 +51,49 @@ pub trait TaskPool: Sync + Sized {
 
     /// Untimed: stops the pool.
     fn shutdown(self);
+}
+
+/// A pool of keyed tasks, for the keyed `throughput` variants: tasks sharing
+/// a key never overlap. Producers share it by reference from several threads.
+pub trait KeyedPool: Sync + Sized {
+    /// The system's row name.
+    const NAME: &'static str;
+
+    /// Whether the system promises that tasks sharing a key run in
+    /// submission order (checked for a single producer).
+    const ORDERED: bool;
+
+    /// Untimed: builds the pool with `threads` worker threads.
+    fn build(threads: usize) -> Result<Self, String>;
+
+    /// Submits one task naming `keys`.
+    fn submit_keyed<F: FnOnce() + Send + 'static>(
+        &self,
+        keys: TaskKeys,
+        task: F,
+    ) -> Result<(), String>;
+
+    /// Untimed: stops the pool and waits for its threads.
+    fn shutdown(self);
+}
+
+/// A system for the `ordered` scenario: items processed in parallel where
+/// the system allows it, written to `run.output` in item order.
+pub trait OrderedSystem: Sized {
+    /// The system's row name.
+    const NAME: &'static str;
+
+    /// Untimed: builds threads, pools and channels for `run`, with `threads`
+    /// = the machine's available parallelism where a pool size is needed.
+    fn setup(run: &'static OrderedRun, threads: usize) -> Result<Self, String>;
+
+    /// Timed: hands every item of `run` to the system from the calling
+    /// thread. Completion is detected by `run.done`, not by this call
+    /// returning.
+    fn feed(&mut self) -> Result<(), String>;
+
+    /// Untimed: stops the system and waits for its threads.
+    fn teardown(self) -> Result<(), String>;
 }
 
 /// Builds the multi-thread tokio runtime both tokio peers use: `threads`
