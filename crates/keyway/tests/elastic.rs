@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{eventually, Gate, Latch, HANG};
+use common::{eventually, Gate, Latch};
 
 /// OS threads of this process whose name starts with `prefix`.
 fn os_threads(prefix: &str) -> usize {
@@ -21,6 +21,33 @@ fn os_threads(prefix: &str) -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// Submits `tasks` held tasks on contexts `0..tasks` and returns once `at_once` of them run at
+/// the same time (with few core threads, only auxiliary threads make that possible).
+fn burst(
+    pool: &keyway::Pool,
+    tasks: usize,
+    at_once: usize,
+) -> (Gate, Vec<keyway::TaskHandle<bool>>) {
+    let gate = Gate::new();
+    let entered = Latch::new(at_once);
+    let handles = (0..tasks)
+        .map(|i| {
+            pool.submit_sequential(i, common::held_task(&gate, &entered))
+                .unwrap()
+        })
+        .collect();
+    entered.wait();
+    (gate, handles)
+}
+
+/// Opens the gate and checks every held task was released by it, not by its timeout.
+fn release(gate: Gate, handles: Vec<keyway::TaskHandle<bool>>) {
+    gate.open();
+    for h in handles {
+        assert!(h.join().unwrap(), "a held task was released by its timeout");
+    }
 }
 
 #[test]
@@ -52,24 +79,10 @@ fn auxiliary_threads_retire_and_max_holds() {
     };
     // Ten tasks that block until all ten are in: only possible if threads are added, and only
     // MAX can be, so the gate opens by its own hand later.
-    let gate = Gate::new();
-    let entered = Latch::new(MAX);
-    let handles: Vec<_> = (0..10)
-        .map(|i| {
-            let (g, e) = (gate.clone(), entered.clone());
-            pool.submit_sequential(i, move || {
-                e.count_down();
-                g.wait_for(HANG)
-            })
-            .unwrap()
-        })
-        .collect();
-    entered.wait(); // MAX tasks run at once: auxiliary threads were added
+    // MAX tasks run at once: only possible once auxiliary threads were added.
+    let (gate, handles) = burst(&pool, 10, MAX);
     assert!(pool.stats().auxiliary_threads >= MAX - 1);
-    gate.open();
-    for h in handles {
-        h.join().unwrap();
-    }
+    release(gate, handles);
     eventually("auxiliary threads retire", || {
         pool.stats().auxiliary_threads == 0
     });
@@ -79,23 +92,8 @@ fn auxiliary_threads_retire_and_max_holds() {
     assert!(most.load(Ordering::Relaxed) <= MAX, "max_threads exceeded");
     assert!(most.load(Ordering::Relaxed) >= MAX);
     // And they come back on demand.
-    let gate = Gate::new();
-    let entered = Latch::new(2);
-    let again: Vec<_> = (0..2)
-        .map(|i| {
-            let (g, e) = (gate.clone(), entered.clone());
-            pool.submit_sequential(i, move || {
-                e.count_down();
-                g.wait_for(HANG)
-            })
-            .unwrap()
-        })
-        .collect();
-    entered.wait();
-    gate.open();
-    for h in again {
-        h.join().unwrap();
-    }
+    let (gate, again) = burst(&pool, 2, 2);
+    release(gate, again);
     pool.shutdown();
 }
 
@@ -111,23 +109,8 @@ fn core_grows_after_repeated_auxiliary_need() {
         .build()
         .unwrap();
     for _round in 0..2 {
-        let gate = Gate::new();
-        let entered = Latch::new(2);
-        let hs: Vec<_> = (0..2)
-            .map(|i| {
-                let (g, e) = (gate.clone(), entered.clone());
-                pool.submit_sequential(i, move || {
-                    e.count_down();
-                    g.wait_for(HANG)
-                })
-                .unwrap()
-            })
-            .collect();
-        entered.wait();
-        gate.open();
-        for h in hs {
-            h.join().unwrap();
-        }
+        let (gate, hs) = burst(&pool, 2, 2);
+        release(gate, hs);
         eventually("auxiliary threads retire", || {
             pool.stats().auxiliary_threads == 0
         });

@@ -6,8 +6,6 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{Gate, Latch};
-
 const BATCH: usize = 32;
 
 /// `core` workers, `core` contexts with 100,000 queued tasks each, and one more context with
@@ -21,19 +19,9 @@ fn busy_contexts_do_not_starve_another(core: usize) {
         .lane_batch(BATCH)
         .build()
         .unwrap();
-    let gate = Gate::new();
     let done_a = Arc::new(AtomicU64::new(0));
     // Hold every worker so that everything below is queued before anything runs.
-    let held = Latch::new(core);
-    for _ in 0..core {
-        let (g, h) = (gate.clone(), held.clone());
-        pool.execute(move || {
-            h.count_down();
-            g.wait();
-        })
-        .unwrap();
-    }
-    held.wait();
+    let gate = common::hold_workers(&pool, core);
     for i in 0..100_000 * core {
         let d = done_a.clone();
         pool.execute_sequential(("A", i % core), move || {

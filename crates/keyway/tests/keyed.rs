@@ -131,19 +131,11 @@ fn many_seeds_never_deadlock_or_disorder() {
 /// 1,000 tasks waiting for a key held by a sleeping task do not stop tasks on other keys.
 #[test]
 fn waiting_tasks_hold_no_thread() {
-    let pool = keyway::Pool::builder()
-        .core_threads(2)
-        .max_threads(2)
-        .build()
-        .unwrap();
+    let pool = common::fixed_pool(2);
     let gate = Gate::new();
     let held = Latch::new(1);
-    let (g, h) = (gate.clone(), held.clone());
     let holder = pool
-        .submit_keyed(["hot".to_string()], move || {
-            h.count_down();
-            g.wait_for(HANG)
-        })
+        .submit_keyed(["hot".to_string()], common::held_task(&gate, &held))
         .unwrap();
     held.wait();
     let waited = Arc::new(AtomicU64::new(0));
@@ -182,17 +174,12 @@ fn waiting_tasks_hold_no_thread() {
 /// `shutdown_now` hands back each parked multi-key task exactly once.
 #[test]
 fn shutdown_now_hands_back_multi_key_tasks_once() {
-    let pool = keyway::Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .build()
-        .unwrap();
+    let pool = common::fixed_pool(1);
     let gate = Gate::new();
     let held = Latch::new(1);
-    let (g, h) = (gate.clone(), held.clone());
+    let task = common::held_task(&gate, &held);
     pool.execute_keyed([0u32], move || {
-        h.count_down();
-        g.wait()
+        task();
     })
     .unwrap();
     held.wait();

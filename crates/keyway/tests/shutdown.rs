@@ -13,17 +13,7 @@ use keyway::{SubmitError, TaskError};
 #[test]
 fn shutdown_runs_everything_accepted() {
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
-    let gate = Gate::new();
-    let held = Latch::new(2);
-    for _ in 0..2 {
-        let (g, h) = (gate.clone(), held.clone());
-        pool.execute(move || {
-            h.count_down();
-            g.wait()
-        })
-        .unwrap();
-    }
-    held.wait();
+    let gate = common::hold_workers(&pool, 2);
     let ran = Arc::new(AtomicU64::new(0));
     let drops = DropCount::default();
     for i in 0..10_000u64 {
@@ -57,20 +47,11 @@ fn shutdown_runs_everything_accepted() {
 
 #[test]
 fn shutdown_now_hands_back_exactly_the_unstarted_tasks() {
-    let pool = keyway::Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .build()
-        .unwrap();
+    let pool = common::fixed_pool(1);
     let gate = Gate::new();
     let held = Latch::new(1);
-    let (g, h) = (gate.clone(), held.clone());
     let running = pool
-        .submit_sequential("ctx-0", move || {
-            h.count_down();
-            g.wait();
-            "finished"
-        })
+        .submit_sequential("ctx-0", common::held_task(&gate, &held))
         .unwrap();
     held.wait();
     let ran = Arc::new(AtomicU64::new(0));
@@ -108,7 +89,10 @@ fn shutdown_now_hands_back_exactly_the_unstarted_tasks() {
     common::eventually("intake stops", || pool.is_shutdown());
     gate.open();
     let pending = stopper.join().unwrap();
-    assert_eq!(running.join().unwrap(), "finished");
+    assert!(
+        running.join().unwrap(),
+        "the running task was released by its timeout"
+    );
     assert_eq!(
         ran.load(Ordering::Relaxed),
         0,
@@ -208,15 +192,7 @@ fn capacity_refuses_with_the_task_handed_back() {
         .capacity(10)
         .build()
         .unwrap();
-    let gate = Gate::new();
-    let held = Latch::new(1);
-    let (g, h) = (gate.clone(), held.clone());
-    pool.execute(move || {
-        h.count_down();
-        g.wait()
-    })
-    .unwrap();
-    held.wait();
+    let gate = common::hold_workers(&pool, 1);
     let ran = Arc::new(AtomicU64::new(0));
     for _ in 0..9 {
         let r = ran.clone();

@@ -109,3 +109,38 @@ pub fn spin(n: u32) -> u64 {
     }
     x
 }
+
+/// A pool of exactly `n` threads: no auxiliary thread may help.
+pub fn fixed_pool(n: usize) -> keyway::Pool {
+    keyway::Pool::builder()
+        .core_threads(n)
+        .max_threads(n)
+        .build()
+        .unwrap()
+}
+
+/// A task that counts `started` down, then waits at `gate` (at most `HANG`); it returns whether
+/// the gate opened (false: released by the timeout).
+pub fn held_task(gate: &Gate, started: &Latch) -> impl FnOnce() -> bool + Send + 'static {
+    let (gate, started) = (gate.clone(), started.clone());
+    move || {
+        started.count_down();
+        gate.wait_for(HANG)
+    }
+}
+
+/// Occupies `n` workers of `pool` with held tasks and returns, once all of them run, the gate
+/// that releases them.
+pub fn hold_workers(pool: &keyway::Pool, n: usize) -> Gate {
+    let gate = Gate::new();
+    let started = Latch::new(n);
+    for _ in 0..n {
+        let task = held_task(&gate, &started);
+        pool.execute(move || {
+            task();
+        })
+        .unwrap();
+    }
+    started.wait();
+    gate
+}
