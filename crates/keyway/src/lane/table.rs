@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -39,12 +39,27 @@ pub(crate) trait TableOps: Send + Sync {
     /// Takes every queued entry of every lane (the workers have stopped).
     fn drain(&self, out: &mut Vec<PendingTask>);
     fn live_lanes(&self) -> usize;
+    /// Frees every lane kept in the idle cache (rule 3).
+    fn sweep_idle(&self);
     /// Adds the `n` deepest lanes to `out`.
     fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>);
 }
 
-type Shard<S> = CachePadded<Mutex<HashTable<Arc<LaneCore<S>>>>>;
-pub(crate) type ShardGuard<'a, S> = parking_lot::MutexGuard<'a, HashTable<Arc<LaneCore<S>>>>;
+type Shard<S> = CachePadded<Mutex<ShardMap<S>>>;
+pub(crate) type ShardGuard<'a, S> = parking_lot::MutexGuard<'a, ShardMap<S>>;
+
+/// Rule 3 (idle cache): a shard keeps up to this many idle, unpinned lanes instead of freeing
+/// them at once, so a context used again soon needs no new lane. The monitor frees them every
+/// period (and `shutdown` does), so memory stays bounded and no lane outlives its use by more
+/// than a period.
+const IDLE_KEEP: usize = 8;
+
+/// The lanes of one shard.
+pub(crate) struct ShardMap<S: LaneKind> {
+    lanes: HashTable<Arc<LaneCore<S>>>,
+    /// Lanes kept idle in this shard (each with `cached` set).
+    cached: usize,
+}
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
@@ -63,6 +78,8 @@ pub(crate) struct LaneCore<S: LaneKind> {
     /// `Lane` handles holding this lane in the table; changed only under the shard lock when it
     /// goes to or from zero.
     pins: AtomicUsize,
+    /// Kept idle in the shard's cache (changed only under the shard lock).
+    cached: AtomicBool,
 }
 
 struct LaneState<E> {
@@ -84,7 +101,12 @@ impl<S: LaneKind> LaneTable<S> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
-                .map(|_| CachePadded::new(Mutex::new(HashTable::new())))
+                .map(|_| {
+                    CachePadded::new(Mutex::new(ShardMap {
+                        lanes: HashTable::new(),
+                        cached: 0,
+                    }))
+                })
                 .collect(),
             hasher: Default::default(),
             kind,
@@ -111,6 +133,11 @@ impl<S: LaneKind> LaneTable<S> {
         f(self.lane_in(&mut map, hash, key))
     }
 
+    #[cfg(test)]
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
     /// The shard a hash lives in.
     pub(crate) fn shard_index(&self, hash: u64) -> usize {
         (hash >> 40) as usize & (self.shards.len() - 1)
@@ -123,20 +150,27 @@ impl<S: LaneKind> LaneTable<S> {
     /// The lane of `key` in its (locked) shard `map`, created if missing.
     pub(crate) fn lane_in<'m, K>(
         self: &Arc<Self>,
-        map: &'m mut HashTable<Arc<LaneCore<S>>>,
+        map: &'m mut ShardMap<S>,
         hash: u64,
         key: K,
     ) -> &'m Arc<LaneCore<S>>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let entry = map.entry(
+        let ShardMap { lanes, cached } = map;
+        let entry = lanes.entry(
             hash,
             |l| l.key.downcast_ref::<K>() == Some(&key),
             |l| l.hash,
         );
         let lane = match entry {
-            Entry::Occupied(o) => o.into_mut(),
+            Entry::Occupied(o) => {
+                let lane = o.into_mut();
+                if lane.cached.swap(false, Ordering::Relaxed) {
+                    *cached -= 1; // back in use
+                }
+                lane
+            }
             Entry::Vacant(v) => {
                 self.live.fetch_add(1, Ordering::Relaxed);
                 v.insert(Arc::new(LaneCore {
@@ -148,6 +182,7 @@ impl<S: LaneKind> LaneTable<S> {
                         scheduled: false,
                     }),
                     pins: AtomicUsize::new(0),
+                    cached: AtomicBool::new(false),
                 }))
                 .into_mut()
             }
@@ -243,17 +278,24 @@ impl<S: LaneKind> LaneCore<S> {
         }
     }
 
-    fn remove_if_idle(
-        self: &Arc<Self>,
-        mut map: parking_lot::MutexGuard<'_, HashTable<Arc<LaneCore<S>>>>,
-    ) {
+    fn remove_if_idle(self: &Arc<Self>, mut map: ShardGuard<'_, S>) {
         {
-            let st = self.state.lock();
+            let mut st = self.state.lock();
             if st.scheduled || !st.queue.is_empty() {
                 return;
             }
+            if map.cached < IDLE_KEEP && !self.cached.load(Ordering::Relaxed) {
+                // Keep it for a while (idle cache); give back a large queue buffer now.
+                st.queue.shrink_to(4);
+                self.cached.store(true, Ordering::Relaxed);
+                map.cached += 1;
+                return;
+            }
         }
-        if let Ok(entry) = map.find_entry(self.hash, |l| Arc::ptr_eq(l, self)) {
+        if self.cached.load(Ordering::Relaxed) {
+            return; // already kept
+        }
+        if let Ok(entry) = map.lanes.find_entry(self.hash, |l| Arc::ptr_eq(l, self)) {
             entry.remove();
             self.table.live.fetch_sub(1, Ordering::Relaxed);
         }
@@ -387,16 +429,32 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
     fn drain(&self, out: &mut Vec<PendingTask>) {
         for shard in self.shards() {
             let mut map = shard.lock();
-            for lane in map.iter() {
+            for lane in map.lanes.iter() {
                 let mut st = lane.state.lock();
                 st.scheduled = false;
                 for entry in st.queue.drain(..) {
                     out.extend(S::pending(lane, entry).map(PendingTask::new));
                 }
             }
-            let before = map.len();
-            map.retain(|l| l.pins.load(Ordering::Acquire) > 0);
-            self.live.fetch_sub(before - map.len(), Ordering::Relaxed);
+            let before = map.lanes.len();
+            map.lanes.retain(|l| l.pins.load(Ordering::Acquire) > 0);
+            map.cached = 0; // pinned lanes are never cached
+            self.live
+                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn sweep_idle(&self) {
+        for shard in self.shards() {
+            let mut map = shard.lock();
+            if map.cached == 0 {
+                continue;
+            }
+            let before = map.lanes.len();
+            map.lanes.retain(|l| !l.cached.load(Ordering::Relaxed));
+            map.cached = 0;
+            self.live
+                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
         }
     }
 
@@ -407,7 +465,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
     fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>) {
         let start = out.len();
         for shard in self.shards() {
-            for lane in shard.lock().iter() {
+            for lane in shard.lock().lanes.iter() {
                 let queued = lane.state.lock().queue.len();
                 if queued > 0 {
                     out.push(LaneDepth {

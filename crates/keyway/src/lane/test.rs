@@ -16,12 +16,42 @@ fn idle_lane_leaves_the_table_pinned_one_stays() {
     let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
     pool.submit_sequential(1u8, || ()).unwrap().join().unwrap();
     crate::pool::test_support::quiesce(&pool);
+    // Idle: kept in the shard's idle cache for at most a monitor period, then freed.
+    table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);
     let lane = pool.lane(2u8);
     lane.submit(|| ()).unwrap().join().unwrap();
     crate::pool::test_support::quiesce(&pool);
-    assert_eq!(table.live_lanes(), 1);
+    table.sweep_idle();
+    assert_eq!(table.live_lanes(), 1, "a pinned lane survives the sweep");
     drop(lane);
+    table.sweep_idle();
+    assert_eq!(table.live_lanes(), 0);
+    pool.shutdown();
+}
+
+#[test]
+fn idle_cache_is_bounded_and_reused() {
+    let pool = pool();
+    let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
+    for i in 0..10_000u32 {
+        pool.submit_sequential(i, || ()).unwrap().join().unwrap();
+    }
+    crate::pool::test_support::quiesce(&pool);
+    // At most the cache bound per shard stays, however many contexts were used.
+    assert!(
+        table.live_lanes() <= 8 * table.shard_count(),
+        "{}",
+        table.live_lanes()
+    );
+    // A context used again finds its cached lane (no second lane for one context).
+    let kept = table.live_lanes();
+    for i in 0..10_000u32 {
+        pool.submit_sequential(i, || ()).unwrap().join().unwrap();
+    }
+    crate::pool::test_support::quiesce(&pool);
+    assert!(table.live_lanes() <= kept.max(8 * table.shard_count()));
+    table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);
     pool.shutdown();
 }

@@ -239,6 +239,9 @@ impl Pool {
         registry.close();
         if !self.on_own_thread() {
             registry.wait_for_exit(worker::OwnThread::None);
+            for table in registry.tables() {
+                table.sweep_idle();
+            }
         }
     }
 

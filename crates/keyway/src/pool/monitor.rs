@@ -50,5 +50,8 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
             }
         }
         registry.ensure_threads();
+        for table in registry.tables() {
+            table.sweep_idle();
+        }
     }
 }
