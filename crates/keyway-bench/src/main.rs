@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::ordered::OrderedArgs;
+use scenarios::strategy::StrategyArgs;
 use scenarios::throughput::ThroughputArgs;
 use scenarios::RunOptions;
 
@@ -48,6 +49,9 @@ enum Scenario {
     Throughput(ThroughputArgs),
     /// Items processed in parallel and written in input order.
     Ordered(OrderedArgs),
+    /// A producer's tasks consumed by the adaptive strategy, always on a
+    /// pool (pec) or on the producing thread (pc); non-blocking and blocking.
+    Strategy(StrategyArgs),
     /// Every scenario, all variants.
     All,
 }
@@ -69,9 +73,11 @@ fn main() -> ExitCode {
         Scenario::Contexts(args) => scenarios::contexts::run(args, &opts, &mut emit),
         Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
         Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
+        Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
         Scenario::All => scenarios::contexts::run(&ContextsArgs::default(), &opts, &mut emit)
             .and_then(|()| scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit)),
+            .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit))
+            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

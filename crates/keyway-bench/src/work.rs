@@ -2,6 +2,8 @@
 //! function shared by all systems, so code generation cannot decide a
 //! comparison (SPEC §9).
 
+pub mod strategy;
+
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 

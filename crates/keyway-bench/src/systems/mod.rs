@@ -10,6 +10,7 @@ pub mod mutex_per_key;
 pub mod rayon_collect;
 pub mod rayon_pool;
 pub mod reorder_thread;
+pub mod strategy;
 pub mod thread_per_context;
 pub mod tokio_actor;
 pub mod tokio_spawn;
