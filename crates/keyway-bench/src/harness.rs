@@ -7,7 +7,9 @@ pub mod stats;
 pub mod threads;
 
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::latch::Completion;
 
 pub use report::{SystemResult, VariantReport};
 
@@ -115,5 +117,27 @@ impl Progress {
 impl Default for Progress {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Times one run of a system: the clock starts, `feed` submits the work, and the run waits for
+/// `done`. A system that did not finish is leaked rather than torn down (a stuck system may
+/// never shut down, and the command fails anyway); otherwise `teardown` gives back its result.
+pub fn timed_run<S, T>(
+    mut system: S,
+    done: &Completion,
+    timeout: Duration,
+    feed: impl FnOnce(&mut S) -> Result<(), String>,
+    teardown: impl FnOnce(S) -> Result<T, String>,
+) -> Result<(Duration, T), String> {
+    let start = Instant::now();
+    let timed = feed(&mut system).and_then(|()| done.wait_since(start, timeout));
+    threads::sample_now();
+    match timed {
+        Ok(elapsed) => Ok((elapsed, teardown(system)?)),
+        Err(e) => {
+            std::mem::forget(system);
+            Err(e)
+        }
     }
 }

@@ -5,13 +5,13 @@
 //! and `many` (1,024 contexts, work 10, 800,000 tasks in all). Any knob picks
 //! a single variant, the unspecified knobs taken from the seed.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
 
 use super::{cores, Emit, RunOptions};
-use crate::harness::{measure, Contender, VariantReport};
+use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::ideal::Ideal;
 use crate::systems::keyway::KeywayLanes;
 use crate::systems::thread_per_context::ThreadPerContext;
@@ -182,21 +182,8 @@ fn run_once<S: ContextsSystem>(
     // run) because some peers may still touch it after completion is seen.
     let run: &'static ContextsRun =
         Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
-    let mut system = S::setup(run, threads)?;
-    let start = Instant::now();
-    let timed = system
-        .feed()
-        .and_then(|()| run.done.wait_since(start, timeout));
-    crate::harness::threads::sample_now();
-    let elapsed = match timed {
-        Ok(elapsed) => elapsed,
-        Err(e) => {
-            // A stuck system may never shut down: leave it be, the command fails anyway.
-            std::mem::forget(system);
-            return Err(e);
-        }
-    };
-    system.teardown()?;
+    let system = S::setup(run, threads)?;
+    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
     run.verify()?;
     Ok(elapsed)
 }

@@ -3,13 +3,13 @@
 //! item order. The output checks every write's item number against a write
 //! counter and the checksums against a hash computed once, untimed.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
 
 use super::{cores, Emit, RunOptions};
-use crate::harness::{measure, Contender, VariantReport};
+use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::global_mutex::GlobalMutex;
 use crate::systems::keyway::KeywaySequencer;
 use crate::systems::rayon_collect::RayonCollect;
@@ -111,21 +111,8 @@ fn run_once<S: OrderedSystem>(
     // Leaked (a few hundred bytes per run): tasks hold it for 'static
     // without a reference count touched per item.
     let run: &'static OrderedRun = Box::leak(Box::new(OrderedRun::new(v.items)));
-    let mut system = S::setup(run, threads)?;
-    let start = Instant::now();
-    let timed = system
-        .feed()
-        .and_then(|()| run.done.wait_since(start, timeout));
-    crate::harness::threads::sample_now();
-    let elapsed = match timed {
-        Ok(elapsed) => elapsed,
-        Err(e) => {
-            // A stuck system may never shut down: leave it be, the command fails anyway.
-            std::mem::forget(system);
-            return Err(e);
-        }
-    };
-    system.teardown()?;
+    let system = S::setup(run, threads)?;
+    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
     run.verify(expected)?;
     Ok(elapsed)
 }

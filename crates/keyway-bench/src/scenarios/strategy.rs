@@ -8,14 +8,14 @@
 //! with the right checksum.
 
 use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use keyway::ModeCounts;
 use serde_json::{json, Map, Value};
 
 use super::{cores, Emit, RunOptions};
-use crate::harness::{measure, Contender, VariantReport};
+use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::strategy::keyway_adaptive::{KeywayAdaptive, RESERVED_THREADS};
 use crate::systems::strategy::pc::ProduceConsume;
 use crate::systems::strategy::pec::ProduceExecuteConsume;
@@ -189,21 +189,8 @@ fn run_once<S: StrategySystem>(
     // Leaked (a few hundred bytes per run; the slots are the variant's):
     // tasks hold it for 'static without a reference count touched per task.
     let run: &'static StrategyRun = Box::leak(Box::new(StrategyRun::new(slots, v.blocking)));
-    let mut system = S::setup(run, threads)?;
-    let start = Instant::now();
-    let timed = system
-        .feed()
-        .and_then(|()| run.done.wait_since(start, timeout));
-    crate::harness::threads::sample_now();
-    let elapsed = match timed {
-        Ok(elapsed) => elapsed,
-        Err(e) => {
-            // A stuck system may never shut down: leave it be, the command fails anyway.
-            std::mem::forget(system);
-            return Err(e);
-        }
-    };
-    let counts = system.teardown()?;
+    let system = S::setup(run, threads)?;
+    let (elapsed, counts) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
     run.verify(expected)?;
     Ok((elapsed, counts))
 }
