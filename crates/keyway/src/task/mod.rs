@@ -82,14 +82,20 @@ impl<F: FnOnce() + Send> Runnable for Plain<F> {
 /// task's handle, if it has one, [`TaskError::Rejected`](crate::TaskError::Rejected).
 ///
 /// ```
-/// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
-/// let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
-/// let g = gate.clone();
-/// pool.execute(move || { g.wait(); }).unwrap();        // occupies the only worker
+/// use std::sync::mpsc::channel;
+/// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+/// let (started_tx, started) = channel();
+/// let (release, release_rx) = channel::<()>();
+/// pool.execute(move || {
+///     started_tx.send(()).unwrap();
+///     release_rx.recv().unwrap();
+/// })
+/// .unwrap();
+/// started.recv().unwrap(); // the only worker is now busy
 /// let handle = pool.submit_sequential("ctx", || 42).unwrap();
 /// let stopper = { let pool = pool.clone(); std::thread::spawn(move || pool.shutdown_now()) };
 /// while !pool.is_shutdown() { std::thread::yield_now(); }
-/// gate.wait();                                          // let the running task finish
+/// release.send(()).unwrap(); // let the running task finish
 /// let pending = stopper.join().unwrap();
 /// assert_eq!(pending.len(), 1);
 /// for task in pending { task.run().unwrap(); }
