@@ -191,13 +191,7 @@ fn shutdown_now_hands_back_multi_key_tasks_once() {
         })
         .unwrap();
     }
-    let stopper = {
-        let pool = pool.clone();
-        std::thread::spawn(move || pool.shutdown_now())
-    };
-    common::eventually("intake stops", || pool.is_shutdown());
-    gate.open();
-    let pending = stopper.join().unwrap();
+    let pending = common::shutdown_now_while_held(&pool, &gate);
     assert_eq!(pending.len(), 300);
     for t in pending {
         t.run().unwrap();

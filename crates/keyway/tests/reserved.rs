@@ -9,6 +9,15 @@ use std::time::Duration;
 use common::{eventually, Gate, Latch, HANG};
 use keyway::TryExecuteError;
 
+/// One core thread and one reserved thread.
+fn one_reserved() -> keyway::Pool {
+    keyway::Pool::builder()
+        .core_threads(1)
+        .reserved_threads(1)
+        .build()
+        .unwrap()
+}
+
 fn ready(pool: &keyway::Pool) {
     // The first attempt starts a reserved thread lazily; wait until it is parked and idle.
     if let Err(e) = pool.try_execute(|| ()) {
@@ -21,11 +30,7 @@ fn ready(pool: &keyway::Pool) {
 
 #[test]
 fn try_execute_never_queues() {
-    let pool = keyway::Pool::builder()
-        .core_threads(1)
-        .reserved_threads(1)
-        .build()
-        .unwrap();
+    let pool = one_reserved();
     ready(&pool);
     let gate = Gate::new();
     let started = Latch::new(1);
@@ -150,11 +155,7 @@ fn bad_reserved_configuration_is_an_error() {
 #[test]
 fn shutdown_from_a_reserved_thread_does_not_wait_for_itself() {
     for now in [false, true] {
-        let pool = keyway::Pool::builder()
-            .core_threads(1)
-            .reserved_threads(1)
-            .build()
-            .unwrap();
+        let pool = one_reserved();
         ready(&pool);
         let done = Latch::new(1);
         let (d, p) = (done.clone(), pool.clone());

@@ -82,13 +82,7 @@ fn shutdown_now_hands_back_exactly_the_unstarted_tasks() {
             _ => handles.push(pool.submit_sequential(i % 3, task).unwrap()),
         }
     }
-    let stopper = {
-        let pool = pool.clone();
-        std::thread::spawn(move || pool.shutdown_now())
-    };
-    common::eventually("intake stops", || pool.is_shutdown());
-    gate.open();
-    let pending = stopper.join().unwrap();
+    let pending = common::shutdown_now_while_held(&pool, &gate);
     assert!(
         running.join().unwrap(),
         "the running task was released by its timeout"

@@ -219,18 +219,29 @@ fn run_once<P: TaskPool>(
     let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
     let pool = P::build(threads)?;
     let timed = produce(v, timeout, done, |_| pool.submit(move || tick(done)));
-    let elapsed = match timed {
-        Ok(elapsed) => elapsed,
-        Err(e) => {
-            // A stuck pool may never shut down: leave it be, the command fails anyway.
-            std::mem::forget(pool);
-            return Err(e);
-        }
-    };
-    pool.shutdown();
+    let elapsed = shut_down_unless_failed(timed, pool, P::shutdown)?;
     match done.remaining() {
         0 => Ok(elapsed),
         n => Err(format!("{n} of {} tasks did not run", v.tasks)),
+    }
+}
+
+/// Shuts `pool` down after a good run. After a failed one it is leaked instead: a stuck pool
+/// may never shut down, and the command fails anyway.
+fn shut_down_unless_failed<P>(
+    timed: Result<Duration, String>,
+    pool: P,
+    shutdown: impl FnOnce(P),
+) -> Result<Duration, String> {
+    match timed {
+        Ok(elapsed) => {
+            shutdown(pool);
+            Ok(elapsed)
+        }
+        Err(e) => {
+            std::mem::forget(pool);
+            Err(e)
+        }
     }
 }
 
@@ -252,14 +263,7 @@ fn run_keyed_once<P: KeyedPool>(
         let keys = TaskKeys::for_task(index, v.keys);
         pool.submit_keyed(keys, move || keyed_task(run, index + 1, keys))
     });
-    let elapsed = match timed {
-        Ok(elapsed) => elapsed,
-        Err(e) => {
-            std::mem::forget(pool);
-            return Err(e);
-        }
-    };
-    pool.shutdown();
+    let elapsed = shut_down_unless_failed(timed, pool, P::shutdown)?;
     run.verify(expected, P::ORDERED && v.producers == 1)?;
     Ok(elapsed)
 }

@@ -144,3 +144,15 @@ pub fn hold_workers(pool: &keyway::Pool, n: usize) -> Gate {
     started.wait();
     gate
 }
+
+/// Calls `shutdown_now` on another thread while `gate` holds a running task, opens the gate once
+/// intake has stopped, and returns what `shutdown_now` handed back.
+pub fn shutdown_now_while_held(pool: &keyway::Pool, gate: &Gate) -> Vec<keyway::PendingTask> {
+    let stopper = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.shutdown_now())
+    };
+    eventually("intake stops", || pool.is_shutdown());
+    gate.open();
+    stopper.join().unwrap()
+}
