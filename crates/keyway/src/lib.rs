@@ -46,6 +46,7 @@ mod keyed;
 mod lane;
 pub(crate) mod loom;
 mod pool;
+mod schedule;
 mod sequencer;
 mod strategy;
 mod task;
@@ -53,6 +54,7 @@ mod task;
 pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use schedule::{Coordinator, LocalCoordinator};
 pub use sequencer::{
     MapTask, OrderedMap, RunOutcome, Sequencer, SequencerError, Ticket, TicketPanic,
 };
