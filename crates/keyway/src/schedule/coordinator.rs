@@ -55,6 +55,7 @@ impl Coordinator for LocalCoordinator {
     }
 }
 
+#[allow(dead_code)] // the scheduler uses it
 /// Clamps a coordinator's answer to what the scheduler may use: `0.0..=limit`, NaN as `0.0`.
 pub(crate) fn clamp_share(share: f64, limit: f64) -> f64 {
     if share >= 0.0 {
