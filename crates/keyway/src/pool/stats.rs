@@ -22,10 +22,11 @@ pub struct LaneDepth {
 /// ```
 /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
 /// pool.submit_sequential(5, || ()).unwrap().join().unwrap();
-/// let stats = pool.stats();
-/// assert_eq!(stats.core_threads, 2);
-/// assert_eq!(stats.completed_tasks, 1);
-/// # pool.shutdown();
+/// assert_eq!(pool.stats().core_threads, 2);
+/// // A task counts as completed once its worker has accounted for it, which may come just
+/// // after its handle resolved; `shutdown` waits for that.
+/// pool.shutdown();
+/// assert_eq!(pool.stats().completed_tasks, 1);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
