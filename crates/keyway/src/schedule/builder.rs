@@ -127,6 +127,7 @@ impl SchedulerBuilder {
             pool: self.pool,
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
+            drop_handed_back: AtomicBool::new(false),
             timed_out_hook: self.timed_out_hook,
             interval_hook: self.interval_hook,
             driver: parker.unparker().clone(),
@@ -135,7 +136,9 @@ impl SchedulerBuilder {
         let execs: Vec<Arc<ExecCore>> = self
             .executors
             .iter()
-            .map(|(name, config)| Arc::new(ExecCore::new(name.as_str().into(), config, shared.clone())))
+            .map(|(name, config)| {
+                Arc::new(ExecCore::new(name.as_str().into(), config, shared.clone()))
+            })
             .collect();
         for e in &execs {
             if let Some(limit) = e.tps() {

@@ -74,6 +74,9 @@ mod test {
         assert_eq!(c.start_of(u64::MAX), NEVER);
         assert_eq!(c.instant(NEVER), None);
         assert_eq!(c.interval_of(25_000_000), 2);
-        assert_eq!(c.at(c.epoch - Duration::from_secs(1).min(c.epoch.elapsed())), 0);
+        assert_eq!(
+            c.at(c.epoch - Duration::from_secs(1).min(c.epoch.elapsed())),
+            0
+        );
     }
 }

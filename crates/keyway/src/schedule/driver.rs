@@ -56,7 +56,15 @@ impl Driver {
                 for e in &mut self.executors {
                     e.hand_back(&mut back);
                 }
-                self.handed_back.lock().extend(back);
+                if self.shared.drop_handed_back.load(Ordering::SeqCst) {
+                    for task in back {
+                        if catch_unwind(AssertUnwindSafe(move || drop(task))).is_err() {
+                            tracing::error!("keyway scheduler: a dropped task panicked");
+                        }
+                    }
+                } else {
+                    self.handed_back.lock().extend(back);
+                }
             }
             if self.shared.closed.load(Ordering::SeqCst) && self.idle() {
                 break;

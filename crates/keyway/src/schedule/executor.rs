@@ -29,6 +29,9 @@ pub(crate) struct Shared {
     pub(crate) closed: AtomicBool,
     /// `shutdown_now`: the driver hands back what has not been released instead of running it.
     pub(crate) stop_now: AtomicBool,
+    /// `shutdown_now` was called on the driver's own thread: nobody takes what comes back,
+    /// so it is dropped (handles say `Rejected`).
+    pub(crate) drop_handed_back: AtomicBool,
     pub(crate) timed_out_hook: Option<TimedOutHook>,
     pub(crate) interval_hook: Option<IntervalHook>,
     pub(crate) driver: Unparker,
@@ -47,6 +50,7 @@ pub(crate) struct ExecCore {
     pub(crate) early: bool,
     pub(crate) buckets: Buckets,
     pub(crate) stats: Counters,
+    seq: AtomicU64,
 }
 
 impl ExecCore {
@@ -62,6 +66,7 @@ impl ExecCore {
             early: config.early,
             buckets: Buckets::new(),
             stats: Counters::default(),
+            seq: AtomicU64::new(0),
         }
     }
 
@@ -77,12 +82,23 @@ impl ExecCore {
 
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
     pub(crate) fn enqueue(&self, job: Box<dyn Job>, due: u64, priority: i64) -> Result<(), Entry> {
-        let entry = Entry { job, due, priority };
+        let entry = self.entry(job, due, priority);
         if !self.admit() {
             return Err(entry);
         }
         self.push(entry);
         Ok(())
+    }
+
+    /// An entry for `job`, numbered in scheduling order.
+    pub(crate) fn entry(&self, job: Box<dyn Job>, due: u64, priority: i64) -> Entry {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        Entry {
+            job,
+            due,
+            priority,
+            seq,
+        }
     }
 
     /// Counts one task in, unless the scheduler is shut down. Every admitted task must then
@@ -119,8 +135,9 @@ impl ExecCore {
     }
 
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
+    ///
+    /// The hook and the counters come first, so that whoever waits on the handle sees them.
     pub(crate) fn time_out(&self, job: Box<dyn Job>, due: u64, priority: i64) {
-        self.contain(|| job.abandon(Abandon::TimedOut));
         self.stats.timed_out();
         if let Some(hook) = &self.shared.timed_out_hook {
             let task = TimedOutTask {
@@ -130,6 +147,7 @@ impl ExecCore {
             };
             self.contain(|| hook(&task));
         }
+        self.contain(|| job.abandon(Abandon::TimedOut));
     }
 
     /// A task panicked: counted, and reported to the pool's panic hook.
@@ -141,7 +159,10 @@ impl ExecCore {
     /// Runs user code (a drop, a hook) so that its panic cannot unwind into the scheduler.
     pub(crate) fn contain(&self, f: impl FnOnce()) {
         if catch_unwind(AssertUnwindSafe(f)).is_err() {
-            tracing::error!(executor = &*self.name, "keyway scheduler: user code panicked");
+            tracing::error!(
+                executor = &*self.name,
+                "keyway scheduler: user code panicked"
+            );
         }
     }
 
@@ -151,11 +172,11 @@ impl ExecCore {
     }
 }
 
-/// Is `a` better than `b` in `order` (ties: the earlier due first)?
+/// Is `a` better than `b` in `order` (ties: the earlier due, then the earlier scheduled)?
 pub(crate) fn better(order: PriorityOrder, a: &Entry, b: &Entry) -> std::cmp::Ordering {
     let by_priority = match order {
         PriorityOrder::HighestFirst => b.priority.cmp(&a.priority),
         PriorityOrder::LowestFirst => a.priority.cmp(&b.priority),
     };
-    by_priority.then(a.due.cmp(&b.due))
+    by_priority.then(a.due.cmp(&b.due)).then(a.seq.cmp(&b.seq))
 }

@@ -109,13 +109,16 @@ impl Intervals {
             self.last_share = share;
             let budget = exec.budget(share, clock.interval()) + self.credit;
             let whole = budget.floor();
-            self.credit = if budget.is_finite() { budget - whole } else { 0.0 };
+            self.credit = if budget.is_finite() {
+                budget - whole
+            } else {
+                0.0
+            };
             whole as u64 // saturates
         });
 
-        let needs_filter = self.exec.has_timeout()
-            || self.quota.is_some_and(|q| due as u64 > q);
-        if !needs_filter && self.exec.early {
+        let needs_filter = self.exec.has_timeout() || self.quota.is_some_and(|q| due as u64 > q);
+        if !needs_filter && self.exec.early && self.quota.is_none() {
             self.spread = due;
             self.admitted = chunks;
         } else {
@@ -139,7 +142,7 @@ impl Intervals {
             if self.exec.early {
                 all.sort_unstable_by(|a, b| better(order, b, a));
             } else {
-                all.sort_unstable_by(|a, b| b.due.cmp(&a.due));
+                all.sort_unstable_by(|a, b| (b.due, b.seq).cmp(&(a.due, a.seq)));
             }
             self.spread = all.len();
             self.admitted = vec![all];

@@ -14,12 +14,14 @@ use super::executor::ExecCore;
 use crate::pool::Pool;
 use crate::task::{Abandon, PanicReport, PendingTask, Runnable, Task, TaskHandle, WithHandle};
 
-/// One scheduled task waiting for its interval: 32 bytes beside the boxed task itself.
+/// One scheduled task waiting for its interval: 40 bytes beside the boxed task itself.
 pub(crate) struct Entry {
     pub(crate) job: Box<dyn Job>,
     /// Nanoseconds since the scheduler's epoch ([`NEVER`] if never due).
     pub(crate) due: u64,
     pub(crate) priority: i64,
+    /// Scheduling order within the executor: ties of priority and due time go first-come.
+    pub(crate) seq: u64,
 }
 
 /// A scheduled task, type-erased.
@@ -93,16 +95,22 @@ where
         let core = exec.clone();
         let run = move || {
             if core.timed_out(due) {
-                core.time_out(Box::new(Once {
-                    place: Anywhere,
-                    task,
-                }), due, priority);
+                core.time_out(
+                    Box::new(Once {
+                        place: Anywhere,
+                        task,
+                    }),
+                    due,
+                    priority,
+                );
                 return;
             }
-            match task.run_unless_cancelled() {
-                None => core.stats.cancelled(),
-                Some(Ok(())) => core.stats.ran(),
-                Some(Err(report)) => core.panicked(report),
+            // The task's own panic is caught inside; what can still unwind is the drop of a
+            // cancelled task's closure, which is then counted as the cancel it was.
+            match catch_unwind(AssertUnwindSafe(|| task.run_unless_cancelled())) {
+                Ok(None) | Err(_) => core.stats.cancelled(),
+                Ok(Some(Ok(()))) => core.stats.ran(),
+                Ok(Some(Err(report))) => core.panicked(report),
             }
         };
         if let Err(run) = place.submit(&exec.shared.pool, run) {

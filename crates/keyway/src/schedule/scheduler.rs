@@ -14,7 +14,7 @@ use super::config::{Due, Timing};
 use super::coordinator::Coordinator;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
-use super::job::{Anywhere, Entry, InContext, Once, Place, Repeat, Repeating};
+use super::job::{Anywhere, InContext, Once, Place, Repeat, Repeating};
 use super::stats::ExecutorStats;
 use crate::pool::{worker, Pool};
 use crate::task::{PendingTask, TaskHandle};
@@ -236,11 +236,7 @@ impl Scheduler {
         }
         let due = self.due(timing);
         let (handle, job) = Once::new(place, f);
-        exec.push(Entry {
-            job: Box::new(job),
-            due,
-            priority: timing.priority,
-        });
+        exec.push(exec.entry(Box::new(job), due, timing.priority));
         Ok(handle)
     }
 
@@ -346,11 +342,7 @@ impl Scheduler {
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let due = self.due(first);
         let (handle, job) = Repeating::new(Anywhere, f, how(period));
-        exec.push(Entry {
-            job: Box::new(job),
-            due,
-            priority: first.priority,
-        });
+        exec.push(exec.entry(Box::new(job), due, first.priority));
         Ok(handle)
     }
 
@@ -457,6 +449,10 @@ impl Scheduler {
         self.inner.shared.stop_now.store(true, Ordering::SeqCst);
         self.close();
         if std::thread::current().id() == self.inner.driver_thread {
+            self.inner
+                .shared
+                .drop_handed_back
+                .store(true, Ordering::SeqCst);
             return Vec::new();
         }
         self.wait_for_driver();

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 /// A snapshot of one executor's counts, from [`Scheduler::stats`](crate::Scheduler::stats).
 ///
 /// Every scheduled task ends exactly one way, so once nothing is pending
-/// `ran + panicked + cancelled + timed_out + rejected == scheduled`.
+/// `ran + panicked + cancelled + timed_out + rejected == scheduled`. A task is counted just
+/// after its handle learns its outcome (a timed-out one just before).
 ///
 /// ```
 /// use std::time::Duration;
@@ -18,6 +19,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 ///     .build()
 ///     .unwrap();
 /// scheduler.schedule("jobs", Duration::ZERO, || ()).unwrap().join().unwrap();
+/// scheduler.shutdown(); // waits until every task has ended and been counted
 /// let stats = scheduler.stats("jobs").unwrap();
 /// assert_eq!((stats.scheduled, stats.ran), (1, 1));
 /// ```
