@@ -50,7 +50,6 @@ pub(crate) struct ExecCore {
     pub(crate) early: bool,
     pub(crate) buckets: Buckets,
     pub(crate) stats: Counters,
-    seq: AtomicU64,
 }
 
 impl ExecCore {
@@ -66,7 +65,6 @@ impl ExecCore {
             early: config.early,
             buckets: Buckets::new(),
             stats: Counters::default(),
-            seq: AtomicU64::new(0),
         }
     }
 
@@ -81,35 +79,36 @@ impl ExecCore {
     }
 
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
-    pub(crate) fn enqueue(&self, job: Box<dyn Job>, due: u64, priority: i64) -> Result<(), Entry> {
-        let entry = self.entry(job, due, priority);
-        if !self.admit() {
-            return Err(entry);
+    pub(crate) fn enqueue(
+        &self,
+        job: Box<dyn Job>,
+        due: u64,
+        priority: i64,
+    ) -> Result<(), Box<dyn Job>> {
+        match self.admit() {
+            Some(seq) => {
+                self.push(Entry {
+                    job,
+                    due,
+                    priority,
+                    seq,
+                });
+                Ok(())
+            }
+            None => Err(job),
         }
-        self.push(entry);
-        Ok(())
     }
 
-    /// An entry for `job`, numbered in scheduling order.
-    pub(crate) fn entry(&self, job: Box<dyn Job>, due: u64, priority: i64) -> Entry {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        Entry {
-            job,
-            due,
-            priority,
-            seq,
-        }
-    }
-
-    /// Counts one task in, unless the scheduler is shut down. Every admitted task must then
-    /// be [`push`](ExecCore::push)ed: the driver does not exit while one is missing.
-    pub(crate) fn admit(&self) -> bool {
-        self.stats.scheduled();
+    /// Counts one task in, unless the scheduler is shut down, and numbers it in scheduling
+    /// order. Every admitted task must then be [`push`](ExecCore::push)ed: the driver does not
+    /// exit while one is missing.
+    pub(crate) fn admit(&self) -> Option<u64> {
+        let seq = self.stats.scheduled();
         if self.shared.closed.load(Ordering::SeqCst) {
             self.stats.unscheduled();
-            return false;
+            return None;
         }
-        true
+        Some(seq)
     }
 
     /// Puts an admitted task in its bucket (or the late list).

@@ -12,7 +12,9 @@ use parking_lot::Mutex;
 use super::clock::NEVER;
 use super::executor::ExecCore;
 use crate::pool::Pool;
-use crate::task::{Abandon, PanicReport, PendingTask, Runnable, Task, TaskHandle, WithHandle};
+use crate::task::{
+    Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
+};
 
 /// One scheduled task waiting for its interval: 40 bytes beside the boxed task itself.
 pub(crate) struct Entry {
@@ -129,6 +131,49 @@ where
     }
 }
 
+/// A task run once with no handle (its outcome is only counted).
+pub(crate) struct Detached<P, F> {
+    place: P,
+    f: F,
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> Detached<P, F> {
+    pub(crate) fn new(place: P, f: F) -> Self {
+        Detached { place, f }
+    }
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
+    fn is_live(&self) -> bool {
+        true
+    }
+
+    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Detached { place, f } = *self;
+        let core = exec.clone();
+        let run = move || {
+            if core.timed_out(due) {
+                core.time_out(Box::new(Detached { place: Anywhere, f }), due, priority);
+                return;
+            }
+            match Runnable::run(Plain(f)) {
+                Ok(()) => core.stats.ran(),
+                Err(report) => core.panicked(report),
+            }
+        };
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn abandon(self: Box<Self>, _why: Abandon) {}
+
+    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+        Some(PendingTask::new(Task::new(Plain(self.f))))
+    }
+}
+
 /// How a repeating task's next time follows from the last.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Repeat {
@@ -219,9 +264,9 @@ impl<P: Place> Job for Repeating<P> {
                     now.checked_add(delay).unwrap_or(NEVER)
                 }
             };
-            if let Err(entry) = core.enqueue(this, next, priority) {
+            if let Err(job) = core.enqueue(this, next, priority) {
                 // Shut down: the repetition ends.
-                entry.job.abandon(Abandon::Rejected);
+                job.abandon(Abandon::Rejected);
             }
         };
         if let Err(run) = place.submit(&exec.shared.pool, run) {

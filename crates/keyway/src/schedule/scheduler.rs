@@ -14,7 +14,7 @@ use super::config::{Due, Timing};
 use super::coordinator::Coordinator;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
-use super::job::{Anywhere, InContext, Once, Place, Repeat, Repeating};
+use super::job::{Anywhere, Detached, Entry, InContext, Once, Place, Repeat, Repeating};
 use super::stats::ExecutorStats;
 use crate::pool::{worker, Pool};
 use crate::task::{PendingTask, TaskHandle};
@@ -231,13 +231,61 @@ impl Scheduler {
         let Some(exec) = self.executor(executor) else {
             return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
         };
-        if !exec.admit() {
+        let Some(seq) = exec.admit() else {
             return Err(ScheduleError::Shutdown(f));
-        }
+        };
         let due = self.due(timing);
         let (handle, job) = Once::new(place, f);
-        exec.push(exec.entry(Box::new(job), due, timing.priority));
+        exec.push(Entry {
+            job: Box::new(job),
+            due,
+            priority: timing.priority,
+            seq,
+        });
         Ok(handle)
+    }
+
+    /// Like [`schedule_with`](Scheduler::schedule_with), without a handle: the cheapest way to
+    /// schedule a task whose result nobody waits for (no allocation beyond the task itself).
+    /// Its outcome is only counted in [`stats`](Scheduler::stats) (and a panic goes to the
+    /// pool's panic hook).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// scheduler.execute_with("jobs", Timing::after(Duration::from_millis(5)), move || tx.send(1).unwrap()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), 1);
+    /// ```
+    pub fn execute_with<F>(
+        &self,
+        executor: &str,
+        timing: Timing,
+        f: F,
+    ) -> Result<(), ScheduleError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let Some(exec) = self.executor(executor) else {
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+        };
+        let Some(seq) = exec.admit() else {
+            return Err(ScheduleError::Shutdown(f));
+        };
+        let due = self.due(timing);
+        exec.push(Entry {
+            job: Box::new(Detached::new(Anywhere, f)),
+            due,
+            priority: timing.priority,
+            seq,
+        });
+        Ok(())
     }
 
     /// Runs `f` repeatedly: first at `first`, then every `period` after the previous *due*
@@ -336,13 +384,18 @@ impl Scheduler {
         if period.is_zero() {
             return Err(ScheduleError::ZeroPeriod(f));
         }
-        if !exec.admit() {
+        let Some(seq) = exec.admit() else {
             return Err(ScheduleError::Shutdown(f));
-        }
+        };
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let due = self.due(first);
         let (handle, job) = Repeating::new(Anywhere, f, how(period));
-        exec.push(exec.entry(Box::new(job), due, first.priority));
+        exec.push(Entry {
+            job: Box::new(job),
+            due,
+            priority: first.priority,
+            seq,
+        });
         Ok(handle)
     }
 

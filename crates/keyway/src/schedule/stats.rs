@@ -101,8 +101,9 @@ pub(crate) struct Counters {
 impl Counters {
     /// Counts a task in before the caller checks for shutdown (SeqCst, paired with the
     /// shutdown flag: either the driver sees the count or the caller sees the flag).
-    pub(crate) fn scheduled(&self) {
-        self.scheduled.fetch_add(1, SeqCst);
+    /// Returns the count before (a number in scheduling order).
+    pub(crate) fn scheduled(&self) -> u64 {
+        self.scheduled.fetch_add(1, SeqCst)
     }
     pub(crate) fn unscheduled(&self) {
         self.scheduled.fetch_sub(1, SeqCst);
