@@ -44,11 +44,12 @@ fn hundred_tps_for_ten_minutes_keeps_memory_flat() {
         for _ in 0..10 {
             let ran = ran.clone();
             let delay = Duration::from_millis(scheduled * 7919 % 2000);
-            scheduler
+            let handle = scheduler
                 .schedule("soak", delay, move || {
                     ran.fetch_add(1, Ordering::Relaxed);
                 })
                 .unwrap();
+            drop(handle); // detached: counted in the stats
             scheduled += 1;
         }
         if Instant::now() >= next_sample {

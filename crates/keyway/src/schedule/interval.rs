@@ -142,7 +142,7 @@ impl Intervals {
             if self.exec.early {
                 all.sort_unstable_by(|a, b| better(order, b, a));
             } else {
-                all.sort_unstable_by(|a, b| (b.due, b.seq).cmp(&(a.due, a.seq)));
+                all.sort_unstable_by_key(|e| std::cmp::Reverse((e.due, e.seq)));
             }
             self.spread = all.len();
             self.admitted = vec![all];
