@@ -58,8 +58,20 @@ fn join_all<T>(handles: Vec<keyway::TaskHandle<T>>) -> Vec<Result<T, TaskError>>
 #[test]
 fn limit_1000_tps_runs_100_per_100ms_interval() {
     let pool = pool(2);
-    let (s, rx) = with_reports(&pool, ExecutorConfig::with_tps(1000.0));
     let ran = Arc::new(AtomicUsize::new(0));
+    // Each report comes with how many tasks had run when it was made: on the driver's thread,
+    // before anything of the next interval is released.
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    let seen = ran.clone();
+    let s = Scheduler::builder(&pool)
+        .interval(INTERVAL)
+        .executor("x", ExecutorConfig::with_tps(1000.0))
+        .interval_hook(move |r| {
+            let _ = tx.lock().unwrap().send((r.clone(), seen.load(Ordering::SeqCst) as u64));
+        })
+        .build()
+        .unwrap();
     let at = Instant::now() + INTERVAL;
     let handles: Vec<_> = (0..5000)
         .map(|_| {
@@ -71,12 +83,9 @@ fn limit_1000_tps_runs_100_per_100ms_interval() {
     let mut full = 0;
     let mut released = 0u64;
     while released < 5000 {
-        let r = next_report(&rx);
+        let (r, ran_by_then) = rx.recv_timeout(HANG).expect("no interval report");
         // Tasks cannot run before they are released: a one-sided check that cannot flake.
-        assert!(
-            ran.load(Ordering::SeqCst) as u64 <= released + r.dispatched,
-            "more ran than released"
-        );
+        assert!(ran_by_then <= released + r.dispatched, "more ran than released");
         released += r.dispatched;
         if r.dispatched > 0 && r.carried_over > 0 {
             // A full interval: the limit, within 1% (100 ± 1).
@@ -830,4 +839,36 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         }
         std::thread::park();
     }
+}
+
+#[test]
+fn shutdown_ends_repeating_tasks_without_waiting_for_their_next_time() {
+    let pool = pool(2);
+    let s = Scheduler::builder(&pool)
+        .interval(Duration::from_millis(10))
+        .executor("x", ExecutorConfig::unlimited())
+        .build()
+        .unwrap();
+    let first = Latch::new(1);
+    let ran = first.clone();
+    let hourly = s
+        .schedule_at_fixed_rate("x", Timing::after(Duration::ZERO), Duration::from_secs(3600), move || {
+            ran.count_down()
+        })
+        .unwrap();
+    let never_started = s
+        .schedule_with_fixed_delay("x", Timing::after(Duration::from_secs(3600)), Duration::from_secs(1), || ())
+        .unwrap();
+    first.wait();
+    let (tx, rx) = channel();
+    let stopper = s.clone();
+    std::thread::spawn(move || {
+        stopper.shutdown();
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(HANG).expect("shutdown waited for an hourly repetition");
+    assert!(matches!(hourly.join(), Err(TaskError::Rejected)));
+    assert!(matches!(never_started.join(), Err(TaskError::Rejected)));
+    let st = s.stats("x").unwrap();
+    assert_eq!((st.ran, st.rejected, st.pending), (1, 2, 0));
 }

@@ -151,6 +151,26 @@ impl Buckets {
         }
     }
 
+    /// Takes out every entry (bucketed or late) for which `remove` says true.
+    pub(crate) fn remove_if(&self, remove: impl Fn(&Entry) -> bool, out: &mut Vec<Entry>) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let shard = &mut *shard;
+            let lists = shard
+                .near
+                .iter_mut()
+                .chain(shard.far.values_mut())
+                .chain(std::iter::once(&mut shard.late));
+            for list in lists {
+                if list.iter().any(&remove) {
+                    let (gone, kept) = std::mem::take(list).into_iter().partition(&remove);
+                    *list = kept;
+                    out.extend::<Vec<Entry>>(gone);
+                }
+            }
+        }
+    }
+
     /// Takes everything (shutdown).
     pub(crate) fn take_all(&self, out: &mut Vec<Vec<Entry>>) {
         self.take_upto(u64::MAX, out);

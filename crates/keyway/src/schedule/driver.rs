@@ -51,6 +51,13 @@ impl Driver {
             if stepped.is_err() {
                 tracing::error!("keyway scheduler: a step failed; going on");
             }
+            if self.shared.closed.load(Ordering::SeqCst) {
+                // Every step while closed: a repetition running on the pool may still have
+                // put its next run back just before intake stopped.
+                for e in &mut self.executors {
+                    e.end_repeating();
+                }
+            }
             if self.shared.stop_now.load(Ordering::SeqCst) {
                 let mut back = Vec::new();
                 for e in &mut self.executors {

@@ -50,6 +50,9 @@ pub(crate) struct ExecCore {
     pub(crate) early: bool,
     pub(crate) buckets: Buckets,
     pub(crate) stats: Counters,
+    /// Runs of repeating tasks put in the buckets so far (the driver sweeps them out at
+    /// shutdown when this moved).
+    pub(crate) repeats: AtomicU64,
 }
 
 impl ExecCore {
@@ -65,6 +68,7 @@ impl ExecCore {
             early: config.early,
             buckets: Buckets::new(),
             stats: Counters::default(),
+            repeats: AtomicU64::new(0),
         }
     }
 
@@ -113,9 +117,15 @@ impl ExecCore {
 
     /// Puts an admitted task in its bucket (or the late list).
     pub(crate) fn push(&self, entry: Entry) {
+        let repeating = entry.job.is_repeating();
         let due = entry.due;
         let k = self.shared.clock.interval_of(due);
-        if self.buckets.push(k, entry) == Placed::LateFirst {
+        let placed = self.buckets.push(k, entry);
+        if repeating {
+            // After the push: a sweep that sees the count also finds the entry.
+            self.repeats.fetch_add(1, Ordering::SeqCst);
+        }
+        if placed == Placed::LateFirst {
             self.shared.driver.unpark();
         }
     }

@@ -33,6 +33,7 @@ pub(crate) struct Intervals {
     dispatched: u64,
     worst_dispatched: Option<i64>,
     started: bool,
+    swept_repeats: u64,
 }
 
 impl Intervals {
@@ -54,6 +55,7 @@ impl Intervals {
             dispatched: 0,
             worst_dispatched: None,
             started: false,
+            swept_repeats: 0,
         }
     }
 
@@ -280,6 +282,39 @@ impl Intervals {
             best_carried_over,
         };
         self.exec.contain(|| hook(&report));
+    }
+
+    /// `shutdown`: repeating tasks end (their handles say `Rejected`) instead of waiting for
+    /// their next time; one-shot tasks stay.
+    pub(crate) fn end_repeating(&mut self) {
+        let repeats = self.exec.repeats.load(std::sync::atomic::Ordering::SeqCst);
+        if repeats == self.swept_repeats {
+            return; // no repeating task put back since the last sweep
+        }
+        self.swept_repeats = repeats;
+        let mut gone = Vec::new();
+        self.exec
+            .buckets
+            .remove_if(|e| e.job.is_repeating(), &mut gone);
+        for list in self
+            .admitted
+            .iter_mut()
+            .chain([&mut self.carry, &mut self.waiting])
+        {
+            if list.iter().any(|e| e.job.is_repeating()) {
+                let (g, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(list)
+                    .into_iter()
+                    .partition(|e| e.job.is_repeating());
+                *list = kept;
+                gone.extend(g);
+            }
+        }
+        self.spread = self.spread.min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
+        for e in gone {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec.contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
     }
 
     /// `shutdown_now`: everything the driver holds or finds in the buckets comes back.

@@ -35,6 +35,10 @@ pub(crate) trait Job: Send + 'static {
     fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64);
     /// Drops the task unrun, telling its handle why.
     fn abandon(self: Box<Self>, why: Abandon);
+    /// True for a repeating task (it ends at shutdown instead of running again).
+    fn is_repeating(&self) -> bool {
+        false
+    }
     /// `shutdown_now`: the task to hand back, if it is one a caller can run.
     fn into_pending(self: Box<Self>) -> Option<PendingTask>;
 }
@@ -227,6 +231,10 @@ impl<P: Place> Repeating<P> {
 impl<P: Place> Job for Repeating<P> {
     fn is_live(&self) -> bool {
         self.end.is_queued()
+    }
+
+    fn is_repeating(&self) -> bool {
+        true
     }
 
     fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
