@@ -45,6 +45,37 @@ fn with_reports(pool: &Pool, config: ExecutorConfig) -> (Scheduler, Receiver<Int
     (s, rx)
 }
 
+/// A scheduler with one executor `x` and 10 ms intervals.
+fn fast(pool: &Pool, config: ExecutorConfig) -> Scheduler {
+    Scheduler::builder(pool)
+        .interval(Duration::from_millis(10))
+        .executor("x", config)
+        .build()
+        .unwrap()
+}
+
+/// Schedules one task per priority, all due at once on one context (so they run one at a
+/// time, in the order they are released), each logging its priority.
+#[allow(clippy::type_complexity)]
+fn by_priority_on_one_context(
+    s: &Scheduler,
+    prios: &[i64],
+) -> (Arc<Mutex<Vec<i64>>>, Vec<keyway::TaskHandle<()>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let at = Instant::now() + INTERVAL;
+    let handles = prios
+        .iter()
+        .map(|&p| {
+            let log = log.clone();
+            s.schedule_sequential("x", Timing::at(at).priority(p), 0, move || {
+                log.lock().unwrap().push(p)
+            })
+            .unwrap()
+        })
+        .collect();
+    (log, handles)
+}
+
 fn next_report(rx: &Receiver<IntervalReport>) -> IntervalReport {
     rx.recv_timeout(HANG)
         .expect("no interval report: the driver hangs")
@@ -68,7 +99,10 @@ fn limit_1000_tps_runs_100_per_100ms_interval() {
         .interval(INTERVAL)
         .executor("x", ExecutorConfig::with_tps(1000.0))
         .interval_hook(move |r| {
-            let _ = tx.lock().unwrap().send((r.clone(), seen.load(Ordering::SeqCst) as u64));
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send((r.clone(), seen.load(Ordering::SeqCst) as u64));
         })
         .build()
         .unwrap();
@@ -85,7 +119,10 @@ fn limit_1000_tps_runs_100_per_100ms_interval() {
     while released < 5000 {
         let (r, ran_by_then) = rx.recv_timeout(HANG).expect("no interval report");
         // Tasks cannot run before they are released: a one-sided check that cannot flake.
-        assert!(ran_by_then <= released + r.dispatched, "more ran than released");
+        assert!(
+            ran_by_then <= released + r.dispatched,
+            "more ran than released"
+        );
         released += r.dispatched;
         if r.dispatched > 0 && r.carried_over > 0 {
             // A full interval: the limit, within 1% (100 ± 1).
@@ -116,18 +153,7 @@ fn the_best_run_first_and_the_carried_over_later_none_lost() {
         let (s, rx) = with_reports(&pool, ExecutorConfig::with_tps(0.0));
         let mut prios: Vec<i64> = (0..350).collect();
         prios.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let at = Instant::now() + INTERVAL;
-        let handles: Vec<_> = prios
-            .iter()
-            .map(|&p| {
-                let log = log.clone();
-                s.schedule_sequential("x", Timing::at(at).priority(p), 0, move || {
-                    log.lock().unwrap().push(p)
-                })
-                .unwrap()
-            })
-            .collect();
+        let (log, handles) = by_priority_on_one_context(&s, &prios);
         s.set_tps("x", 1000.0).unwrap();
         let mut released = 0;
         while released < 350 {
@@ -153,18 +179,8 @@ fn lowest_first_order_is_honoured() {
         &pool,
         ExecutorConfig::with_tps(0.0).order(PriorityOrder::LowestFirst),
     );
-    let at = Instant::now() + INTERVAL;
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let handles: Vec<_> = [5i64, -3, 9, 0, 2, 7, -8, 1, 4, 3, 6, -1, 8, -2, 11]
-        .iter()
-        .map(|&p| {
-            let log = log.clone();
-            s.schedule_sequential("x", Timing::at(at).priority(p), 0, move || {
-                log.lock().unwrap().push(p)
-            })
-            .unwrap()
-        })
-        .collect();
+    let (log, handles) =
+        by_priority_on_one_context(&s, &[5, -3, 9, 0, 2, 7, -8, 1, 4, 3, 6, -1, 8, -2, 11]);
     s.set_tps("x", 100.0).unwrap(); // 10 per interval: two intervals
     join_all(handles);
     let log = log.lock().unwrap().clone();
@@ -271,11 +287,7 @@ fn cancelled_tasks_never_run() {
 #[test]
 fn fixed_rate_runs_until_cancelled_and_never_before_its_times() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited().early_dispatch(false))
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited().early_dispatch(false));
     let period = Duration::from_millis(15);
     let starts = Arc::new(Mutex::new(Vec::new()));
     let five = Latch::new(5);
@@ -303,11 +315,7 @@ fn fixed_rate_runs_until_cancelled_and_never_before_its_times() {
 #[test]
 fn fixed_delay_waits_the_delay_after_each_run() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited().early_dispatch(false))
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited().early_dispatch(false));
     let delay = Duration::from_millis(12);
     let spans = Arc::new(Mutex::new(Vec::new()));
     let four = Latch::new(4);
@@ -335,11 +343,7 @@ fn fixed_delay_waits_the_delay_after_each_run() {
 #[test]
 fn a_repeating_task_that_panics_ends_with_its_panic() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited())
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited());
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let h = s
@@ -645,11 +649,10 @@ fn a_zero_period_is_refused() {
 #[test]
 fn extreme_delays_timeouts_and_priorities() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::with_tps(1000.0).timeout(Duration::MAX))
-        .build()
-        .unwrap();
+    let s = fast(
+        &pool,
+        ExecutorConfig::with_tps(1000.0).timeout(Duration::MAX),
+    );
     let never = s.schedule("x", Duration::MAX, || "never").unwrap();
     let far = s
         .schedule_at_fixed_rate("x", Timing::after(Duration::ZERO), Duration::MAX, || ())
@@ -732,11 +735,7 @@ fn panics_in_tasks_hooks_and_the_coordinator_do_not_stop_the_scheduler() {
 #[test]
 fn shutdown_from_inside_a_scheduled_task_and_from_a_hook() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited())
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited());
     let inner = s.clone();
     let later = s
         .schedule("x", Duration::from_millis(40), || "still runs")
@@ -799,11 +798,7 @@ fn shutdown_now_hands_back_what_was_not_released() {
 #[test]
 fn handles_can_be_awaited() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited())
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited());
     let h = s.schedule("x", Duration::from_millis(5), || 11).unwrap();
     assert_eq!(block_on(h).unwrap(), 11);
     s.shutdown();
@@ -812,11 +807,7 @@ fn handles_can_be_awaited() {
 #[test]
 fn dropping_the_last_handle_still_runs_what_was_scheduled() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited())
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited());
     let h = s.schedule("x", Duration::from_millis(30), || 4).unwrap();
     drop(s);
     assert_eq!(h.join().unwrap(), 4);
@@ -844,20 +835,24 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 #[test]
 fn shutdown_ends_repeating_tasks_without_waiting_for_their_next_time() {
     let pool = pool(2);
-    let s = Scheduler::builder(&pool)
-        .interval(Duration::from_millis(10))
-        .executor("x", ExecutorConfig::unlimited())
-        .build()
-        .unwrap();
+    let s = fast(&pool, ExecutorConfig::unlimited());
     let first = Latch::new(1);
     let ran = first.clone();
     let hourly = s
-        .schedule_at_fixed_rate("x", Timing::after(Duration::ZERO), Duration::from_secs(3600), move || {
-            ran.count_down()
-        })
+        .schedule_at_fixed_rate(
+            "x",
+            Timing::after(Duration::ZERO),
+            Duration::from_secs(3600),
+            move || ran.count_down(),
+        )
         .unwrap();
     let never_started = s
-        .schedule_with_fixed_delay("x", Timing::after(Duration::from_secs(3600)), Duration::from_secs(1), || ())
+        .schedule_with_fixed_delay(
+            "x",
+            Timing::after(Duration::from_secs(3600)),
+            Duration::from_secs(1),
+            || (),
+        )
         .unwrap();
     first.wait();
     let (tx, rx) = channel();
@@ -866,7 +861,8 @@ fn shutdown_ends_repeating_tasks_without_waiting_for_their_next_time() {
         stopper.shutdown();
         tx.send(()).unwrap();
     });
-    rx.recv_timeout(HANG).expect("shutdown waited for an hourly repetition");
+    rx.recv_timeout(HANG)
+        .expect("shutdown waited for an hourly repetition");
     assert!(matches!(hourly.join(), Err(TaskError::Rejected)));
     assert!(matches!(never_started.join(), Err(TaskError::Rejected)));
     let st = s.stats("x").unwrap();

@@ -309,11 +309,14 @@ impl Intervals {
                 gone.extend(g);
             }
         }
-        self.spread = self.spread.min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
+        self.spread = self
+            .spread
+            .min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
         for e in gone {
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();
-            self.exec.contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
         }
     }
 
