@@ -429,6 +429,20 @@ impl Scheduler {
     }
 
     /// The limit of executor `executor` (`None`: no limit).
+    ///
+    /// ```
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .executor("emails", ExecutorConfig::with_tps(10.0))
+    ///     .executor("reports", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(scheduler.tps("emails").unwrap(), Some(10.0));
+    /// assert_eq!(scheduler.tps("reports").unwrap(), None);
+    /// assert_eq!(scheduler.interval(), std::time::Duration::from_secs(1)); // the default
+    /// assert!(!scheduler.is_shutdown());
+    /// ```
     pub fn tps(&self, executor: &str) -> Result<Option<f64>, ConfigError> {
         self.inner
             .by_name
