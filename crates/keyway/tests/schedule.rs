@@ -790,6 +790,7 @@ fn shutdown_now_hands_back_what_was_not_released() {
         results.iter().all(Result::is_ok),
         "handed-back tasks ran when run"
     );
+    s.shutdown(); // waits for the task that was already released, and its count
     let st = s.stats("x").unwrap();
     assert_eq!(st.rejected as usize, back);
     assert_eq!(st.ran + st.rejected, 100);
