@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::ordered::OrderedArgs;
+use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
 use scenarios::throughput::ThroughputArgs;
 use scenarios::RunOptions;
@@ -52,6 +53,9 @@ enum Scenario {
     /// A producer's tasks consumed by the adaptive strategy, always on a
     /// pool (pec) or on the producing thread (pc); non-blocking and blocking.
     Strategy(StrategyArgs),
+    /// Delayed tasks (no limit) against a heap scheduler and tokio timers,
+    /// and keyway's rate limit per interval (`--rate`).
+    Schedule(ScheduleArgs),
     /// Every scenario, all variants.
     All,
 }
@@ -74,10 +78,12 @@ fn main() -> ExitCode {
         Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
         Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
         Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
+        Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
         Scenario::All => scenarios::contexts::run(&ContextsArgs::default(), &opts, &mut emit)
             .and_then(|()| scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit))
             .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit)),
+            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit))
+            .and_then(|()| scenarios::schedule::run(&ScheduleArgs::default(), &opts, &mut emit)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

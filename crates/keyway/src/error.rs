@@ -136,6 +136,9 @@ pub enum TaskError {
     /// [`Pool::shutdown_now`](crate::Pool::shutdown_now) and then dropped.
     #[error("the task was handed back at shutdown and dropped without running")]
     Rejected,
+    /// A scheduled task's timeout passed before it could start, so it was not run.
+    #[error("the task's timeout passed before it could start; it was not run")]
+    TimedOut,
 }
 
 impl TaskError {
@@ -163,6 +166,7 @@ impl fmt::Debug for TaskError {
             TaskError::Cancelled => f.write_str("Cancelled"),
             TaskError::Coalesced => f.write_str("Coalesced"),
             TaskError::Rejected => f.write_str("Rejected"),
+            TaskError::TimedOut => f.write_str("TimedOut"),
         }
     }
 }

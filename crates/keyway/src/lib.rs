@@ -27,6 +27,13 @@
 //! one thread produces at a time. Per-mode counts in [`ModeCounts`]; [`Pool`] is its
 //! [`Executor`].
 //!
+//! ## Rate-limited scheduler ([`Scheduler`], [`ExecutorConfig`], [`Timing`], [`Coordinator`])
+//! Tasks scheduled for a time (once, at a fixed rate or with a fixed delay) run on named
+//! executors at no more than each one's limit per second, spread evenly over each interval,
+//! best first when more are due than the limit allows; a task that cannot start within its
+//! timeout is timed out, never dropped silently. A [`Coordinator`] shares a limit across a
+//! cluster.
+//!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
 //! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
@@ -54,7 +61,10 @@ mod task;
 pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
-pub use schedule::{Coordinator, LocalCoordinator};
+pub use schedule::{
+    ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
+    PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,
+};
 pub use sequencer::{
     MapTask, OrderedMap, RunOutcome, Sequencer, SequencerError, Ticket, TicketPanic,
 };

@@ -2,6 +2,7 @@
 
 pub mod contexts;
 pub mod ordered;
+pub mod schedule;
 pub mod strategy;
 pub mod throughput;
 

@@ -4,8 +4,10 @@
 
 pub mod crossbeam_pool;
 pub mod global_mutex;
+pub mod heap_scheduler;
 pub mod ideal;
 pub mod keyway;
+pub mod keyway_scheduler;
 pub mod mutex_per_key;
 pub mod rayon_collect;
 pub mod rayon_pool;
@@ -13,6 +15,7 @@ pub mod reorder_thread;
 pub mod strategy;
 pub mod thread_per_context;
 pub mod tokio_actor;
+pub mod tokio_sleep;
 pub mod tokio_spawn;
 
 use crate::keys::TaskKeys;

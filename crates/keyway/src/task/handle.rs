@@ -214,14 +214,32 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(mut self) -> Result<(), PanicReport> {
-        let Some(f) = self.f.take() else {
-            return Ok(());
-        };
+    fn run(self) -> Result<(), PanicReport> {
+        self.run_unless_cancelled().unwrap_or(Ok(()))
+    }
+
+    fn abandon(mut self, why: Abandon) {
+        self.f = None;
+        self.shared.transition_to_finished(Err(match why {
+            Abandon::Coalesced => TaskError::Coalesced,
+            Abandon::Rejected => TaskError::Rejected,
+            Abandon::TimedOut => TaskError::TimedOut,
+        }));
+    }
+}
+
+impl<F, T> WithHandle<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    /// Runs the task; `None` if it had been cancelled (it then did not run).
+    pub(crate) fn run_unless_cancelled(mut self) -> Option<Result<(), PanicReport>> {
+        let f = self.f.take()?;
         if !self.shared.transition_to_running() {
-            return Ok(()); // cancelled while queued
+            return None; // cancelled while queued
         }
-        match catch_unwind(AssertUnwindSafe(f)) {
+        Some(match catch_unwind(AssertUnwindSafe(f)) {
             Ok(value) => {
                 self.shared.transition_to_finished(Ok(value));
                 Ok(())
@@ -232,15 +250,12 @@ where
                     .transition_to_finished(Err(TaskError::Panicked(payload)));
                 Err(report)
             }
-        }
+        })
     }
 
-    fn abandon(mut self, why: Abandon) {
-        self.f = None;
-        self.shared.transition_to_finished(Err(match why {
-            Abandon::Coalesced => TaskError::Coalesced,
-            Abandon::Rejected => TaskError::Rejected,
-        }));
+    /// False once the handle was cancelled (or the task otherwise finished).
+    pub(crate) fn is_queued(&self) -> bool {
+        self.shared.state.lock().stage == Stage::Queued
     }
 }
 

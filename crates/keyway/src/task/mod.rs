@@ -8,6 +8,7 @@ mod handle;
 mod raw;
 
 pub use handle::TaskHandle;
+pub(crate) use handle::WithHandle;
 pub(crate) use raw::Task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -52,6 +53,8 @@ pub(crate) enum Abandon {
     Coalesced,
     /// It was handed back at `shutdown_now` and the caller dropped it.
     Rejected,
+    /// Its timeout passed before it could start (the scheduler's executors).
+    TimedOut,
 }
 
 /// A task the pool holds: run once, or abandoned once. Stored type-erased as a [`Task`].

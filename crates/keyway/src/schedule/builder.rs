@@ -1,0 +1,183 @@
+//! `SchedulerBuilder`: the interval, the executors, the coordinator and the hooks.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_utils::sync::Parker;
+use parking_lot::{Condvar, Mutex};
+
+use super::clock::Clock;
+use super::config::ExecutorConfig;
+use super::coordinator::{Coordinator, LocalCoordinator};
+use super::driver::Driver;
+use super::error::ConfigError;
+use super::executor::{ExecCore, IntervalHook, Shared, TimedOutHook};
+use super::interval::Intervals;
+use super::scheduler::{Inner, Scheduler};
+use super::stats::IntervalReport;
+use super::TimedOutTask;
+use crate::pool::Pool;
+
+/// The shortest interval a scheduler accepts.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// The longest interval a scheduler accepts.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Configures a [`Scheduler`]: its interval, its named executors, its [`Coordinator`] and its
+/// hooks.
+///
+/// ```
+/// use std::time::Duration;
+/// use keyway::{ExecutorConfig, Scheduler};
+/// let pool = keyway::Pool::new().unwrap();
+/// let scheduler = Scheduler::builder(&pool)
+///     .interval(Duration::from_millis(100))
+///     .executor("emails", ExecutorConfig::with_tps(50.0))
+///     .executor("reports", ExecutorConfig::unlimited())
+///     .timed_out_hook(|task| eprintln!("{} timed out", task.executor()))
+///     .build()
+///     .unwrap();
+/// # scheduler.shutdown();
+/// ```
+pub struct SchedulerBuilder {
+    pool: Pool,
+    interval: Duration,
+    executors: Vec<(String, ExecutorConfig)>,
+    coordinator: Arc<dyn Coordinator>,
+    timed_out_hook: Option<TimedOutHook>,
+    interval_hook: Option<IntervalHook>,
+    thread_name: String,
+}
+
+impl SchedulerBuilder {
+    pub(crate) fn new(pool: &Pool) -> Self {
+        SchedulerBuilder {
+            pool: pool.clone(),
+            interval: Duration::from_secs(1),
+            executors: Vec::new(),
+            coordinator: Arc::new(LocalCoordinator),
+            timed_out_hook: None,
+            interval_hook: None,
+            thread_name: "keyway-scheduler".into(),
+        }
+    }
+
+    /// The length of an interval (default 1 s; from 10 ms to one day). An executor's limit is
+    /// applied per interval, and an interval's tasks are spread evenly over it.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Adds an executor named `name`.
+    pub fn executor(mut self, name: impl Into<String>, config: ExecutorConfig) -> Self {
+        self.executors.push((name.into(), config));
+        self
+    }
+
+    /// Who decides this process's share of each executor's limit (default
+    /// [`LocalCoordinator`]: the whole limit).
+    pub fn coordinator(mut self, coordinator: impl Coordinator) -> Self {
+        self.coordinator = Arc::new(coordinator);
+        self
+    }
+
+    /// Called for every task that timed out (on the scheduler's thread or a pool thread). A
+    /// panic in it is caught.
+    pub fn timed_out_hook(mut self, hook: impl Fn(&TimedOutTask) + Send + Sync + 'static) -> Self {
+        self.timed_out_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called on the scheduler's thread at the end of every interval of every executor with
+    /// what it did. A panic in it is caught.
+    pub fn interval_hook(mut self, hook: impl Fn(&IntervalReport) + Send + Sync + 'static) -> Self {
+        self.interval_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The name of the scheduler's thread (default `keyway-scheduler`).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Checks the settings and starts the scheduler's thread.
+    pub fn build(self) -> Result<Scheduler, ConfigError> {
+        if self.interval < MIN_INTERVAL {
+            return Err(ConfigError::IntervalTooShort(self.interval));
+        }
+        if self.interval > MAX_INTERVAL {
+            return Err(ConfigError::IntervalTooLong(self.interval));
+        }
+        let mut names = HashMap::new();
+        for (i, (name, config)) in self.executors.iter().enumerate() {
+            if let Some(tps) = config.tps {
+                check_tps(name, tps)?;
+            }
+            if names.insert(name.clone(), i).is_some() {
+                return Err(ConfigError::DuplicateExecutor(name.clone()));
+            }
+        }
+        let parker = Parker::new();
+        let shared = Arc::new(Shared {
+            clock: Clock::new(self.interval),
+            pool: self.pool,
+            closed: AtomicBool::new(false),
+            stop_now: AtomicBool::new(false),
+            drop_handed_back: AtomicBool::new(false),
+            timed_out_hook: self.timed_out_hook,
+            interval_hook: self.interval_hook,
+            driver: parker.unparker().clone(),
+            exited: (Mutex::new(false), Condvar::new()),
+        });
+        let execs: Vec<Arc<ExecCore>> = self
+            .executors
+            .iter()
+            .map(|(name, config)| {
+                Arc::new(ExecCore::new(name.as_str().into(), config, shared.clone()))
+            })
+            .collect();
+        for e in &execs {
+            if let Some(limit) = e.tps() {
+                self.coordinator.join(&e.name, limit);
+            }
+        }
+        let handed_back = Arc::new(Mutex::new(Vec::new()));
+        let driver = Driver {
+            shared: shared.clone(),
+            executors: execs.iter().cloned().map(Intervals::new).collect(),
+            coordinator: self.coordinator.clone(),
+            parker,
+            handed_back: handed_back.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(self.thread_name)
+            .spawn(move || driver.run())
+            .map_err(|e| ConfigError::Spawn(e.to_string()))?;
+        Ok(Scheduler::from_inner(Inner {
+            shared,
+            by_name: names
+                .into_iter()
+                .map(|(name, i)| (name, execs[i].clone()))
+                .collect(),
+            coordinator: self.coordinator,
+            driver_thread: thread.thread().id(),
+            handed_back,
+        }))
+    }
+}
+
+/// A TPS limit must be finite and not negative.
+pub(crate) fn check_tps(executor: &str, tps: f64) -> Result<(), ConfigError> {
+    if tps.is_finite() && tps >= 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidTps {
+            executor: executor.to_owned(),
+            value: tps,
+        })
+    }
+}

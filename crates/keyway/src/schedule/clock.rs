@@ -1,0 +1,82 @@
+//! Monotonic time cut into intervals: nanoseconds since the scheduler started, and interval
+//! numbers. Only `Instant` is used, so a wall-clock jump changes nothing.
+
+use std::time::{Duration, Instant};
+
+/// "Never due": a delay that overflowed.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    epoch: Instant,
+    interval: u64,
+}
+
+impl Clock {
+    /// `interval` is checked by the builder: between 10 ms and one day.
+    pub(crate) fn new(interval: Duration) -> Self {
+        Clock {
+            epoch: Instant::now(),
+            interval: interval.as_nanos() as u64,
+        }
+    }
+
+    pub(crate) fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// Nanoseconds from the epoch to `t` (0 before the epoch).
+    pub(crate) fn at(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NEVER)
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.at(Instant::now())
+    }
+
+    /// Nanoseconds of `now + delay`, or [`NEVER`] on overflow.
+    pub(crate) fn after(&self, now: u64, delay: Duration) -> u64 {
+        u64::try_from(delay.as_nanos())
+            .ok()
+            .and_then(|d| now.checked_add(d))
+            .unwrap_or(NEVER)
+    }
+
+    /// The interval holding time `t`.
+    pub(crate) fn interval_of(&self, t: u64) -> u64 {
+        t / self.interval
+    }
+
+    /// Where interval `k` starts, in nanoseconds ([`NEVER`] on overflow).
+    pub(crate) fn start_of(&self, k: u64) -> u64 {
+        k.checked_mul(self.interval).unwrap_or(NEVER)
+    }
+
+    /// The instant of time `t` (`None` for [`NEVER`] or on overflow).
+    pub(crate) fn instant(&self, t: u64) -> Option<Instant> {
+        if t == NEVER {
+            return None;
+        }
+        self.epoch.checked_add(Duration::from_nanos(t))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn extremes_saturate_to_never() {
+        let c = Clock::new(Duration::from_millis(10));
+        assert_eq!(c.after(5, Duration::MAX), NEVER);
+        assert_eq!(c.after(u64::MAX - 1, Duration::from_nanos(2)), NEVER);
+        assert_eq!(c.after(5, Duration::ZERO), 5);
+        assert_eq!(c.start_of(u64::MAX), NEVER);
+        assert_eq!(c.instant(NEVER), None);
+        assert_eq!(c.interval_of(25_000_000), 2);
+        assert_eq!(
+            c.at(c.epoch - Duration::from_secs(1).min(c.epoch.elapsed())),
+            0
+        );
+    }
+}

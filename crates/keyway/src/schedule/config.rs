@@ -1,0 +1,128 @@
+//! What an executor is configured with, and when (and how urgently) one task is due.
+
+use std::time::{Duration, Instant};
+
+/// Which tasks run first when more are due in an interval than the limit allows.
+///
+/// Ties are broken by the earlier due time.
+///
+/// ```
+/// use keyway::{ExecutorConfig, PriorityOrder};
+/// let config = ExecutorConfig::with_tps(5.0).order(PriorityOrder::LowestFirst);
+/// # let _ = config;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PriorityOrder {
+    /// The highest [`Timing::priority`] runs first (the default).
+    #[default]
+    HighestFirst,
+    /// The lowest [`Timing::priority`] runs first.
+    LowestFirst,
+}
+
+/// The settings of one named executor of a [`Scheduler`](crate::Scheduler).
+///
+/// ```
+/// use std::time::Duration;
+/// use keyway::ExecutorConfig;
+/// let payments = ExecutorConfig::with_tps(500.0)
+///     .timeout(Duration::from_secs(30)) // not run if it cannot start within 30 s of its time
+///     .early_dispatch(false); // never before its time
+/// # let _ = payments;
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    pub(crate) tps: Option<f64>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) order: PriorityOrder,
+    pub(crate) early: bool,
+}
+
+impl ExecutorConfig {
+    /// An executor running at most `tps` tasks per second (`0.0` pauses it). The value is
+    /// checked when the scheduler is built: negative, NaN or infinite values are refused.
+    pub fn with_tps(tps: f64) -> Self {
+        ExecutorConfig {
+            tps: Some(tps),
+            ..Self::unlimited()
+        }
+    }
+
+    /// An executor with no rate limit: every task runs in the interval it is due in.
+    pub fn unlimited() -> Self {
+        ExecutorConfig {
+            tps: None,
+            timeout: None,
+            order: PriorityOrder::HighestFirst,
+            early: true,
+        }
+    }
+
+    /// A task not started within `timeout` of its due time is not run: its handle says
+    /// [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the scheduler's timed-out hook
+    /// sees it. Default: no timeout. A timeout so long that it overflows means no timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Which tasks run first when more are due than the limit allows (default
+    /// [`PriorityOrder::HighestFirst`]).
+    pub fn order(mut self, order: PriorityOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Whether a task may start before its due time, by less than one interval (default
+    /// `true`): the interval's tasks are then spread evenly over the whole interval. With
+    /// `false` no task starts before its due time.
+    pub fn early_dispatch(mut self, allowed: bool) -> Self {
+        self.early = allowed;
+        self
+    }
+}
+
+/// When a scheduled task is due, and its priority among the tasks due with it.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use keyway::Timing;
+/// let soon = Timing::after(Duration::from_millis(50)).priority(10);
+/// let then = Timing::at(Instant::now() + Duration::from_secs(1));
+/// # let _ = (soon, then);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub(crate) due: Due,
+    pub(crate) priority: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    After(Duration),
+    At(Instant),
+}
+
+impl Timing {
+    /// Due `delay` from now (a delay so long that it overflows means "never due").
+    pub fn after(delay: Duration) -> Self {
+        Timing {
+            due: Due::After(delay),
+            priority: 0,
+        }
+    }
+
+    /// Due at `instant` (an instant in the past means now).
+    pub fn at(instant: Instant) -> Self {
+        Timing {
+            due: Due::At(instant),
+            priority: 0,
+        }
+    }
+
+    /// The task's priority (default 0); see [`PriorityOrder`].
+    pub fn priority(mut self, priority: i64) -> Self {
+        self.priority = priority;
+        self
+    }
+}

@@ -1,0 +1,97 @@
+//! The scheduler's errors: bad configuration, and tasks it refused (handed back).
+
+use std::fmt;
+use std::time::Duration;
+
+/// A scheduler or executor setting that cannot work. The message says which and why.
+///
+/// ```
+/// use keyway::{ConfigError, ExecutorConfig, Scheduler};
+/// let pool = keyway::Pool::new().unwrap();
+/// let err = Scheduler::builder(&pool)
+///     .executor("emails", ExecutorConfig::with_tps(f64::NAN))
+///     .build()
+///     .unwrap_err();
+/// assert!(matches!(err, ConfigError::InvalidTps { .. }));
+/// assert!(err.to_string().contains("emails"));
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A TPS limit was negative, NaN or infinite (use [`ExecutorConfig::unlimited`] for no
+    /// limit, and `0.0` to pause an executor).
+    ///
+    /// [`ExecutorConfig::unlimited`]: crate::ExecutorConfig::unlimited
+    #[error("executor {executor:?}: the TPS limit must be a finite number >= 0 (got {value})")]
+    InvalidTps {
+        /// The executor's name.
+        executor: String,
+        /// The value given.
+        value: f64,
+    },
+    /// The interval is shorter than the 10 ms minimum (zero included).
+    #[error("the interval must be at least 10 ms (got {0:?})")]
+    IntervalTooShort(Duration),
+    /// The interval is longer than the one-day maximum.
+    #[error("the interval must be at most one day (got {0:?})")]
+    IntervalTooLong(Duration),
+    /// Two executors were given the same name.
+    #[error("executor {0:?} is configured twice")]
+    DuplicateExecutor(String),
+    /// No executor has this name.
+    #[error("no executor is named {0:?}")]
+    UnknownExecutor(String),
+    /// The scheduler's driver thread could not be started.
+    #[error("could not start the scheduler's thread: {0}")]
+    Spawn(String),
+}
+
+/// A task the scheduler refused. The task is handed back, so nothing is lost.
+///
+/// ```
+/// use keyway::{ExecutorConfig, ScheduleError, Scheduler};
+/// use std::time::Duration;
+/// let pool = keyway::Pool::new().unwrap();
+/// let scheduler = Scheduler::builder(&pool)
+///     .executor("emails", ExecutorConfig::with_tps(10.0))
+///     .build()
+///     .unwrap();
+/// let err = scheduler.schedule("sms", Duration::ZERO, || 1).unwrap_err();
+/// assert!(matches!(err, ScheduleError::UnknownExecutor(ref name, _) if name == "sms"));
+/// let task = err.into_inner();
+/// assert_eq!(task(), 1); // still ours
+/// ```
+#[derive(thiserror::Error)]
+pub enum ScheduleError<F> {
+    /// No executor has this name; the task is handed back.
+    #[error("no executor is named {0:?}")]
+    UnknownExecutor(String, F),
+    /// The scheduler was shut down; the task is handed back.
+    #[error("the scheduler is shut down and accepts no more tasks")]
+    Shutdown(F),
+    /// A repetition period (or delay) of zero; the task is handed back.
+    #[error("a repeating task needs a period longer than zero")]
+    ZeroPeriod(F),
+}
+
+impl<F> ScheduleError<F> {
+    /// Gives back the refused task.
+    pub fn into_inner(self) -> F {
+        match self {
+            ScheduleError::UnknownExecutor(_, f)
+            | ScheduleError::Shutdown(f)
+            | ScheduleError::ZeroPeriod(f) => f,
+        }
+    }
+}
+
+impl<F> fmt::Debug for ScheduleError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleError::UnknownExecutor(name, _) => {
+                f.debug_tuple("UnknownExecutor").field(name).finish()
+            }
+            ScheduleError::Shutdown(_) => f.write_str("Shutdown(..)"),
+            ScheduleError::ZeroPeriod(_) => f.write_str("ZeroPeriod(..)"),
+        }
+    }
+}

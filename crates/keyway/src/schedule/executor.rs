@@ -1,0 +1,191 @@
+//! One named executor as every thread sees it: its settings, its buckets, its counters, and
+//! the scheduler-wide pieces it needs (pool, clock, hooks, the driver to wake).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_utils::sync::Unparker;
+use parking_lot::{Condvar, Mutex};
+
+use super::buckets::{Buckets, Placed};
+use super::clock::{Clock, NEVER};
+use super::config::{ExecutorConfig, PriorityOrder};
+use super::job::{Entry, Job};
+use super::stats::{Counters, IntervalReport};
+use super::TimedOutTask;
+use crate::pool::Pool;
+use crate::task::{Abandon, PanicReport};
+
+pub(crate) type TimedOutHook = Arc<dyn Fn(&TimedOutTask) + Send + Sync>;
+pub(crate) type IntervalHook = Arc<dyn Fn(&IntervalReport) + Send + Sync>;
+
+/// What every executor of one scheduler shares.
+pub(crate) struct Shared {
+    pub(crate) clock: Clock,
+    pub(crate) pool: Pool,
+    /// Intake stopped (`shutdown`, `shutdown_now`, or the last handle dropped).
+    pub(crate) closed: AtomicBool,
+    /// `shutdown_now`: the driver hands back what has not been released instead of running it.
+    pub(crate) stop_now: AtomicBool,
+    /// `shutdown_now` was called on the driver's own thread: nobody takes what comes back,
+    /// so it is dropped (handles say `Rejected`).
+    pub(crate) drop_handed_back: AtomicBool,
+    pub(crate) timed_out_hook: Option<TimedOutHook>,
+    pub(crate) interval_hook: Option<IntervalHook>,
+    pub(crate) driver: Unparker,
+    /// Notified when the driver exits.
+    pub(crate) exited: (Mutex<bool>, Condvar),
+}
+
+/// One named executor.
+pub(crate) struct ExecCore {
+    pub(crate) name: Arc<str>,
+    pub(crate) shared: Arc<Shared>,
+    /// The limit's bits (`f64`); infinity means no limit.
+    tps: AtomicU64,
+    timeout: Option<u64>,
+    pub(crate) order: PriorityOrder,
+    pub(crate) early: bool,
+    pub(crate) buckets: Buckets,
+    pub(crate) stats: Counters,
+    /// Runs of repeating tasks put in the buckets so far (the driver sweeps them out at
+    /// shutdown when this moved).
+    pub(crate) repeats: AtomicU64,
+}
+
+impl ExecCore {
+    pub(crate) fn new(name: Arc<str>, config: &ExecutorConfig, shared: Arc<Shared>) -> Self {
+        ExecCore {
+            name,
+            shared,
+            tps: AtomicU64::new(config.tps.unwrap_or(f64::INFINITY).to_bits()),
+            timeout: config
+                .timeout
+                .and_then(|t| u64::try_from(t.as_nanos()).ok()),
+            order: config.order,
+            early: config.early,
+            buckets: Buckets::new(),
+            stats: Counters::default(),
+            repeats: AtomicU64::new(0),
+        }
+    }
+
+    /// The limit in tasks per second; `None` for no limit.
+    pub(crate) fn tps(&self) -> Option<f64> {
+        let tps = f64::from_bits(self.tps.load(Ordering::Acquire));
+        tps.is_finite().then_some(tps)
+    }
+
+    pub(crate) fn set_tps(&self, tps: f64) {
+        self.tps.store(tps.to_bits(), Ordering::Release);
+    }
+
+    /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
+    pub(crate) fn enqueue(
+        &self,
+        job: Box<dyn Job>,
+        due: u64,
+        priority: i64,
+    ) -> Result<(), Box<dyn Job>> {
+        match self.admit() {
+            Some(seq) => {
+                self.push(Entry {
+                    job,
+                    due,
+                    priority,
+                    seq,
+                });
+                Ok(())
+            }
+            None => Err(job),
+        }
+    }
+
+    /// Counts one task in, unless the scheduler is shut down, and numbers it in scheduling
+    /// order. Every admitted task must then be [`push`](ExecCore::push)ed: the driver does not
+    /// exit while one is missing.
+    pub(crate) fn admit(&self) -> Option<u64> {
+        let seq = self.stats.scheduled();
+        if self.shared.closed.load(Ordering::SeqCst) {
+            self.stats.unscheduled();
+            return None;
+        }
+        Some(seq)
+    }
+
+    /// Puts an admitted task in its bucket (or the late list).
+    pub(crate) fn push(&self, entry: Entry) {
+        let repeating = entry.job.is_repeating();
+        let due = entry.due;
+        let k = self.shared.clock.interval_of(due);
+        let placed = self.buckets.push(k, entry);
+        if repeating {
+            // After the push: a sweep that sees the count also finds the entry.
+            self.repeats.fetch_add(1, Ordering::SeqCst);
+        }
+        if placed == Placed::LateFirst {
+            self.shared.driver.unpark();
+        }
+    }
+
+    pub(crate) fn has_timeout(&self) -> bool {
+        self.timeout.is_some()
+    }
+
+    /// True if a task due at `due` can no longer start in time (a deadline that overflows is
+    /// no deadline).
+    pub(crate) fn timed_out(&self, due: u64) -> bool {
+        match self.timeout.and_then(|t| due.checked_add(t)) {
+            Some(deadline) if deadline != NEVER => self.shared.clock.now() > deadline,
+            _ => false,
+        }
+    }
+
+    /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
+    ///
+    /// The hook and the counters come first, so that whoever waits on the handle sees them.
+    pub(crate) fn time_out(&self, job: Box<dyn Job>, due: u64, priority: i64) {
+        self.stats.timed_out();
+        if let Some(hook) = &self.shared.timed_out_hook {
+            let task = TimedOutTask {
+                executor: self.name.clone(),
+                due: self.shared.clock.instant(due),
+                priority,
+            };
+            self.contain(|| hook(&task));
+        }
+        self.contain(|| job.abandon(Abandon::TimedOut));
+    }
+
+    /// A task panicked: counted, and reported to the pool's panic hook.
+    pub(crate) fn panicked(&self, report: PanicReport) {
+        self.stats.panicked();
+        self.shared.pool.registry().report_panic(report);
+    }
+
+    /// Runs user code (a drop, a hook) so that its panic cannot unwind into the scheduler.
+    pub(crate) fn contain(&self, f: impl FnOnce()) {
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            tracing::error!(
+                executor = &*self.name,
+                "keyway scheduler: user code panicked"
+            );
+        }
+    }
+
+    /// How many tasks this process may release in one interval, before fractions carry.
+    pub(crate) fn budget(&self, share: f64, interval: Duration) -> f64 {
+        share * interval.as_secs_f64()
+    }
+}
+
+/// Is `a` better than `b` in `order` (ties: the earlier due, then the earlier scheduled)?
+pub(crate) fn better(order: PriorityOrder, a: &Entry, b: &Entry) -> std::cmp::Ordering {
+    let by_priority = match order {
+        PriorityOrder::HighestFirst => b.priority.cmp(&a.priority),
+        PriorityOrder::LowestFirst => a.priority.cmp(&b.priority),
+    };
+    by_priority.then(a.due.cmp(&b.due)).then(a.seq.cmp(&b.seq))
+}

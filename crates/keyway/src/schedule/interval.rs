@@ -1,0 +1,342 @@
+//! One executor's intervals, as the driver runs them: at each interval's start, take what is
+//! due (and what was carried over), drop the cancelled, time out the expired, pick the best
+//! that fit the quota, and carry the rest over; during the interval, release the admitted
+//! evenly over it, and admit late arrivals while quota is left.
+
+use std::sync::Arc;
+
+use super::clock::Clock;
+use super::coordinator::{clamp_share, Coordinator};
+use super::executor::{better, ExecCore};
+use super::job::Entry;
+use super::stats::IntervalReport;
+use crate::task::PendingTask;
+
+/// The driver's state for one executor.
+pub(crate) struct Intervals {
+    pub(crate) exec: Arc<ExecCore>,
+    /// Over the limit last interval: competes again in the next.
+    carry: Vec<Entry>,
+    /// Admitted this interval and not yet released; taken from the back of the last chunk.
+    admitted: Vec<Vec<Entry>>,
+    /// How many were admitted at the interval's start (they are spread over it).
+    spread: usize,
+    released_spread: usize,
+    /// Admitted late and not yet due (executors that never release early).
+    waiting: Vec<Entry>,
+    interval: u64,
+    quota: Option<u64>,
+    used: u64,
+    credit: f64,
+    last_share: f64,
+    timed_out: u64,
+    dispatched: u64,
+    worst_dispatched: Option<i64>,
+    started: bool,
+    swept_repeats: u64,
+}
+
+impl Intervals {
+    pub(crate) fn new(exec: Arc<ExecCore>) -> Self {
+        let last_share = exec.tps().unwrap_or(0.0);
+        Intervals {
+            exec,
+            carry: Vec::new(),
+            admitted: Vec::new(),
+            spread: 0,
+            released_spread: 0,
+            waiting: Vec::new(),
+            interval: 0,
+            quota: None,
+            used: 0,
+            credit: 0.0,
+            last_share,
+            timed_out: 0,
+            dispatched: 0,
+            worst_dispatched: None,
+            started: false,
+            swept_repeats: 0,
+        }
+    }
+
+    /// True while the driver holds tasks of this executor (admitted, waiting or carried).
+    pub(crate) fn holds_tasks(&self) -> bool {
+        !self.carry.is_empty()
+            || !self.waiting.is_empty()
+            || self.admitted.iter().any(|c| !c.is_empty())
+    }
+
+    /// True while admitted tasks wait to be released in this interval.
+    pub(crate) fn releasing(&self) -> bool {
+        !self.waiting.is_empty() || self.admitted.iter().any(|c| !c.is_empty())
+    }
+
+    /// Interval `k` starts at time `now`.
+    pub(crate) fn start(&mut self, k: u64, clock: &Clock, coordinator: &dyn Coordinator) {
+        // What the last interval admitted but did not release yet still belongs to it.
+        while let Some(e) = self.pop_admitted() {
+            self.release(e);
+        }
+        for e in std::mem::take(&mut self.waiting) {
+            self.release(e);
+        }
+        self.report();
+        self.started = true;
+        self.interval = k;
+        self.used = 0;
+        self.timed_out = 0;
+        self.dispatched = 0;
+        self.worst_dispatched = None;
+
+        let mut chunks = Vec::new();
+        if !self.carry.is_empty() {
+            chunks.push(std::mem::take(&mut self.carry));
+        }
+        self.exec.buckets.take_upto(k, &mut chunks);
+        let due: usize = chunks.iter().map(Vec::len).sum();
+        self.exec
+            .stats
+            .due
+            .store(due as u64, std::sync::atomic::Ordering::Relaxed);
+
+        self.quota = self.exec.tps().map(|limit| {
+            let exec = &self.exec;
+            let asked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                coordinator.share(&exec.name, limit)
+            }));
+            let share = match asked {
+                Ok(s) => clamp_share(s, limit),
+                Err(_) => self.last_share.min(limit), // a panicking coordinator: keep the last
+            };
+            self.last_share = share;
+            let budget = exec.budget(share, clock.interval()) + self.credit;
+            let whole = budget.floor();
+            self.credit = if budget.is_finite() {
+                budget - whole
+            } else {
+                0.0
+            };
+            whole as u64 // saturates
+        });
+
+        let needs_filter = self.exec.has_timeout() || self.quota.is_some_and(|q| due as u64 > q);
+        if !needs_filter && self.exec.early && self.quota.is_none() {
+            self.spread = due;
+            self.admitted = chunks;
+        } else {
+            let mut all: Vec<Entry> = if chunks.len() == 1 {
+                chunks.pop().unwrap_or_default()
+            } else {
+                chunks.into_iter().flatten().collect()
+            };
+            if needs_filter {
+                all = self.live(all);
+            }
+            let order = self.exec.order;
+            if let Some(q) = self.quota {
+                let q = usize::try_from(q).unwrap_or(usize::MAX);
+                if all.len() > q {
+                    all.select_nth_unstable_by(q, |a, b| better(order, a, b));
+                    self.carry = all.split_off(q);
+                }
+            }
+            // Released from the back: best (or earliest) last in the vector.
+            if self.exec.early {
+                all.sort_unstable_by(|a, b| better(order, b, a));
+            } else {
+                all.sort_unstable_by_key(|e| std::cmp::Reverse((e.due, e.seq)));
+            }
+            self.spread = all.len();
+            self.admitted = vec![all];
+        }
+        self.used = self.spread as u64;
+        self.released_spread = 0;
+        self.exec.stats.carried_over.store(
+            self.carry.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Drops the cancelled and times out the expired; returns the rest.
+    fn live(&mut self, all: Vec<Entry>) -> Vec<Entry> {
+        let mut kept = Vec::with_capacity(all.len());
+        for e in all {
+            if !e.job.is_live() {
+                self.exec.stats.cancelled();
+                self.exec.stats.ended_unreleased();
+                self.exec.contain(move || drop(e));
+            } else if self.exec.timed_out(e.due) {
+                self.timed_out += 1;
+                self.exec.stats.ended_unreleased();
+                self.exec.time_out(e.job, e.due, e.priority);
+            } else {
+                kept.push(e);
+            }
+        }
+        kept
+    }
+
+    /// Releases what is due by `now`: admitted tasks spread evenly over the interval, late
+    /// arrivals while quota is left (the rest carried over).
+    pub(crate) fn step(&mut self, now: u64, clock: &Clock) {
+        let mut late = Vec::new();
+        self.exec.buckets.take_late(&mut late);
+        if !late.is_empty() {
+            for e in self.live(late) {
+                if self.quota.is_some_and(|q| self.used >= q) {
+                    self.carry.push(e);
+                } else {
+                    self.used += 1;
+                    self.waiting.push(e);
+                }
+            }
+            self.exec.stats.carried_over.store(
+                self.carry.len() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        // Late arrivals: now if allowed early or due.
+        let early = self.exec.early;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            if early || self.waiting[i].due <= now {
+                let e = self.waiting.swap_remove(i);
+                self.release(e);
+            } else {
+                i += 1;
+            }
+        }
+        // The interval's share of the admitted tasks, by how much of it has passed.
+        let start = clock.start_of(self.interval);
+        let length = clock.interval().as_nanos();
+        let passed = u128::from(now.saturating_sub(start)).min(length);
+        let allowed = ((passed * self.spread as u128).div_ceil(length.max(1))) as usize;
+        while self.released_spread < allowed {
+            match self.peek_admitted() {
+                Some(e) if early || e.due <= now => {}
+                _ => break,
+            }
+            let Some(e) = self.pop_admitted() else { break };
+            self.released_spread += 1;
+            self.release(e);
+        }
+    }
+
+    fn peek_admitted(&mut self) -> Option<&Entry> {
+        while self.admitted.last().is_some_and(Vec::is_empty) {
+            self.admitted.pop();
+        }
+        self.admitted.last().and_then(|c| c.last())
+    }
+
+    fn pop_admitted(&mut self) -> Option<Entry> {
+        loop {
+            let chunk = self.admitted.last_mut()?;
+            match chunk.pop() {
+                Some(e) => return Some(e),
+                None => {
+                    self.admitted.pop();
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, e: Entry) {
+        let order = self.exec.order;
+        self.worst_dispatched = Some(match self.worst_dispatched {
+            None => e.priority,
+            Some(w) => match order {
+                super::PriorityOrder::HighestFirst => w.min(e.priority),
+                super::PriorityOrder::LowestFirst => w.max(e.priority),
+            },
+        });
+        self.exec.stats.released();
+        self.dispatched += 1;
+        let exec = self.exec.clone();
+        let (due, priority) = (e.due, e.priority);
+        exec.contain(|| e.job.dispatch(&exec, due, priority));
+    }
+
+    /// Tells the interval hook what the interval that just ended did.
+    fn report(&mut self) {
+        if !self.started {
+            return;
+        }
+        let Some(hook) = self.exec.shared.interval_hook.clone() else {
+            return;
+        };
+        let order = self.exec.order;
+        let best_carried_over = self
+            .carry
+            .iter()
+            .min_by(|a, b| better(order, a, b))
+            .map(|e| e.priority);
+        let report = IntervalReport {
+            executor: self.exec.name.clone(),
+            interval: self.interval,
+            quota: self.quota,
+            dispatched: self.dispatched,
+            carried_over: self.carry.len() as u64,
+            timed_out: self.timed_out,
+            worst_dispatched: self.worst_dispatched,
+            best_carried_over,
+        };
+        self.exec.contain(|| hook(&report));
+    }
+
+    /// `shutdown`: repeating tasks end (their handles say `Rejected`) instead of waiting for
+    /// their next time; one-shot tasks stay.
+    pub(crate) fn end_repeating(&mut self) {
+        let repeats = self.exec.repeats.load(std::sync::atomic::Ordering::SeqCst);
+        if repeats == self.swept_repeats {
+            return; // no repeating task put back since the last sweep
+        }
+        self.swept_repeats = repeats;
+        let mut gone = Vec::new();
+        self.exec
+            .buckets
+            .remove_if(|e| e.job.is_repeating(), &mut gone);
+        for list in self
+            .admitted
+            .iter_mut()
+            .chain([&mut self.carry, &mut self.waiting])
+        {
+            if list.iter().any(|e| e.job.is_repeating()) {
+                let (g, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(list)
+                    .into_iter()
+                    .partition(|e| e.job.is_repeating());
+                *list = kept;
+                gone.extend(g);
+            }
+        }
+        self.spread = self
+            .spread
+            .min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
+        for e in gone {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
+    }
+
+    /// `shutdown_now`: everything the driver holds or finds in the buckets comes back.
+    pub(crate) fn hand_back(&mut self, out: &mut Vec<PendingTask>) {
+        let mut chunks = std::mem::take(&mut self.admitted);
+        chunks.push(std::mem::take(&mut self.carry));
+        chunks.push(std::mem::take(&mut self.waiting));
+        self.exec.buckets.take_all(&mut chunks);
+        for e in chunks.into_iter().flatten() {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            // A repetition gives nothing back: its handle was told `Rejected`.
+            out.extend(e.job.into_pending());
+        }
+    }
+
+    /// The driver is exiting: the last interval's report.
+    pub(crate) fn finish(&mut self) {
+        self.report();
+        self.started = false;
+    }
+}

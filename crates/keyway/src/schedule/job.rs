@@ -1,0 +1,294 @@
+//! What waits in a bucket: a type-erased job with its due time and priority, and the kinds of
+//! job (a one-shot task with a handle, a repeating task), placed on the pool or on a context's
+//! lane when they are released.
+
+use std::any::Any;
+use std::hash::Hash;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::clock::NEVER;
+use super::executor::ExecCore;
+use crate::pool::Pool;
+use crate::task::{
+    Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
+};
+
+/// One scheduled task waiting for its interval: 40 bytes beside the boxed task itself.
+pub(crate) struct Entry {
+    pub(crate) job: Box<dyn Job>,
+    /// Nanoseconds since the scheduler's epoch ([`NEVER`] if never due).
+    pub(crate) due: u64,
+    pub(crate) priority: i64,
+    /// Scheduling order within the executor: ties of priority and due time go first-come.
+    pub(crate) seq: u64,
+}
+
+/// A scheduled task, type-erased.
+pub(crate) trait Job: Send + 'static {
+    /// False once its handle was cancelled: it will not run.
+    fn is_live(&self) -> bool;
+    /// Hands the task to the pool (or its context's lane). It reports its own outcome to
+    /// `exec`'s counters when it runs; if the pool refuses it, it is dropped as rejected.
+    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    /// Drops the task unrun, telling its handle why.
+    fn abandon(self: Box<Self>, why: Abandon);
+    /// True for a repeating task (it ends at shutdown instead of running again).
+    fn is_repeating(&self) -> bool {
+        false
+    }
+    /// `shutdown_now`: the task to hand back, if it is one a caller can run.
+    fn into_pending(self: Box<Self>) -> Option<PendingTask>;
+}
+
+/// Where a released task runs: anywhere on the pool, or in a context's lane.
+pub(crate) trait Place: Send + Sync + 'static {
+    /// Submits `f`; gives it back if the pool refuses it.
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F>;
+}
+
+/// Anywhere on the pool.
+pub(crate) struct Anywhere;
+
+impl Place for Anywhere {
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
+        pool.execute(f).map_err(|e| e.into_inner())
+    }
+}
+
+/// As a sequential task of the context's lane.
+pub(crate) struct InContext<K>(pub(crate) K);
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> Place for InContext<K> {
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
+        pool.execute_sequential(self.0.clone(), f)
+            .map_err(|e| e.into_inner())
+    }
+}
+
+/// A task run once, its outcome going to a [`TaskHandle`].
+pub(crate) struct Once<P, F, T> {
+    place: P,
+    task: WithHandle<F, T>,
+}
+
+impl<P, F, T> Once<P, F, T>
+where
+    P: Place,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(place: P, f: F) -> (TaskHandle<T>, Self) {
+        let (handle, task) = TaskHandle::pair(f);
+        (handle, Once { place, task })
+    }
+}
+
+impl<P, F, T> Job for Once<P, F, T>
+where
+    P: Place,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn is_live(&self) -> bool {
+        self.task.is_queued()
+    }
+
+    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Once { place, task } = *self;
+        let core = exec.clone();
+        let run = move || {
+            if core.timed_out(due) {
+                core.time_out(
+                    Box::new(Once {
+                        place: Anywhere,
+                        task,
+                    }),
+                    due,
+                    priority,
+                );
+                return;
+            }
+            // The task's own panic is caught inside; what can still unwind is the drop of a
+            // cancelled task's closure, which is then counted as the cancel it was.
+            match catch_unwind(AssertUnwindSafe(|| task.run_unless_cancelled())) {
+                Ok(None) | Err(_) => core.stats.cancelled(),
+                Ok(Some(Ok(()))) => core.stats.ran(),
+                Ok(Some(Err(report))) => core.panicked(report),
+            }
+        };
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            // Dropping the unrun task tells its handle `Rejected`.
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn abandon(self: Box<Self>, why: Abandon) {
+        Runnable::abandon(self.task, why);
+    }
+
+    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+        Some(PendingTask::new(Task::new(self.task)))
+    }
+}
+
+/// A task run once with no handle (its outcome is only counted).
+pub(crate) struct Detached<P, F> {
+    place: P,
+    f: F,
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> Detached<P, F> {
+    pub(crate) fn new(place: P, f: F) -> Self {
+        Detached { place, f }
+    }
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
+    fn is_live(&self) -> bool {
+        true
+    }
+
+    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Detached { place, f } = *self;
+        let core = exec.clone();
+        let run = move || {
+            if core.timed_out(due) {
+                core.time_out(Box::new(Detached { place: Anywhere, f }), due, priority);
+                return;
+            }
+            match Runnable::run(Plain(f)) {
+                Ok(()) => core.stats.ran(),
+                Err(report) => core.panicked(report),
+            }
+        };
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn abandon(self: Box<Self>, _why: Abandon) {}
+
+    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+        Some(PendingTask::new(Task::new(Plain(self.f))))
+    }
+}
+
+/// How a repeating task's next time follows from the last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Repeat {
+    /// Fixed rate: the next is due one period after the last was due.
+    Rate(u64),
+    /// Fixed delay: the next is due this long after the last finished.
+    Delay(u64),
+}
+
+/// The body of a repeating task; ends (its handle learns why) on cancel, panic, timeout or
+/// shutdown.
+pub(crate) struct Repeating<P> {
+    place: Arc<P>,
+    body: Box<dyn FnMut() + Send>,
+    repeat: Repeat,
+    end: WithHandle<EndRepeat, ()>,
+    panic: Arc<Mutex<Option<Box<dyn Any + Send>>>>,
+}
+
+/// What a repeating task's handle "runs" when the repetition ends with a panic: it re-raises
+/// the task's panic so that the handle says `Panicked` with the original payload.
+pub(crate) type EndRepeat = Box<dyn FnOnce() + Send>;
+
+impl<P: Place> Repeating<P> {
+    pub(crate) fn new(
+        place: P,
+        body: impl FnMut() + Send + 'static,
+        repeat: Repeat,
+    ) -> (TaskHandle<()>, Self) {
+        let panic: Arc<Mutex<Option<Box<dyn Any + Send>>>> = Arc::new(Mutex::new(None));
+        let slot = panic.clone();
+        let end: EndRepeat = Box::new(move || {
+            if let Some(payload) = slot.lock().take() {
+                resume_unwind(payload)
+            }
+        });
+        let (handle, end) = TaskHandle::pair(end);
+        (
+            handle,
+            Repeating {
+                place: Arc::new(place),
+                body: Box::new(body),
+                repeat,
+                end,
+                panic,
+            },
+        )
+    }
+}
+
+impl<P: Place> Job for Repeating<P> {
+    fn is_live(&self) -> bool {
+        self.end.is_queued()
+    }
+
+    fn is_repeating(&self) -> bool {
+        true
+    }
+
+    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let place = self.place.clone();
+        let core = exec.clone();
+        let run = move || {
+            let mut this = self;
+            if !this.end.is_queued() {
+                core.stats.cancelled();
+                return;
+            }
+            if core.timed_out(due) {
+                core.time_out(this, due, priority);
+                return;
+            }
+            match catch_unwind(AssertUnwindSafe(&mut this.body)) {
+                Ok(()) => core.stats.ran(),
+                Err(payload) => {
+                    *this.panic.lock() = Some(payload);
+                    // The handle re-raises the payload, is told `Panicked`, and the report
+                    // comes back here for the pool's hook.
+                    let report = this.end.run_unless_cancelled();
+                    let report = match report {
+                        Some(Err(report)) => report,
+                        _ => PanicReport::new("repeating task panicked".into()),
+                    };
+                    core.panicked(report);
+                    return;
+                }
+            }
+            let next = match this.repeat {
+                Repeat::Rate(period) => due.checked_add(period).unwrap_or(NEVER),
+                Repeat::Delay(delay) => {
+                    let now = core.shared.clock.now();
+                    now.checked_add(delay).unwrap_or(NEVER)
+                }
+            };
+            if let Err(job) = core.enqueue(this, next, priority) {
+                // Shut down: the repetition ends.
+                job.abandon(Abandon::Rejected);
+            }
+        };
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn abandon(self: Box<Self>, why: Abandon) {
+        Runnable::abandon(self.end, why);
+    }
+
+    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+        self.abandon(Abandon::Rejected);
+        None
+    }
+}

@@ -1,0 +1,573 @@
+//! `Scheduler`: schedule, repeat, change limits, read statistics, shut down.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::builder::{check_tps, SchedulerBuilder};
+use super::config::{Due, Timing};
+use super::coordinator::Coordinator;
+use super::error::{ConfigError, ScheduleError};
+use super::executor::{ExecCore, Shared};
+use super::job::{Anywhere, Detached, Entry, InContext, Once, Place, Repeat, Repeating};
+use super::stats::ExecutorStats;
+use crate::pool::{worker, Pool};
+use crate::task::{PendingTask, TaskHandle};
+
+/// A rate-limited scheduler on a keyway [`Pool`]: tasks scheduled for a time run no faster
+/// than each named executor's limit, best first when more are due than the limit allows.
+///
+/// Time is cut into intervals (default 1 s). At the start of each interval an executor takes
+/// the tasks due in it (and those carried over), and admits as many as its limit allows for
+/// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
+/// compete again in the next interval. Admitted tasks are spread evenly over the interval, not
+/// sent in one burst. A task may start before its due time, by less than one interval, unless
+/// the executor forbids early dispatch. A task whose timeout passes before it starts is not
+/// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
+/// timed-out hook sees it.
+///
+/// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
+/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting).
+///
+/// ```
+/// use std::time::Duration;
+/// use keyway::{ExecutorConfig, Scheduler};
+/// let pool = keyway::Pool::new().unwrap();
+/// let scheduler = Scheduler::builder(&pool)
+///     .interval(Duration::from_millis(50))
+///     .executor("emails", ExecutorConfig::with_tps(100.0))
+///     .build()
+///     .unwrap();
+/// let sent = scheduler.schedule("emails", Duration::from_millis(20), || "sent").unwrap();
+/// assert_eq!(sent.join().unwrap(), "sent");
+/// scheduler.shutdown();
+/// ```
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) by_name: HashMap<String, Arc<ExecCore>>,
+    pub(crate) coordinator: Arc<dyn Coordinator>,
+    pub(crate) driver_thread: ThreadId,
+    pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.driver.unpark();
+    }
+}
+
+impl Scheduler {
+    /// A builder for a scheduler running its tasks on `pool`.
+    pub fn builder(pool: &Pool) -> SchedulerBuilder {
+        SchedulerBuilder::new(pool)
+    }
+
+    pub(crate) fn from_inner(inner: Inner) -> Self {
+        Scheduler {
+            inner: Arc::new(inner),
+        }
+    }
+
+    fn executor(&self, name: &str) -> Option<&Arc<ExecCore>> {
+        self.inner.by_name.get(name)
+    }
+
+    fn due(&self, timing: Timing) -> u64 {
+        let clock = &self.inner.shared.clock;
+        match timing.due {
+            Due::After(delay) => clock.after(clock.now(), delay),
+            Due::At(instant) => clock.at(instant),
+        }
+    }
+
+    /// Runs `f` on executor `executor` once `delay` has passed (subject to its limit).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let handle = scheduler.schedule("jobs", Duration::from_millis(5), || 6 * 7).unwrap();
+    /// assert_eq!(handle.join().unwrap(), 42);
+    /// ```
+    pub fn schedule<F, T>(
+        &self,
+        executor: &str,
+        delay: Duration,
+        f: F,
+    ) -> Result<TaskHandle<T>, ScheduleError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.schedule_with(executor, Timing::after(delay), f)
+    }
+
+    /// Runs `f` on executor `executor` at `instant` (subject to its limit).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited().early_dispatch(false))
+    ///     .build()
+    ///     .unwrap();
+    /// let at = Instant::now() + Duration::from_millis(20);
+    /// let handle = scheduler.schedule_at("jobs", at, Instant::now).unwrap();
+    /// assert!(handle.join().unwrap() >= at); // never early: the executor forbids it
+    /// ```
+    pub fn schedule_at<F, T>(
+        &self,
+        executor: &str,
+        instant: Instant,
+        f: F,
+    ) -> Result<TaskHandle<T>, ScheduleError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.schedule_with(executor, Timing::at(instant), f)
+    }
+
+    /// Runs `f` on executor `executor` at the time and with the priority `timing` gives.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::with_tps(1000.0))
+    ///     .build()
+    ///     .unwrap();
+    /// let urgent = scheduler
+    ///     .schedule_with("jobs", Timing::after(Duration::ZERO).priority(9), || "first")
+    ///     .unwrap();
+    /// assert_eq!(urgent.join().unwrap(), "first");
+    /// ```
+    pub fn schedule_with<F, T>(
+        &self,
+        executor: &str,
+        timing: Timing,
+        f: F,
+    ) -> Result<TaskHandle<T>, ScheduleError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.place_once(executor, timing, Anywhere, f)
+    }
+
+    /// Like [`schedule_with`](Scheduler::schedule_with), but when due the task runs as a
+    /// sequential task of context `ctx` (see
+    /// [`Pool::execute_sequential`](crate::Pool::execute_sequential)): tasks of one context run
+    /// one at a time, in the order they were released.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited().early_dispatch(false))
+    ///     .build()
+    ///     .unwrap();
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let handles: Vec<_> = (0..3u64)
+    ///     .map(|i| {
+    ///         let log = log.clone();
+    ///         let at = Timing::after(Duration::from_millis(15 * i));
+    ///         scheduler.schedule_sequential("jobs", at, "account-1", move || log.lock().unwrap().push(i)).unwrap()
+    ///     })
+    ///     .collect();
+    /// for h in handles { h.join().unwrap(); }
+    /// assert_eq!(*log.lock().unwrap(), vec![0, 1, 2]);
+    /// ```
+    pub fn schedule_sequential<K, F, T>(
+        &self,
+        executor: &str,
+        timing: Timing,
+        ctx: K,
+        f: F,
+    ) -> Result<TaskHandle<T>, ScheduleError<F>>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.place_once(executor, timing, InContext(ctx), f)
+    }
+
+    fn place_once<P, F, T>(
+        &self,
+        executor: &str,
+        timing: Timing,
+        place: P,
+        f: F,
+    ) -> Result<TaskHandle<T>, ScheduleError<F>>
+    where
+        P: Place,
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let Some(exec) = self.executor(executor) else {
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+        };
+        let Some(seq) = exec.admit() else {
+            return Err(ScheduleError::Shutdown(f));
+        };
+        let due = self.due(timing);
+        let (handle, job) = Once::new(place, f);
+        exec.push(Entry {
+            job: Box::new(job),
+            due,
+            priority: timing.priority,
+            seq,
+        });
+        Ok(handle)
+    }
+
+    /// Like [`schedule_with`](Scheduler::schedule_with), without a handle: the cheapest way to
+    /// schedule a task whose result nobody waits for (no allocation beyond the task itself).
+    /// Its outcome is only counted in [`stats`](Scheduler::stats) (and a panic goes to the
+    /// pool's panic hook).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// scheduler.execute_with("jobs", Timing::after(Duration::from_millis(5)), move || tx.send(1).unwrap()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), 1);
+    /// ```
+    pub fn execute_with<F>(
+        &self,
+        executor: &str,
+        timing: Timing,
+        f: F,
+    ) -> Result<(), ScheduleError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let Some(exec) = self.executor(executor) else {
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+        };
+        let Some(seq) = exec.admit() else {
+            return Err(ScheduleError::Shutdown(f));
+        };
+        let due = self.due(timing);
+        exec.push(Entry {
+            job: Box::new(Detached::new(Anywhere, f)),
+            due,
+            priority: timing.priority,
+            seq,
+        });
+        Ok(())
+    }
+
+    /// Runs `f` repeatedly: first at `first`, then every `period` after the previous *due*
+    /// time (fixed rate). Each run is subject to the executor's limit, priority and timeout.
+    ///
+    /// The returned handle never has a value: it ends with
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled) once cancelled,
+    /// `Panicked` if a run panicked, `TimedOut` if a run timed out, `Rejected` at shutdown.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("ticks", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// let counter = runs.clone();
+    /// let ticker = scheduler
+    ///     .schedule_at_fixed_rate("ticks", Timing::after(Duration::ZERO), Duration::from_millis(10), move || {
+    ///         if counter.fetch_add(1, Ordering::SeqCst) == 2 { tx.send(()).unwrap(); }
+    ///     })
+    ///     .unwrap();
+    /// rx.recv().unwrap(); // three runs
+    /// assert!(ticker.cancel());
+    /// assert!(matches!(ticker.join(), Err(keyway::TaskError::Cancelled)));
+    /// ```
+    pub fn schedule_at_fixed_rate<F>(
+        &self,
+        executor: &str,
+        first: Timing,
+        period: Duration,
+        f: F,
+    ) -> Result<TaskHandle<()>, ScheduleError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.repeat(executor, first, period, f, Repeat::Rate)
+    }
+
+    /// Runs `f` repeatedly: first at `first`, then `delay` after each run finished (fixed
+    /// delay). The handle behaves as for
+    /// [`schedule_at_fixed_rate`](Scheduler::schedule_at_fixed_rate).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("polls", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let poller = scheduler
+    ///     .schedule_with_fixed_delay("polls", Timing::after(Duration::ZERO), Duration::from_millis(5), move || {
+    ///         let _ = tx.send(());
+    ///     })
+    ///     .unwrap();
+    /// rx.recv().unwrap();
+    /// rx.recv().unwrap();
+    /// poller.cancel();
+    /// ```
+    pub fn schedule_with_fixed_delay<F>(
+        &self,
+        executor: &str,
+        first: Timing,
+        delay: Duration,
+        f: F,
+    ) -> Result<TaskHandle<()>, ScheduleError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.repeat(executor, first, delay, f, Repeat::Delay)
+    }
+
+    fn repeat<F>(
+        &self,
+        executor: &str,
+        first: Timing,
+        period: Duration,
+        f: F,
+        how: fn(u64) -> Repeat,
+    ) -> Result<TaskHandle<()>, ScheduleError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        let Some(exec) = self.executor(executor) else {
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+        };
+        if period.is_zero() {
+            return Err(ScheduleError::ZeroPeriod(f));
+        }
+        let Some(seq) = exec.admit() else {
+            return Err(ScheduleError::Shutdown(f));
+        };
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        let due = self.due(first);
+        let (handle, job) = Repeating::new(Anywhere, f, how(period));
+        exec.push(Entry {
+            job: Box::new(job),
+            due,
+            priority: first.priority,
+            seq,
+        });
+        Ok(handle)
+    }
+
+    /// Changes executor `executor`'s limit while it runs, from its next interval on (`0.0`
+    /// pauses it: its tasks wait, and time out if they have a timeout).
+    ///
+    /// ```
+    /// use keyway::{ConfigError, ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .executor("emails", ExecutorConfig::with_tps(10.0))
+    ///     .build()
+    ///     .unwrap();
+    /// scheduler.set_tps("emails", 0.0).unwrap(); // paused
+    /// scheduler.set_tps("emails", 25.0).unwrap(); // resumed, faster
+    /// assert!(matches!(scheduler.set_tps("emails", -1.0), Err(ConfigError::InvalidTps { .. })));
+    /// assert!(matches!(scheduler.set_tps("sms", 1.0), Err(ConfigError::UnknownExecutor(_))));
+    /// ```
+    pub fn set_tps(&self, executor: &str, tps: f64) -> Result<(), ConfigError> {
+        let exec = self
+            .inner
+            .by_name
+            .get(executor)
+            .ok_or_else(|| ConfigError::UnknownExecutor(executor.to_owned()))?;
+        check_tps(executor, tps)?;
+        exec.set_tps(tps);
+        let coordinator = &self.inner.coordinator;
+        exec.contain(|| coordinator.join(executor, tps));
+        self.inner.shared.driver.unpark();
+        Ok(())
+    }
+
+    /// The limit of executor `executor` (`None`: no limit).
+    ///
+    /// ```
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .executor("emails", ExecutorConfig::with_tps(10.0))
+    ///     .executor("reports", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(scheduler.tps("emails").unwrap(), Some(10.0));
+    /// assert_eq!(scheduler.tps("reports").unwrap(), None);
+    /// assert_eq!(scheduler.interval(), std::time::Duration::from_secs(1)); // the default
+    /// assert!(!scheduler.is_shutdown());
+    /// ```
+    pub fn tps(&self, executor: &str) -> Result<Option<f64>, ConfigError> {
+        self.inner
+            .by_name
+            .get(executor)
+            .map(|e| e.tps())
+            .ok_or_else(|| ConfigError::UnknownExecutor(executor.to_owned()))
+    }
+
+    /// Executor `executor`'s counts (see [`ExecutorStats`]).
+    pub fn stats(&self, executor: &str) -> Result<ExecutorStats, ConfigError> {
+        self.inner
+            .by_name
+            .get(executor)
+            .map(|e| e.stats.snapshot())
+            .ok_or_else(|| ConfigError::UnknownExecutor(executor.to_owned()))
+    }
+
+    /// The interval's length.
+    pub fn interval(&self) -> Duration {
+        self.inner.shared.clock.interval()
+    }
+
+    /// Stops intake (later tasks are refused with [`ScheduleError::Shutdown`]) and ends
+    /// repeating tasks (their handles say `Rejected`); every one-shot task already scheduled
+    /// still runs when due, under its executor's limit. Waits until they have all ended,
+    /// unless called on the scheduler's own thread (a hook) or on a thread of the pool (from a
+    /// scheduled task), where it returns at once. Calling it again is harmless.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, ScheduleError};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let late = scheduler.schedule("jobs", Duration::from_millis(30), || "still runs").unwrap();
+    /// scheduler.shutdown();
+    /// assert_eq!(late.join().unwrap(), "still runs");
+    /// assert!(matches!(scheduler.schedule("jobs", Duration::ZERO, || ()), Err(ScheduleError::Shutdown(_))));
+    /// ```
+    pub fn shutdown(&self) {
+        self.close();
+        if self.may_wait() {
+            self.wait_for_driver();
+            self.wait_for_pending();
+        }
+    }
+
+    /// Stops intake and hands back every one-shot task that was not yet released to the pool
+    /// (repeating tasks end; their handles say `Rejected`). Tasks already released still run.
+    /// Called on the scheduler's own thread (a hook) it returns nothing: the tasks are then
+    /// dropped, their handles saying `Rejected`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let scheduler = Scheduler::builder(&pool)
+    ///     .executor("jobs", ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// let handle = scheduler.schedule("jobs", Duration::from_secs(3600), || 7).unwrap();
+    /// let pending = scheduler.shutdown_now();
+    /// assert_eq!(pending.len(), 1);
+    /// for task in pending { task.run().unwrap(); } // run here, now
+    /// assert_eq!(handle.join().unwrap(), 7);
+    /// ```
+    pub fn shutdown_now(&self) -> Vec<PendingTask> {
+        self.inner.shared.stop_now.store(true, Ordering::SeqCst);
+        self.close();
+        if std::thread::current().id() == self.inner.driver_thread {
+            self.inner
+                .shared
+                .drop_handed_back
+                .store(true, Ordering::SeqCst);
+            return Vec::new();
+        }
+        self.wait_for_driver();
+        std::mem::take(&mut *self.inner.handed_back.lock())
+    }
+
+    /// True once [`shutdown`](Scheduler::shutdown) or
+    /// [`shutdown_now`](Scheduler::shutdown_now) was called.
+    pub fn is_shutdown(&self) -> bool {
+        self.inner.shared.closed.load(Ordering::Acquire)
+    }
+
+    fn close(&self) {
+        self.inner.shared.closed.store(true, Ordering::SeqCst);
+        self.inner.shared.driver.unpark();
+    }
+
+    fn may_wait(&self) -> bool {
+        std::thread::current().id() != self.inner.driver_thread
+            && worker::own_thread(self.inner.shared.pool.registry()) == worker::OwnThread::None
+    }
+
+    fn wait_for_driver(&self) {
+        let (lock, cv) = &self.inner.shared.exited;
+        let mut exited = lock.lock();
+        while !*exited {
+            cv.wait(&mut exited);
+        }
+    }
+
+    /// Waits until every released task has ended on the pool.
+    fn wait_for_pending(&self) {
+        for exec in self.inner.by_name.values() {
+            while exec.stats.pending() > 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.inner.by_name.keys().collect();
+        names.sort();
+        f.debug_struct("Scheduler")
+            .field("interval", &self.interval())
+            .field("executors", &names)
+            .field("shutdown", &self.is_shutdown())
+            .finish()
+    }
+}
