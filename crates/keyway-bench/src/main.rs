@@ -5,6 +5,7 @@
 mod harness;
 mod keys;
 mod latch;
+mod once;
 mod order;
 mod output;
 mod scenarios;

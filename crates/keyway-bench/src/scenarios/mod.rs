@@ -20,6 +20,10 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Where progress goes.
     pub progress: Progress,
+    /// Sized for `all`'s report (finishing within ~10 minutes on a 2-core
+    /// machine): scenarios that would take longer shrink their task counts
+    /// and say so in their parameters.
+    pub report: bool,
 }
 
 impl RunOptions {
@@ -30,6 +34,7 @@ impl RunOptions {
             runs: runs.unwrap_or(if quick { 3 } else { 5 }),
             timeout: Duration::from_secs(if quick { 60 } else { 600 }),
             progress: Progress::new(),
+            report: false,
         }
     }
 }
