@@ -99,6 +99,7 @@ fn failed(progress: &Progress, label: &str, name: &str, run: &str, e: &str) -> S
 struct Sample {
     elapsed: Duration,
     cost: Cost,
+    whole: Cost,
     ready: bool,
     threads: usize,
 }
@@ -117,12 +118,23 @@ impl Samples {
         let threads = self.0.iter().map(|s| s.threads).max().unwrap_or(0);
         let cpu: Option<Vec<f64>> = self.0.iter().map(|s| s.cost.cpu_s).collect();
         let max_of = |f: fn(&Cost) -> Option<u64>| -> Option<u64> {
-            self.0.iter().map(|s| f(&s.cost)).collect::<Option<Vec<u64>>>()?.into_iter().max()
+            self.0
+                .iter()
+                .map(|s| f(&s.cost))
+                .collect::<Option<Vec<u64>>>()?
+                .into_iter()
+                .max()
         };
         let mut result = SystemResult::from_times(name, &times, ops, threads);
         result.cpu_s = cpu.map(|c| stats::median(&c));
         result.peak_rss_kib = max_of(|c| c.peak_rss_kib);
         result.rss_growth_kib = max_of(|c| c.rss_growth_kib);
+        result.run_rss_growth_kib = self
+            .0
+            .iter()
+            .map(|s| s.whole.rss_growth_kib)
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|v| v.into_iter().max());
         result.ready = self.0.iter().all(|s| s.ready);
         result
     }
@@ -159,6 +171,7 @@ fn run_one(contender: &mut Contender<'_>, baseline: usize) -> Result<Sample, Str
     Ok(Sample {
         elapsed,
         cost: rec.cost.unwrap_or(whole),
+        whole,
         ready: rec.ready,
         threads,
     })

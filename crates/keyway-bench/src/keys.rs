@@ -33,6 +33,7 @@ pub struct TaskKeys {
 impl TaskKeys {
     /// The keys of task `index` (0-based over the whole run) when every task
     /// names `count` keys (1 or 2): pseudo-random, deterministic per index.
+    #[cfg(test)]
     #[inline]
     pub fn for_task(index: u64, count: u32) -> Self {
         Self::for_task_in(index, count, KEY_SPACE)
@@ -202,7 +203,10 @@ mod tests {
             };
             assert_eq!((a, b), (0, 1));
         }
-        assert_eq!(TaskKeys::for_task(9, 2), TaskKeys::for_task_in(9, 2, KEY_SPACE));
+        assert_eq!(
+            TaskKeys::for_task(9, 2),
+            TaskKeys::for_task_in(9, 2, KEY_SPACE)
+        );
     }
 
     #[test]

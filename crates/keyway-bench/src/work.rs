@@ -7,7 +7,9 @@ pub mod strategy;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::keys::{verify_keys, KeyCell, TaskKeys, KEY_SPACE};
+#[cfg(test)]
+use crate::keys::KEY_SPACE;
+use crate::keys::{verify_keys, KeyCell, TaskKeys};
 use crate::latch::Completion;
 use crate::once::{ran, TaskSet};
 use crate::order::{verify_all, OrderCell};
@@ -22,13 +24,6 @@ pub fn spin(work: u64) -> u64 {
         local.fetch_add(1, Ordering::Relaxed);
     }
     local.load(Ordering::Relaxed)
-}
-
-/// The `throughput` task: one update of the shared completion counter (the
-/// last update opens the latch).
-#[inline(never)]
-pub fn tick(done: &Completion) {
-    done.count_down();
 }
 
 /// The `throughput` task with exactly-once accounting: marks task `index`
@@ -115,6 +110,7 @@ pub struct KeyedRun {
 
 impl KeyedRun {
     /// Fresh state for `tasks` tasks on keys of [`KEY_SPACE`].
+    #[cfg(test)]
     pub fn new(tasks: u64) -> Self {
         Self::new_in(tasks, KEY_SPACE)
     }
@@ -130,6 +126,7 @@ impl KeyedRun {
 
     /// How many of `tasks` tasks name each key when each names `keys` keys
     /// of [`KEY_SPACE`] (computed from [`TaskKeys::for_task`], untimed).
+    #[cfg(test)]
     pub fn expected_runs(tasks: u64, keys: u32) -> Vec<u64> {
         Self::expected_runs_in(tasks, keys, KEY_SPACE)
     }

@@ -65,7 +65,10 @@ impl Environment {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         let limit = LOADED_SHARE * self.cores as f64;
-        for (when, l) in [("before", Some(self.load_before)), ("after", self.load_after)] {
+        for (when, l) in [
+            ("before", Some(self.load_before)),
+            ("after", self.load_after),
+        ] {
             if let Some(l) = l.filter(|l| l[0] >= limit) {
                 out.push(format!(
                     "WARNING: the machine was loaded {when} the run (load average {:.2} on {} \
@@ -152,8 +155,13 @@ fn commit() -> Option<String> {
         .output()
         .ok()
         .is_some_and(|o| !o.stdout.is_empty());
-    (out.status.success() && !hash.is_empty())
-        .then(|| if dirty { format!("{hash}-dirty") } else { hash })
+    (out.status.success() && !hash.is_empty()).then(|| {
+        if dirty {
+            format!("{hash}-dirty")
+        } else {
+            hash
+        }
+    })
 }
 
 /// One thread's time for the work against `cores` threads doing it each

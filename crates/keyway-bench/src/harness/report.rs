@@ -31,6 +31,11 @@ pub struct SystemResult {
     /// The most a timed region of this system grew the RSS (peak minus the
     /// RSS at the start of the region; KiB).
     pub rss_growth_kib: Option<u64>,
+    /// The most a whole run of this system (setup, timed region and
+    /// teardown) grew the RSS over what the process held before its setup
+    /// (KiB): the memory of the system's threads, queues and handles plus
+    /// the run's shared state.
+    pub run_rss_growth_kib: Option<u64>,
     /// Whether every run took the harness's readiness step before its clock
     /// started.
     pub ready: bool,
@@ -52,6 +57,7 @@ impl SystemResult {
             cpu_s: None,
             peak_rss_kib: None,
             rss_growth_kib: None,
+            run_rss_growth_kib: None,
             ready: true,
         }
     }
@@ -67,6 +73,7 @@ impl SystemResult {
             "cpu_s": self.cpu_s,
             "peak_rss_kib": self.peak_rss_kib,
             "rss_growth_kib": self.rss_growth_kib,
+            "run_rss_growth_kib": self.run_rss_growth_kib,
             "ready": self.ready,
             "times_s": self.times_s,
         })
@@ -272,6 +279,7 @@ mod tests {
                 "cpu_s",
                 "peak_rss_kib",
                 "rss_growth_kib",
+                "run_rss_growth_kib",
                 "ready",
                 "times_s"
             ]
@@ -297,12 +305,17 @@ mod tests {
         let rows = sample().csv_rows();
         assert_eq!(rows.len(), 2);
         assert!(
-            rows[1].starts_with("contexts,\"{\"\"variant\"\":\"\"seed\"\",\"\"contexts\"\":16}\",ideal,4,4,5,"),
+            rows[1].starts_with(
+                "contexts,\"{\"\"variant\"\":\"\"seed\"\",\"\"contexts\"\":16}\",ideal,4,4,5,"
+            ),
             "{}",
             rows[1]
         );
         assert!(rows[1].ends_with(",4 4 5"), "{}", rows[1]);
-        assert_eq!(CSV_HEADER.split(',').count(), rows[0].split(',').count() - 1);
+        assert_eq!(
+            CSV_HEADER.split(',').count(),
+            rows[0].split(',').count() - 1
+        );
     }
 
     #[test]

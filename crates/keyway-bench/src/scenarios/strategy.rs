@@ -21,7 +21,9 @@ use super::{cores, Emit, RunOptions};
 use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::strategy::keyway_adaptive::{KeywayAdaptive, RESERVED_THREADS};
 use crate::systems::strategy::pc::ProduceConsume;
-use crate::systems::strategy::pec::{ProduceExecuteConsume, QUEUE_PER_THREAD as PEC_QUEUE_PER_THREAD};
+use crate::systems::strategy::pec::{
+    ProduceExecuteConsume, QUEUE_PER_THREAD as PEC_QUEUE_PER_THREAD,
+};
 use crate::systems::strategy::StrategySystem;
 use crate::work::strategy::{Mix, StrategyRun, BLOCKING_SLEEP, BUFFER_BYTES};
 
@@ -90,6 +92,7 @@ impl Variant {
 
 /// The variants to run for `args`: all three, or the one `--variant` (or
 /// `--blocking`) names; `quick` shrinks task counts the user did not set.
+#[cfg(test)]
 pub fn variants(args: &StrategyArgs, quick: bool) -> Vec<Variant> {
     sized_variants(args, quick, false)
 }
@@ -148,8 +151,14 @@ fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
         measure(&label, opts.runs, v.tasks, &mut contenders, &opts.progress)?
     };
     let modes = modes.into_inner();
+    // The first run is the harness's uncounted warm-up run.
     for (i, counts) in modes.iter().enumerate() {
-        eprintln!("keyway-bench: {label}: keyway run {}: {counts}", i + 1);
+        let run = if i == 0 {
+            "warm-up run".to_string()
+        } else {
+            format!("run {i}")
+        };
+        eprintln!("keyway-bench: {label}: keyway {run}: {counts}");
     }
     let last = modes.last().copied().unwrap_or_default();
     let mut params = Map::new();

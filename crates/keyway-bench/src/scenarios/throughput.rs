@@ -82,6 +82,7 @@ pub struct Variant {
 /// The variants to run for `args`: every keys × producers combination the
 /// knobs leave open, plain tasks first, then (unless `--key-space` or
 /// `--keys 0/1` is given) the 2-key variants on 16 keys.
+#[cfg(test)]
 pub fn variants(args: &ThroughputArgs, quick: bool) -> Vec<Variant> {
     sized_variants(args, if quick { QUICK_DIVISOR } else { 1 })
 }
@@ -130,7 +131,8 @@ pub fn run(args: &ThroughputArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Res
     Ok(())
 }
 
-fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+/// Measures one variant.
+pub fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     let threads = cores();
     let timeout = opts.timeout;
     let label = format!(
@@ -417,7 +419,10 @@ mod tests {
             .iter()
             .all(|v| v.keys == 2 && v.key_space == SMALL_KEY_SPACE));
         // `all`'s report size.
-        assert_eq!(sized_variants(&ThroughputArgs::default(), REPORT_DIVISOR)[0].tasks, 1_000_000);
+        assert_eq!(
+            sized_variants(&ThroughputArgs::default(), REPORT_DIVISOR)[0].tasks,
+            1_000_000
+        );
     }
 
     #[test]
@@ -441,7 +446,9 @@ mod tests {
             keys: Some(1),
             ..Default::default()
         };
-        assert!(variants(&args, false).iter().all(|v| v.key_space == KEY_SPACE));
+        assert!(variants(&args, false)
+            .iter()
+            .all(|v| v.key_space == KEY_SPACE));
     }
 
     #[test]

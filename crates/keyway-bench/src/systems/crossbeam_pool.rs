@@ -27,11 +27,13 @@ impl CrossbeamPool {
     }
 
     /// How many tasks the queue holds at most (`None`: unbounded).
+    #[cfg(test)]
     pub fn capacity(&self) -> Option<usize> {
         self.sender.capacity()
     }
 
     /// Submits a task unless the queue is full; hands it back if it is.
+    #[cfg(test)]
     pub fn try_submit(&self, task: Job) -> Result<(), Job> {
         self.sender.try_send(task).map_err(|e| e.into_inner())
     }
@@ -54,7 +56,10 @@ impl CrossbeamPool {
         Ok(())
     }
 
-    fn on(threads: usize, (sender, receiver): (Sender<Job>, Receiver<Job>)) -> Result<Self, String> {
+    fn on(
+        threads: usize,
+        (sender, receiver): (Sender<Job>, Receiver<Job>),
+    ) -> Result<Self, String> {
         let workers = (0..threads.max(1))
             .map(|i| {
                 let receiver = receiver.clone();

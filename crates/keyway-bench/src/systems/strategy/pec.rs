@@ -50,6 +50,7 @@ impl StrategySystem for ProduceExecuteConsume {
     }
 }
 
+#[cfg(test)]
 impl ProduceExecuteConsume {
     /// How many tasks the queue holds at most.
     pub fn queue_capacity(&self) -> Option<usize> {
@@ -69,18 +70,22 @@ mod tests {
     #[test]
     fn pec_queue_is_bounded() {
         let threads = 2;
-        let run = Box::leak(Box::new(StrategyRun::new(StrategyRun::leak_slots(1), Mix::NonBlocking)));
+        let run = Box::leak(Box::new(StrategyRun::new(
+            StrategyRun::leak_slots(1),
+            Mix::NonBlocking,
+        )));
         let pec = ProduceExecuteConsume::setup(run, threads).unwrap();
         let capacity = QUEUE_PER_THREAD * threads;
         assert_eq!(pec.queue_capacity(), Some(capacity));
         let hold = Arc::new(Barrier::new(threads + 1));
         for _ in 0..threads {
             let hold = Arc::clone(&hold);
-            pec.pool.submit(move || {
-                hold.wait();
-                hold.wait();
-            })
-            .unwrap();
+            pec.pool
+                .submit(move || {
+                    hold.wait();
+                    hold.wait();
+                })
+                .unwrap();
         }
         hold.wait(); // every worker is inside a held task
         for i in 0..capacity {
