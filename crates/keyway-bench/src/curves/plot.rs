@@ -126,11 +126,8 @@ mod tests {
         ] {
             assert!(svg.contains(text), "{text} missing");
         }
-        assert_eq!(
-            svg.matches("<polyline").count(),
-            2 + 2,
-            "two lines and two legend marks"
-        );
+        // Series are drawn 2 px wide, axes 1 px: two lines and two legend marks.
+        assert_eq!(svg.matches("stroke-width=\"2\" points").count(), 2 + 2);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
