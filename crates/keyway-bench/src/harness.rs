@@ -78,6 +78,7 @@ pub fn measure(
             progress.update(&format!("{label}: run {}/{runs}, {name}", round + 1));
             let sample = run_one(&mut contenders[i], baseline)
                 .map_err(|e| failed(progress, label, name, &format!("run {}", round + 1), &e))?;
+            progress.finished_run(label, round + 1, runs, name, sample.elapsed);
             samples[i].push(sample);
         }
     }
@@ -283,6 +284,20 @@ impl Progress {
             let _ = err.flush();
         }
     }
+
+    /// Off a terminal, a run that took [`Progress::LONG_RUN`] or more gets
+    /// a line of its own, so that long scenarios show they are moving.
+    fn finished_run(&self, label: &str, run: usize, runs: usize, name: &str, took: Duration) {
+        if !self.tty && took >= Self::LONG_RUN {
+            eprintln!(
+                "keyway-bench: {label}: run {run}/{runs}, {name}: {:.1} s",
+                took.as_secs_f64()
+            );
+        }
+    }
+
+    /// How long a run must take to be reported on its own line.
+    const LONG_RUN: Duration = Duration::from_secs(2);
 
     fn clear(&self) {
         if self.tty {

@@ -309,6 +309,15 @@ mod tests {
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
     }
 
+    #[test]
+    fn every_system_takes_the_readiness_step() {
+        let report = run_variant(&Variant::full(8, 50, 10), &super::super::test_options()).unwrap();
+        super::super::assert_every_system_ready(
+            &report,
+            &["keyway", "thread-per-context", "tokio-actor", "ideal"],
+        );
+    }
+
     /// A broken "executor" that runs each context's tasks newest first.
     struct Reversing(&'static ContextsRun);
 

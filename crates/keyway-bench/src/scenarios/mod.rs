@@ -46,3 +46,22 @@ pub type Emit<'a> = dyn FnMut(&VariantReport) + 'a;
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// Every system of every scenario's standard contender list goes through
+/// the harness's readiness step, a warm-up run and the rotation: measures
+/// one small variant and checks each row (tests only).
+#[cfg(test)]
+pub fn assert_every_system_ready(report: &VariantReport, systems: &[&str]) {
+    let names: Vec<_> = report.results.iter().map(|r| r.system).collect();
+    assert_eq!(names, systems, "every system measured");
+    for r in &report.results {
+        assert!(r.ready, "{} skipped the readiness step", r.system);
+        assert_eq!(r.times_s.len(), 2, "{}: two counted runs", r.system);
+    }
+}
+
+/// Options for those tests: quick, two counted runs.
+#[cfg(test)]
+pub fn test_options() -> RunOptions {
+    RunOptions::new(true, Some(2))
+}

@@ -309,6 +309,16 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_system_takes_the_readiness_step() {
+        let v = Variant {
+            mix: Mix::Mixed,
+            tasks: 200,
+        };
+        let report = run_variant(v, &super::super::test_options()).unwrap();
+        super::super::assert_every_system_ready(&report, &["keyway", "pec", "pc"]);
+    }
+
     /// A broken system: consumes every task except the last, and task 0 twice.
     struct Sloppy(&'static StrategyRun);
 

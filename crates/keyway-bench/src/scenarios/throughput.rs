@@ -501,6 +501,24 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_system_takes_the_readiness_step() {
+        let opts = super::super::test_options();
+        let report = run_variant(plain(2, 2_000), &opts).unwrap();
+        super::super::assert_every_system_ready(
+            &report,
+            &["keyway", "crossbeam-pool", "rayon", "rayon-scope", "tokio"],
+        );
+        let keyed = Variant {
+            producers: 2,
+            tasks: 2_000,
+            keys: 2,
+            key_space: SMALL_KEY_SPACE,
+        };
+        let report = run_variant(keyed, &opts).unwrap();
+        super::super::assert_every_system_ready(&report, &["keyway", "mutex-per-key"]);
+    }
+
     /// A system that delivers task 3 twice and loses task 7 hands the
     /// completion counter the right number of updates; the exactly-once
     /// check still fails the run, naming the duplicate.
