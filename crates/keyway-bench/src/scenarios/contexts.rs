@@ -142,14 +142,7 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
 
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
-    let divisor = if opts.quick {
-        QUICK_DIVISOR
-    } else if opts.report {
-        REPORT_DIVISOR
-    } else {
-        1
-    };
-    for variant in sized_variants(args, divisor) {
+    for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         emit(&run_variant(&variant, opts)?);
     }
     Ok(())

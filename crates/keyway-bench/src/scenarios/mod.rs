@@ -39,6 +39,20 @@ impl RunOptions {
     }
 }
 
+impl RunOptions {
+    /// What a scenario divides its full task counts by: `quick` with
+    /// `--quick`, `report` in `all`'s report, 1 otherwise.
+    pub fn divisor(&self, quick: u64, report: u64) -> u64 {
+        if self.quick {
+            quick
+        } else if self.report {
+            report
+        } else {
+            1
+        }
+    }
+}
+
 /// Receives each variant's report as soon as it is measured.
 pub type Emit<'a> = dyn FnMut(&VariantReport) + 'a;
 

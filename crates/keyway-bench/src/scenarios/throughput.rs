@@ -118,14 +118,7 @@ fn sized_variants(args: &ThroughputArgs, divisor: u64) -> Vec<Variant> {
 
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ThroughputArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
-    let divisor = if opts.quick {
-        QUICK_DIVISOR
-    } else if opts.report {
-        REPORT_DIVISOR
-    } else {
-        1
-    };
-    for variant in sized_variants(args, divisor) {
+    for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         emit(&run_variant(variant, opts)?);
     }
     Ok(())
@@ -282,6 +275,22 @@ fn warm(
         .map_err(|e| format!("warming the pool: {e}"))
 }
 
+/// One plain run: clears `set`, hands `body` a fresh completion latch for
+/// `v.tasks` tasks, and checks afterwards that every task ran exactly once.
+fn exactly_once(
+    v: Variant,
+    set: &'static TaskSet,
+    body: impl FnOnce(&'static Completion) -> Result<Duration, String>,
+) -> Result<Duration, String> {
+    set.reset();
+    // Leaked (a few bytes per run): tasks hold it for 'static without a
+    // reference count touched per task.
+    let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
+    let elapsed = body(done)?;
+    set.verify()?;
+    Ok(elapsed)
+}
+
 /// One run of pool `P`: untimed pool build, warm-up tasks and producer
 /// spawn, timed from releasing the producers until the last task ran,
 /// untimed shutdown, then the check that every task ran exactly once.
@@ -291,18 +300,14 @@ fn run_once<P: TaskPool>(
     timeout: Duration,
     set: &'static TaskSet,
 ) -> Result<Duration, String> {
-    set.reset();
-    // Leaked (a few bytes per run): tasks hold it for 'static without a
-    // reference count touched per task.
-    let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
-    let pool = P::build(threads)?;
-    warm(2 * threads, |_, d| pool.submit(move || d.count_down()))?;
-    let timed = produce(v, timeout, done, |index| {
-        pool.submit(move || tick_once(set, done, index))
-    });
-    let elapsed = shut_down_unless_failed(timed, pool, P::shutdown)?;
-    set.verify()?;
-    Ok(elapsed)
+    exactly_once(v, set, |done| {
+        let pool = P::build(threads)?;
+        warm(2 * threads, |_, d| pool.submit(move || d.count_down()))?;
+        let timed = produce(v, timeout, done, |index| {
+            pool.submit(move || tick_once(set, done, index))
+        });
+        shut_down_unless_failed(timed, pool, P::shutdown)
+    })
 }
 
 /// One `rayon-scope` run: like [`run_once`], but the producers are jobs of
@@ -313,22 +318,20 @@ fn run_scope_once(
     timeout: Duration,
     set: &'static TaskSet,
 ) -> Result<Duration, String> {
-    set.reset();
-    let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
-    let pool = rayon_scope::build(threads)?;
-    rayon_scope::warm(&pool);
-    let ranges: Vec<_> = (0..v.producers)
-        .map(|i| task_range(v.tasks, v.producers, i))
-        .collect();
-    ready_step();
-    let clock = Stopwatch::start();
-    rayon_scope::produce(&pool, ranges, |index| tick_once(set, done, index));
-    let elapsed = done.wait_since(clock.started(), timeout);
-    clock.stop();
-    threads::sample_now();
-    let elapsed = shut_down_unless_failed(elapsed, pool, drop)?;
-    set.verify()?;
-    Ok(elapsed)
+    exactly_once(v, set, |done| {
+        let pool = rayon_scope::build(threads)?;
+        rayon_scope::warm(&pool);
+        let ranges: Vec<_> = (0..v.producers)
+            .map(|i| task_range(v.tasks, v.producers, i))
+            .collect();
+        ready_step();
+        let clock = Stopwatch::start();
+        rayon_scope::produce(&pool, ranges, |index| tick_once(set, done, index));
+        let elapsed = done.wait_since(clock.started(), timeout);
+        clock.stop();
+        threads::sample_now();
+        shut_down_unless_failed(elapsed, pool, drop)
+    })
 }
 
 /// Shuts `pool` down after a good run. After a failed one it is leaked instead: a stuck pool
