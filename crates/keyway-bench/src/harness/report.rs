@@ -147,7 +147,7 @@ impl VariantReport {
     pub fn table(&self) -> String {
         let mut out = format!("{} · {}\n", self.scenario, self.title);
         out.push_str(&format!(
-            "  {:<16} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
+            "  {:<18} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
             "system",
             "median s",
             "min s",
@@ -168,7 +168,7 @@ impl VariantReport {
                 _ => "-".to_string(),
             };
             out.push_str(&format!(
-                "  {:<16} {:>9.4} {:>9.4} {:>9.4} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
+                "  {:<18} {:>9.4} {:>9.4} {:>9.4} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
                 r.system,
                 r.median_s,
                 r.min_s,
