@@ -8,14 +8,20 @@
 //!   crossbeam-pool, rayon, rayon-scope, tokio;
 //! - time per task against work per task (1 … 10,000 atomic increments;
 //!   16 contexts): keyway, thread-per-context, tokio-actor, ideal;
-//! - memory against the number of contexts ever seen: the RSS a whole run
-//!   of each system added (its threads, queues and handles, and the run's
-//!   shared state of 128 bytes per context, the same for every system).
+//! - memory against the number of contexts ever seen: the peak RSS of a
+//!   process that ran only that system (its threads, queues and handles,
+//!   plus the benchmark's order-check state of 128 bytes per context per
+//!   run, the same for every system).
+//!
+//! The contexts points run each system in a fresh process of its own
+//! ([`isolated`]), so that memory one system freed cannot hide what the
+//! next one needs.
 //!
 //! Each point is one variant measured by the harness (warm-up run, rotating
 //! order, medians of `--runs`, default 1 here to keep the default run to a
 //! few minutes).
 
+pub mod isolated;
 pub mod plot;
 
 use std::path::{Path, PathBuf};
@@ -136,18 +142,23 @@ pub fn measure(
     );
     let mut memory = Curve::new(
         "memory-vs-contexts",
-        "Memory vs contexts ever seen (RSS a whole run added, incl. 128 B/context of shared state)",
+        "Peak RSS vs contexts ever seen (one process per system; incl. the bench's 128 B/context/run)",
         "contexts (log)",
-        "MiB (log)",
+        "peak RSS, MiB (log)",
     );
     for &c in &plan.contexts {
         let tasks = (plan.contexts_tasks / c as u64).max(1);
-        let v = ContextsVariant::full(c, tasks, 10);
-        let report = contexts::run_variant(&v, opts)?;
+        let systems: Vec<&'static str> = ["keyway", "thread-per-context", "tokio-actor", "ideal"]
+            .into_iter()
+            .filter(|&s| s != "thread-per-context" || c <= contexts::THREAD_LIMIT)
+            .filter(|&s| crate::harness::is_selected(s))
+            .collect();
+        let report = isolated::contexts_point(c, tasks, 10, &systems, opts.runs)?;
         emit(&report);
-        by_contexts.add_report(&report, c as f64, |r| ns_per_task(r, v.total()));
+        let total = c as u64 * tasks;
+        by_contexts.add_report(&report, c as f64, |r| ns_per_task(r, total));
         memory.add_report(&report, c as f64, |r| {
-            r.run_rss_growth_kib.map(|k| (k.max(1)) as f64 / 1024.0)
+            r.peak_rss_kib.map(|k| k as f64 / 1024.0)
         });
     }
     let mut by_producers = Curve::new(

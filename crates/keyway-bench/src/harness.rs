@@ -236,6 +236,11 @@ fn selected(name: &'static str) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(name);
+    is_selected(name)
+}
+
+/// Whether `--systems` (if given) names `name`.
+pub fn is_selected(name: &str) -> bool {
     SELECTED
         .get()
         .map_or(true, |names| names.iter().any(|n| n == name))

@@ -49,7 +49,11 @@ impl Environment {
             cores,
             load_before: load().unwrap_or([f64::NAN; 3]),
             load_after: None,
-            speedup: speedup(cores),
+            speedup: if std::env::var_os(crate::curves::isolated::CHILD_ENV).is_some() {
+                f64::NAN // a child of `curves`: the parent measured it
+            } else {
+                speedup(cores)
+            },
             commit: commit().unwrap_or_else(|| "unknown".into()),
             rustc: env!("KEYWAY_BENCH_RUSTC"),
             peers: env!("KEYWAY_BENCH_PEERS"),
