@@ -4,8 +4,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Number of distinct keys the keyed `throughput` variants draw from.
+/// Number of distinct keys the keyed `throughput` variants draw from by
+/// default.
 pub const KEY_SPACE: u32 = 1_024;
+/// The high-contention key space: 2-key tasks over 16 keys, where a lock
+/// per key blocks threads.
+pub const SMALL_KEY_SPACE: u32 = 16;
+/// The largest key space `--key-space` accepts.
+pub const MAX_KEY_SPACE: u32 = 65_536;
 
 /// SplitMix64: a cheap, well-mixed hash of a task index.
 #[inline]
@@ -27,11 +33,20 @@ pub struct TaskKeys {
 impl TaskKeys {
     /// The keys of task `index` (0-based over the whole run) when every task
     /// names `count` keys (1 or 2): pseudo-random, deterministic per index.
+    #[cfg(test)]
     #[inline]
     pub fn for_task(index: u64, count: u32) -> Self {
+        Self::for_task_in(index, count, KEY_SPACE)
+    }
+
+    /// The keys of task `index` drawn from `space` keys (2 ..=
+    /// [`MAX_KEY_SPACE`]) instead of [`KEY_SPACE`].
+    #[inline]
+    pub fn for_task_in(index: u64, count: u32, space: u32) -> Self {
         debug_assert!(count == 1 || count == 2, "1 or 2 keys per task");
+        debug_assert!((2..=MAX_KEY_SPACE).contains(&space), "key space {space}");
         let h = splitmix64(index);
-        let a = (h % u64::from(KEY_SPACE)) as u32;
+        let a = (h % u64::from(space)) as u32;
         if count == 1 {
             return Self {
                 keys: [a, a],
@@ -39,8 +54,8 @@ impl TaskKeys {
             };
         }
         // A second key different from the first: a non-zero offset from it.
-        let offset = 1 + ((h >> 32) % u64::from(KEY_SPACE - 1)) as u32;
-        let b = (a + offset) % KEY_SPACE;
+        let offset = 1 + ((h >> 32) % u64::from(space - 1)) as u32;
+        let b = (a + offset) % space;
         Self {
             keys: [a.min(b), a.max(b)],
             len: 2,
@@ -174,6 +189,24 @@ mod tests {
             };
             assert!(a < b && *b < KEY_SPACE, "{two:?}");
         }
+    }
+
+    #[test]
+    fn small_key_spaces_stay_in_range() {
+        for i in 0..10_000 {
+            let [a, b] = *TaskKeys::for_task_in(i, 2, SMALL_KEY_SPACE).as_slice() else {
+                panic!("two keys")
+            };
+            assert!(a < b && b < SMALL_KEY_SPACE);
+            let [a, b] = *TaskKeys::for_task_in(i, 2, 2).as_slice() else {
+                panic!("two keys")
+            };
+            assert_eq!((a, b), (0, 1));
+        }
+        assert_eq!(
+            TaskKeys::for_task(9, 2),
+            TaskKeys::for_task_in(9, 2, KEY_SPACE)
+        );
     }
 
     #[test]

@@ -1,21 +1,27 @@
 //! `keyway-bench`: keyway against its peers (SPEC §9).
 //!
-//! `cargo run --release -p keyway-bench -- <scenario>|all [--quick] [--runs N] [--json]`
+//! `cargo run --release -p keyway-bench -- <scenario>|curves|all [--quick] [--runs N]
+//! [--json|--csv] [--systems a,b] [--out DIR]`
 
+mod curves;
 mod harness;
 mod keys;
 mod latch;
+mod once;
 mod order;
 mod output;
+mod plan;
 mod scenarios;
+mod sink;
 mod systems;
 mod work;
 
-use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+use harness::env::Environment;
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::ordered::OrderedArgs;
@@ -23,73 +29,220 @@ use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
 use scenarios::throughput::ThroughputArgs;
 use scenarios::RunOptions;
+use sink::{Format, Sink};
+
+/// What `--help` says after the options: every system's name and how to
+/// read the columns.
+const AFTER_HELP: &str = "\
+SYSTEMS (row names; pick some with --systems a,b):
+  keyway              keyway: lanes (contexts), Pool::execute / execute_sequential /
+                      execute_keyed (throughput), a Sequencer (ordered), the
+                      adaptive strategy (strategy)
+  ideal               contexts: one thread per core running the contexts' tasks
+                      directly, no queue, no producer: the machine's limit
+  thread-per-context  contexts: a std thread and a channel per context
+  tokio-actor         contexts: a tokio task and an mpsc mailbox per context
+  crossbeam-pool      throughput: cores threads taking boxed closures from one
+                      crossbeam-channel MPMC channel
+  rayon               throughput: rayon ThreadPool::spawn from the producer threads
+                      (outside the pool: rayon's injector path)
+  rayon-scope         throughput: producers run inside the rayon pool as scope
+                      jobs and spawn from pool threads (rayon's fast path)
+  tokio               throughput: tokio Runtime::spawn of each task
+  mutex-per-key       keyed throughput: the crossbeam pool, each task locking one
+                      mutex per key in key order (exclusion, no order)
+  mutex               ordered: the whole process-and-write step under one lock
+  reorder-thread      ordered: a consumer thread re-ordering results with a heap
+  rayon (ordered)     ordered: rayon's ordered par_iter collect
+  pec                 strategy: produce-execute-consume, every task dispatched to
+                      a crossbeam pool through a bounded queue (4 per thread)
+  pc                  strategy: produce-consume, one thread does everything;
+                      keyway's non-blocking row runs this same strategy
+  heap-scheduler      schedule: a binary heap of due times under one mutex, with
+                      worker threads sleeping until the earliest is due
+  tokio (schedule)    schedule: a tokio task per item sleeping until its time
+
+COLUMNS:
+  vs keyway   the row's median time / keyway's median time in the same variant:
+              above 1× keyway is faster, below 1× the peer is faster
+  cpu s       CPU time (user + system, every thread of the process) during the
+              timed region, median; (cores) = CPU time / wall time
+  RSS MiB     the process's peak resident memory during the timed region (the
+              kernel's high-water mark, reset before each region through
+              /proc/self/clear_refs; includes what earlier setup left resident)
+  +RSS MiB    how much the timed region grew it: the memory the system took while
+              it ran (queues, backlog, stacks)
+Every system gets an untimed warm-up run that is not counted, the same untimed
+readiness step before its clock (its threads started and idle), and the order of
+systems rotates every round. Every report starts with the machine, its load and
+the measured parallel speed-up of the ideal work, and warns when the machine is
+loaded or does not scale.";
 
 /// Benchmarks keyway against its peers; each scenario runs all systems
 /// interleaved and prints medians and each peer's ratio to keyway.
 #[derive(Debug, Parser)]
-#[command(name = "keyway-bench", version)]
+#[command(name = "keyway-bench", version, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     scenario: Scenario,
     /// Shrink every workload to run in seconds (CI smoke).
     #[arg(long, global = true)]
     quick: bool,
-    /// Runs per system (default 5, or 3 with --quick).
-    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Runs per system, after one uncounted warm-up run (default 5, 3 with
+    /// --quick or all, 1 for curves).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..=1000))]
     runs: Option<u64>,
-    /// Print one JSON object per variant per line instead of tables.
-    #[arg(long, global = true)]
+    /// Print one JSON object per variant per line instead of tables (the
+    /// environment is the first and last line).
+    #[arg(long, global = true, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV (one line per system per variant) instead of tables.
+    #[arg(long, global = true)]
+    csv: bool,
+    /// Only these systems (comma-separated row names, e.g. keyway,rayon).
+    #[arg(long, global = true, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Scenario {
     /// Sequential tasks on many contexts, one producer.
     Contexts(ContextsArgs),
-    /// Plain and keyed (1 or 2 keys of 1,024) tasks from 1, 2 or 4 producers.
+    /// Plain and keyed (1 or 2 keys of 1,024, 2 of 16) tasks from 1, 2 or 4 producers.
     Throughput(ThroughputArgs),
     /// Items processed in parallel and written in input order.
     Ordered(OrderedArgs),
     /// A producer's tasks consumed by the adaptive strategy, always on a
-    /// pool (pec) or on the producing thread (pc); non-blocking and blocking.
+    /// pool (pec) or on the producing thread (pc); non-blocking, blocking, mixed.
     Strategy(StrategyArgs),
     /// Delayed tasks (no limit) against a heap scheduler and tokio timers,
     /// and keyway's rate limit per interval (`--rate`).
     Schedule(ScheduleArgs),
-    /// Every scenario, all variants.
-    All,
+    /// Cost curves: time per task vs contexts, producers and work per
+    /// task, memory vs contexts; SVG plots and a CSV.
+    Curves(OutArgs),
+    /// Every scenario, all variants, sized to finish within ~10 minutes on a
+    /// 2-core machine (--out DIR also writes plots and an index.html).
+    All(OutArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+struct OutArgs {
+    /// The folder to write into (curves: default `curves`).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let opts = RunOptions::new(cli.quick, cli.runs.map(|r| r as usize));
-    let json = cli.json;
-    let mut emit = |report: &VariantReport| {
-        let mut out = std::io::stdout().lock();
-        let _ = if json {
-            writeln!(out, "{}", report.json_line())
-        } else {
-            writeln!(out, "{}", report.table())
-        };
-        let _ = out.flush();
-    };
-    let outcome = match &cli.scenario {
-        Scenario::Contexts(args) => scenarios::contexts::run(args, &opts, &mut emit),
-        Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
-        Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
-        Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
-        Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
-        Scenario::All => scenarios::contexts::run(&ContextsArgs::default(), &opts, &mut emit)
-            .and_then(|()| scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::schedule::run(&ScheduleArgs::default(), &opts, &mut emit)),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+    if let Some(names) = cli.systems.clone() {
+        harness::select_systems(names);
+    }
+    match run(&cli) {
+        Ok(()) => {
+            let unknown = harness::unknown_systems();
+            if unknown.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!(
+                    "keyway-bench: no such system here: {} (see --help)",
+                    unknown.join(", ")
+                );
+                ExitCode::FAILURE
+            }
+        }
         Err(e) => {
             eprintln!("keyway-bench: FAILED: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    let default_runs = match cli.scenario {
+        Scenario::Curves(_) => Some(1),
+        Scenario::All(_) if !cli.quick => Some(3),
+        _ => None,
+    };
+    let mut opts = RunOptions::new(cli.quick, cli.runs.map(|r| r as usize).or(default_runs));
+    let format = if cli.json {
+        Format::Json
+    } else if cli.csv {
+        Format::Csv
+    } else {
+        Format::Table
+    };
+    let mut sink = Sink::new(format, Environment::measure());
+    let report_dir = {
+        let mut emit = |report: &VariantReport| sink.emit(report);
+        match &cli.scenario {
+            Scenario::Contexts(args) => scenarios::contexts::run(args, &opts, &mut emit),
+            Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
+            Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
+            Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
+            Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
+            Scenario::Curves(args) => {
+                let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("curves"));
+                let curves = curves::measure(&opts, plan::Size::of(&opts), &mut emit)?;
+                let plots = curves::write(&curves, &dir)?;
+                eprintln!("keyway-bench: curves written to {}", dir.display());
+                for p in plots {
+                    eprintln!("  {}", p.display());
+                }
+                Ok(())
+            }
+            Scenario::All(_) => {
+                opts.report = !opts.quick;
+                Ok(())
+            }
+        }?;
+        match &cli.scenario {
+            Scenario::All(args) => Some(run_all(&opts, args, &mut emit)?),
+            _ => None,
+        }
+    };
+    sink.finish();
+    if let Some((Some(dir), plots)) = report_dir {
+        let index = sink.write_dir(&dir, &plots)?;
+        eprintln!("keyway-bench: report written to {}", index.display());
+    }
+    Ok(())
+}
+
+/// `all`: every scenario, then (with `--out`) the curves, one run each;
+/// says how long it expects to take and how long it took.
+fn run_all(
+    opts: &RunOptions,
+    args: &OutArgs,
+    emit: &mut dyn FnMut(&VariantReport),
+) -> Result<(Option<PathBuf>, Vec<PathBuf>), String> {
+    let with_curves = args.out.is_some();
+    let estimate = plan::estimate(opts, with_curves);
+    eprintln!(
+        "keyway-bench: all: {} runs per system after a warm-up run{}; expect about {} \
+         on an idle 2-core machine",
+        opts.runs,
+        if with_curves { ", then the curves" } else { "" },
+        plan::minutes(estimate)
+    );
+    let started = std::time::Instant::now();
+    scenarios::contexts::run(&ContextsArgs::default(), opts, emit)?;
+    scenarios::throughput::run(&ThroughputArgs::default(), opts, emit)?;
+    scenarios::ordered::run(&OrderedArgs::default(), opts, emit)?;
+    scenarios::strategy::run(&StrategyArgs::default(), opts, emit)?;
+    scenarios::schedule::run(&ScheduleArgs::default(), opts, emit)?;
+    let plots = match &args.out {
+        Some(dir) => {
+            let once = RunOptions { runs: 1, ..*opts };
+            let curves = curves::measure(&once, plan::Size::of(opts), emit)?;
+            curves::write(&curves, dir)?
+        }
+        None => Vec::new(),
+    };
+    eprintln!(
+        "keyway-bench: all took {} (expected about {})",
+        plan::minutes(started.elapsed().as_secs_f64()),
+        plan::minutes(estimate)
+    );
+    Ok((args.out.clone(), plots))
 }

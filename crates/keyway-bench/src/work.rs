@@ -7,8 +7,11 @@ pub mod strategy;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::keys::{verify_keys, KeyCell, TaskKeys, KEY_SPACE};
+#[cfg(test)]
+use crate::keys::KEY_SPACE;
+use crate::keys::{verify_keys, KeyCell, TaskKeys};
 use crate::latch::Completion;
+use crate::once::{ran, TaskSet};
 use crate::order::{verify_all, OrderCell};
 use crate::output::{expected_hash, Output, FNV_OFFSET, FNV_PRIME};
 
@@ -23,11 +26,12 @@ pub fn spin(work: u64) -> u64 {
     local.load(Ordering::Relaxed)
 }
 
-/// The `throughput` task: one update of the shared completion counter (the
-/// last update opens the latch).
+/// The `throughput` task with exactly-once accounting: marks task `index`
+/// in `set` (a second run of it fails the run) and updates the shared
+/// completion counter.
 #[inline(never)]
-pub fn tick(done: &Completion) {
-    done.count_down();
+pub fn tick_once(set: &TaskSet, done: &Completion, index: u64) {
+    ran(set, done, index);
 }
 
 /// The shared state of one `contexts` run: one order cell per context and the
@@ -92,31 +96,46 @@ pub fn context_task(run: &ContextsRun, ctx: usize, seq: u64) {
     }
 }
 
-/// The shared state of one keyed `throughput` run: one checker cell per key
-/// and the completion latch, which counts tasks.
+/// The shared state of one keyed `throughput` run: one checker cell per key,
+/// the exactly-once set and the completion latch, which counts tasks.
 #[derive(Debug)]
 pub struct KeyedRun {
-    /// One checker per key of [`KEY_SPACE`].
+    /// One checker per key of the key space.
     pub cells: Box<[KeyCell]>,
+    /// One bit per task: set when the task runs.
+    pub once: TaskSet,
     /// Opens when every task has run.
     pub done: Completion,
 }
 
 impl KeyedRun {
-    /// Fresh state for `tasks` tasks.
+    /// Fresh state for `tasks` tasks on keys of [`KEY_SPACE`].
+    #[cfg(test)]
     pub fn new(tasks: u64) -> Self {
+        Self::new_in(tasks, KEY_SPACE)
+    }
+
+    /// Fresh state for `tasks` tasks on keys of a `space`-key space.
+    pub fn new_in(tasks: u64, space: u32) -> Self {
         Self {
-            cells: (0..KEY_SPACE).map(|_| KeyCell::default()).collect(),
+            cells: (0..space).map(|_| KeyCell::default()).collect(),
+            once: TaskSet::new(tasks),
             done: Completion::new(tasks as usize),
         }
     }
 
     /// How many of `tasks` tasks name each key when each names `keys` keys
-    /// (computed from [`TaskKeys::for_task`], untimed).
+    /// of [`KEY_SPACE`] (computed from [`TaskKeys::for_task`], untimed).
+    #[cfg(test)]
     pub fn expected_runs(tasks: u64, keys: u32) -> Vec<u64> {
-        let mut runs = vec![0u64; KEY_SPACE as usize];
+        Self::expected_runs_in(tasks, keys, KEY_SPACE)
+    }
+
+    /// [`KeyedRun::expected_runs`] for a `space`-key space.
+    pub fn expected_runs_in(tasks: u64, keys: u32, space: u32) -> Vec<u64> {
+        let mut runs = vec![0u64; space as usize];
         for index in 0..tasks {
-            for &k in TaskKeys::for_task(index, keys).as_slice() {
+            for &k in TaskKeys::for_task_in(index, keys, space).as_slice() {
                 runs[k as usize] += 1;
             }
         }
@@ -127,22 +146,21 @@ impl KeyedRun {
     /// overlapped and, when `ordered`, that each key's tasks ran in
     /// submission order.
     pub fn verify(&self, expected_runs: &[u64], ordered: bool) -> Result<(), String> {
-        match self.done.remaining() {
-            0 => verify_keys(&self.cells, expected_runs, ordered),
-            n => Err(format!("{n} tasks did not run")),
-        }
+        self.once.verify()?;
+        verify_keys(&self.cells, expected_runs, ordered)
     }
 }
 
-/// The keyed `throughput` task: marks its keys busy (checking no other task
-/// holds them) and records its sequence number on each, does the plain
-/// task's counter update, and frees its keys.
+/// The keyed `throughput` task number `seq - 1`: marks its keys busy
+/// (checking no other task holds them) and records its sequence number on
+/// each, does the plain task's exactly-once mark and counter update, and
+/// frees its keys.
 #[inline(never)]
 pub fn keyed_task(run: &KeyedRun, seq: u64, keys: TaskKeys) {
     for &k in keys.as_slice() {
         run.cells[k as usize].enter(seq);
     }
-    tick(&run.done);
+    ran(&run.once, &run.done, seq - 1);
     for &k in keys.as_slice() {
         run.cells[k as usize].exit();
     }
@@ -285,7 +303,7 @@ mod tests {
             keyed_task(&run, i + 1, TaskKeys::for_task(i, 1));
         }
         let err = run.verify(&expected, true).unwrap_err();
-        assert!(err.contains("1 tasks did not run"), "{err}");
+        assert_eq!(err, "1 of 5000 tasks did not run (first: task 0)");
         // Task 0 runs last: every check passes except the order of its key.
         keyed_task(&run, 1, TaskKeys::for_task(0, 1));
         let err = run.verify(&expected, true).unwrap_err();

@@ -19,6 +19,26 @@ pub struct SystemResult {
     pub ops_per_s: f64,
     /// Most OS threads the process had while this system ran.
     pub threads: usize,
+    /// Every counted run's time in seconds, in run order (the warm-up run
+    /// is not counted).
+    pub times_s: Vec<f64>,
+    /// Median CPU time (user + system, every thread of the process) of a
+    /// run's timed region, in seconds.
+    pub cpu_s: Option<f64>,
+    /// The most RSS the process had during a timed region of this system
+    /// (KiB; the peak is reset before each region).
+    pub peak_rss_kib: Option<u64>,
+    /// The most a timed region of this system grew the RSS (peak minus the
+    /// RSS at the start of the region; KiB).
+    pub rss_growth_kib: Option<u64>,
+    /// The most a whole run of this system (setup, timed region and
+    /// teardown) grew the RSS over what the process held before its setup
+    /// (KiB): the memory of the system's threads, queues and handles plus
+    /// the run's shared state.
+    pub run_rss_growth_kib: Option<u64>,
+    /// Whether every run took the harness's readiness step before its clock
+    /// started.
+    pub ready: bool,
 }
 
 impl SystemResult {
@@ -33,6 +53,12 @@ impl SystemResult {
             max_s,
             ops_per_s: ops as f64 / median_s,
             threads,
+            times_s: times.to_vec(),
+            cpu_s: None,
+            peak_rss_kib: None,
+            rss_growth_kib: None,
+            run_rss_growth_kib: None,
+            ready: true,
         }
     }
 
@@ -44,8 +70,32 @@ impl SystemResult {
             "max_s": self.max_s,
             "ops_per_s": self.ops_per_s,
             "threads": self.threads,
+            "cpu_s": self.cpu_s,
+            "peak_rss_kib": self.peak_rss_kib,
+            "rss_growth_kib": self.rss_growth_kib,
+            "run_rss_growth_kib": self.run_rss_growth_kib,
+            "ready": self.ready,
+            "times_s": self.times_s,
         })
     }
+
+    /// CPU time per second of wall-clock time: how many cores the system
+    /// kept busy on average.
+    pub fn cores_busy(&self) -> Option<f64> {
+        self.cpu_s.map(|c| c / self.median_s)
+    }
+}
+
+/// The header of [`VariantReport::csv_rows`].
+pub const CSV_HEADER: &str = "scenario,params,system,median_s,min_s,max_s,ops_per_s,threads,\
+cpu_s,peak_rss_kib,rss_growth_kib,vs_keyway,times_s";
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn mib(kib: Option<u64>) -> String {
+    kib.map_or_else(|| "-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0))
 }
 
 /// The outcome of one variant of a scenario.
@@ -85,30 +135,88 @@ impl VariantReport {
             .map(|r| r.median_s)
     }
 
-    /// The human table: median, min, max, ops/s, threads, and each system's
-    /// ratio to keyway (peer median / keyway median; > 1 means keyway is faster).
+    /// Each system's ratio to keyway: its median / keyway's median (> 1
+    /// means keyway is faster); `None` without a keyway row.
+    pub fn vs_keyway(&self, r: &SystemResult) -> Option<f64> {
+        self.keyway_median().map(|k| r.median_s / k)
+    }
+
+    /// The human table: median, min, max, ops/s, threads, CPU time (and the
+    /// cores it kept busy), peak RSS and its growth, and each system's ratio
+    /// to keyway (peer median / keyway median; > 1 means keyway is faster).
     pub fn table(&self) -> String {
-        let keyway = self.keyway_median();
         let mut out = format!("{} · {}\n", self.scenario, self.title);
         out.push_str(&format!(
-            "  {:<20} {:>10} {:>10} {:>10} {:>14} {:>8} {:>12}\n",
-            "system", "median s", "min s", "max s", "ops/s", "threads", "vs keyway"
+            "  {:<18} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
+            "system",
+            "median s",
+            "min s",
+            "max s",
+            "ops/s",
+            "threads",
+            "cpu s (cores)",
+            "RSS MiB",
+            "+RSS MiB",
+            "vs keyway"
         ));
         for r in &self.results {
-            let ratio =
-                keyway.map_or_else(|| "-".to_string(), |k| format!("{:.2}×", r.median_s / k));
+            let ratio = self
+                .vs_keyway(r)
+                .map_or_else(|| "-".to_string(), |x| format!("{x:.2}×"));
+            let cpu = match (r.cpu_s, r.cores_busy()) {
+                (Some(c), Some(b)) => format!("{c:.3} ({b:.1})"),
+                _ => "-".to_string(),
+            };
             out.push_str(&format!(
-                "  {:<20} {:>10.4} {:>10.4} {:>10.4} {:>14} {:>8} {:>12}\n",
+                "  {:<18} {:>9.4} {:>9.4} {:>9.4} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
                 r.system,
                 r.median_s,
                 r.min_s,
                 r.max_s,
                 group_thousands(r.ops_per_s.round() as u64),
                 r.threads,
+                cpu,
+                mib(r.peak_rss_kib),
+                mib(r.rss_growth_kib),
                 ratio
             ));
         }
+        for r in self.results.iter().filter(|r| !r.ready) {
+            out.push_str(&format!(
+                "  WARNING: {} did not take the readiness step before its clock started\n",
+                r.system
+            ));
+        }
         out
+    }
+
+    /// One CSV line per system (see [`CSV_HEADER`]); `params` is the JSON
+    /// object, quoted.
+    pub fn csv_rows(&self) -> Vec<String> {
+        let params = Value::Object(self.params.clone())
+            .to_string()
+            .replace('"', "\"\"");
+        self.results
+            .iter()
+            .map(|r| {
+                let times: Vec<String> = r.times_s.iter().map(|t| t.to_string()).collect();
+                format!(
+                    "{},\"{params}\",{},{},{},{},{},{},{},{},{},{},{}",
+                    self.scenario,
+                    r.system,
+                    r.median_s,
+                    r.min_s,
+                    r.max_s,
+                    r.ops_per_s,
+                    r.threads,
+                    opt(r.cpu_s),
+                    opt(r.peak_rss_kib),
+                    opt(r.rss_growth_kib),
+                    opt(self.vs_keyway(r)),
+                    times.join(" ")
+                )
+            })
+            .collect()
     }
 }
 
@@ -167,9 +275,16 @@ mod tests {
                 "min_s",
                 "max_s",
                 "ops_per_s",
-                "threads"
+                "threads",
+                "cpu_s",
+                "peak_rss_kib",
+                "rss_growth_kib",
+                "run_rss_growth_kib",
+                "ready",
+                "times_s"
             ]
         );
+        assert_eq!(row["times_s"], json!([1.0, 2.0, 3.0]));
         assert_eq!(row["system"], "keyway");
         assert_eq!(row["median_s"], 2.0);
         assert_eq!(row["min_s"], 1.0);
@@ -183,6 +298,24 @@ mod tests {
         let table = sample().table();
         assert!(table.contains("1.00×"), "{table}");
         assert!(table.contains("2.00×"), "{table}");
+    }
+
+    #[test]
+    fn csv_has_a_row_per_system_with_quoted_params() {
+        let rows = sample().csv_rows();
+        assert_eq!(rows.len(), 2);
+        assert!(
+            rows[1].starts_with(
+                "contexts,\"{\"\"variant\"\":\"\"seed\"\",\"\"contexts\"\":16}\",ideal,4,4,5,"
+            ),
+            "{}",
+            rows[1]
+        );
+        assert!(rows[1].ends_with(",4 4 5"), "{}", rows[1]);
+        assert_eq!(
+            CSV_HEADER.split(',').count(),
+            rows[0].split(',').count() - 1
+        );
     }
 
     #[test]

@@ -42,6 +42,61 @@ pub fn settle(baseline: usize) {
     }
 }
 
+/// Waits until no thread of the process but the caller and the sampler is
+/// running (state `R` in /proc/self/task/*/stat) on two reads in a row, or
+/// until `limit` has passed; returns whether the threads went idle. Where
+/// the OS does not tell, returns `true` at once.
+pub fn wait_idle(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut quiet = 0;
+    loop {
+        match busy_others() {
+            None => return true,
+            Some(0) => quiet += 1,
+            Some(_) => quiet = 0,
+        }
+        if quiet >= 2 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// How many threads of the process other than the caller and the sampler
+/// are running now.
+fn busy_others() -> Option<usize> {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() }.to_string();
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut busy = 0;
+    for task in tasks.flatten() {
+        if task.file_name().to_str() == Some(me.as_str()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue; // the thread exited
+        };
+        if let Some((name, state)) = parse_stat(&stat) {
+            if state == 'R' && name != "thread-sampler" {
+                busy += 1;
+            }
+        }
+    }
+    Some(busy)
+}
+
+/// The thread name and state letter of a /proc/…/stat line.
+pub fn parse_stat(stat: &str) -> Option<(&str, char)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat.get(open + 1..close)?;
+    let state = stat.get(close + 1..)?.trim_start().chars().next()?;
+    Some((name, state))
+}
+
 /// A thread that samples the thread count every ~5 ms and keeps the peak.
 /// One sampler runs at a time (the harness measures one system at a time).
 #[derive(Debug)]
@@ -88,6 +143,31 @@ mod tests {
         let status = "Name:\tx\nState:\tR (running)\nThreads:\t17\nSigQ:\t0/1\n";
         assert_eq!(parse_threads(status), Some(17));
         assert_eq!(parse_threads("Name: x\n"), None);
+    }
+
+    #[test]
+    fn parses_a_stat_line() {
+        let stat = "1234 (cb-pool (1)) S 1 2 3";
+        assert_eq!(parse_stat(stat), Some(("cb-pool (1)", 'S')));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn idle_wait_does_not_pass_a_spinning_thread() {
+        if busy_others().is_none() {
+            return; // not Linux
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let spinner = thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        // A spinning thread is running or runnable (`R`) all the time.
+        assert!(!wait_idle(Duration::from_millis(50)));
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
     }
 
     #[test]

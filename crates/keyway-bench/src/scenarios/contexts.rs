@@ -2,8 +2,11 @@
 //! atomic increments and checks its context's order), one producer.
 //!
 //! Variants: `seed` (16 × 50,000, work 1,000), `fine` (16 × 50,000, work 10)
-//! and `many` (1,024 contexts, work 10, 800,000 tasks in all). Any knob picks
-//! a single variant, the unspecified knobs taken from the seed.
+//! and `many` (1,024 × 781, work 10: 799,744 tasks). Any knob picks a single
+//! variant; the knobs not given come from the named variant they start from
+//! (`--variant`, else `many` when `--contexts` is not 16, else `fine` when
+//! `--work` is 10, else `seed`), with tasks per context keeping that
+//! variant's total when `--contexts` changes. So `--contexts 1024` is `many`.
 
 use std::time::Duration;
 
@@ -11,6 +14,7 @@ use clap::Args;
 use serde_json::{json, Map};
 
 use super::{cores, Emit, RunOptions};
+use crate::harness::report::group_thousands;
 use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::ideal::Ideal;
 use crate::systems::keyway::KeywayLanes;
@@ -27,10 +31,15 @@ const SEED_TASKS: u64 = 50_000;
 const SEED_WORK: u64 = 1_000;
 /// `--quick` divides the task counts by this.
 const QUICK_DIVISOR: u64 = 50;
+/// `all` divides the task counts by this (its 10-minute budget).
+const REPORT_DIVISOR: u64 = 4;
 
 /// The `contexts` knobs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ContextsArgs {
+    /// The named variant to run, or to start from when other knobs are given.
+    #[arg(long, value_parser = ["seed", "fine", "many"])]
+    pub variant: Option<String>,
     /// Number of contexts (picks a single variant).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub contexts: Option<u64>,
@@ -55,27 +64,26 @@ pub struct Variant {
     pub work: u64,
 }
 
+/// The named variants: (name, contexts, tasks per context, work).
+const NAMED: [(&str, usize, u64, u64); 3] = [
+    ("seed", SEED_CONTEXTS, SEED_TASKS, SEED_WORK),
+    ("fine", SEED_CONTEXTS, SEED_TASKS, 10),
+    ("many", 1_024, 781, 10),
+];
+
 impl Variant {
-    /// The full-size variant with these parameters, named if it is a standard one.
-    fn full(contexts: usize, tasks: u64, work: u64) -> Self {
-        let name = match (contexts, tasks, work) {
-            (SEED_CONTEXTS, SEED_TASKS, SEED_WORK) => "seed",
-            (SEED_CONTEXTS, SEED_TASKS, 10) => "fine",
-            (1024, 781, 10) => "many",
-            _ => "custom",
-        };
+    /// The variant with these parameters, named if it is a standard one.
+    pub fn full(contexts: usize, tasks: u64, work: u64) -> Self {
+        let name = NAMED
+            .iter()
+            .find(|&&(_, c, t, w)| (c, t, w) == (contexts, tasks, work))
+            .map_or("custom", |&(name, ..)| name);
         Self {
             name,
             contexts,
             tasks,
             work,
         }
-    }
-
-    /// Tasks per context for `contexts` contexts when not given: the seed's
-    /// total task count spread over the contexts.
-    fn default_tasks(contexts: usize) -> u64 {
-        (SEED_CONTEXTS as u64 * SEED_TASKS / contexts as u64).max(1)
     }
 
     /// Total number of tasks.
@@ -86,27 +94,47 @@ impl Variant {
 
 /// The variants to run for `args`: all three standard ones, or the one the
 /// knobs pick; `quick` shrinks task counts the user did not set.
+#[cfg(test)]
 pub fn variants(args: &ContextsArgs, quick: bool) -> Vec<Variant> {
-    let mut list = if args.contexts.is_none() && args.tasks.is_none() && args.work.is_none() {
-        vec![
-            Variant::full(SEED_CONTEXTS, SEED_TASKS, SEED_WORK),
-            Variant::full(SEED_CONTEXTS, SEED_TASKS, 10),
-            Variant::full(1024, Variant::default_tasks(1024), 10),
-        ]
+    sized_variants(args, if quick { QUICK_DIVISOR } else { 1 })
+}
+
+fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
+    let mut list = if args.contexts.is_none()
+        && args.tasks.is_none()
+        && args.work.is_none()
+        && args.variant.is_none()
+    {
+        NAMED
+            .iter()
+            .map(|&(_, c, t, w)| Variant::full(c, t, w))
+            .collect()
     } else {
-        let contexts = args.contexts.map_or(SEED_CONTEXTS, |c| c as usize);
-        let tasks = args
-            .tasks
-            .unwrap_or_else(|| Variant::default_tasks(contexts));
+        let base = match (&args.variant, args.contexts, args.work) {
+            (Some(name), _, _) => name.as_str(),
+            (None, Some(c), _) if c != SEED_CONTEXTS as u64 => "many",
+            (None, _, Some(10)) => "fine",
+            _ => "seed",
+        };
+        let &(_, base_contexts, base_tasks, base_work) = NAMED
+            .iter()
+            .find(|&&(name, ..)| name == base)
+            .unwrap_or(&NAMED[0]);
+        let contexts = args.contexts.map_or(base_contexts, |c| c as usize);
+        let tasks = args.tasks.unwrap_or(if contexts == base_contexts {
+            base_tasks
+        } else {
+            (base_contexts as u64 * base_tasks / contexts as u64).max(1)
+        });
         vec![Variant::full(
             contexts,
             tasks,
-            args.work.unwrap_or(SEED_WORK),
+            args.work.unwrap_or(base_work),
         )]
     };
-    if quick && args.tasks.is_none() {
+    if divisor > 1 && args.tasks.is_none() {
         for v in &mut list {
-            v.tasks = (v.tasks / QUICK_DIVISOR).max(1);
+            v.tasks = (v.tasks / divisor).max(1);
         }
     }
     list
@@ -114,21 +142,27 @@ pub fn variants(args: &ContextsArgs, quick: bool) -> Vec<Variant> {
 
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
-    for variant in variants(args, opts.quick) {
+    for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         emit(&run_variant(&variant, opts)?);
     }
     Ok(())
 }
 
-fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+/// The most contexts `thread-per-context` is run with: beyond this many
+/// threads a process meets the OS's limits, not the system's design.
+pub const THREAD_LIMIT: usize = 4_096;
+
+/// Measures one variant (every system; `thread-per-context` only up to
+/// [`THREAD_LIMIT`] contexts).
+pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     let threads = cores();
     let timeout = opts.timeout;
-    let mut contenders = [
-        contender::<KeywayLanes>(v, threads, timeout),
-        contender::<ThreadPerContext>(v, threads, timeout),
-        contender::<TokioActor>(v, threads, timeout),
-        contender::<Ideal>(v, threads, timeout),
-    ];
+    let mut contenders = vec![contender::<KeywayLanes>(v, threads, timeout)];
+    if v.contexts <= THREAD_LIMIT {
+        contenders.push(contender::<ThreadPerContext>(v, threads, timeout));
+    }
+    contenders.push(contender::<TokioActor>(v, threads, timeout));
+    contenders.push(contender::<Ideal>(v, threads, timeout));
     let label = format!("contexts {}", v.name);
     let results = measure(
         &label,
@@ -151,10 +185,10 @@ fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> 
         title: format!(
             "{}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
             v.name,
-            v.contexts,
-            v.tasks,
-            v.work,
-            v.total(),
+            group_thousands(v.contexts as u64),
+            group_thousands(v.tasks),
+            group_thousands(v.work),
+            group_thousands(v.total()),
             opts.runs
         ),
         params,
@@ -218,6 +252,25 @@ mod tests {
         let list = variants(&args, false);
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].name, "many");
+        // --contexts 1024 alone is the standard `many` variant.
+        let args = ContextsArgs {
+            contexts: Some(1024),
+            ..Default::default()
+        };
+        assert_eq!(variants(&args, false)[0], Variant::full(1024, 781, 10));
+        assert_eq!(variants(&args, false)[0].name, "many");
+        // A named variant with one knob changed starts from that variant.
+        let args = ContextsArgs {
+            variant: Some("seed".into()),
+            contexts: Some(32),
+            ..Default::default()
+        };
+        let v = &variants(&args, false)[0];
+        assert_eq!(
+            (v.name, v.contexts, v.tasks, v.work),
+            ("custom", 32, 25_000, 1_000)
+        );
+        assert_eq!(v.total(), 800_000);
         let fine = variants(
             &ContextsArgs {
                 work: Some(10),
@@ -247,6 +300,15 @@ mod tests {
         run_once::<TokioActor>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
+    }
+
+    #[test]
+    fn every_system_takes_the_readiness_step() {
+        let report = run_variant(&Variant::full(8, 50, 10), &super::super::test_options()).unwrap();
+        super::super::assert_every_system_ready(
+            &report,
+            &["keyway", "thread-per-context", "tokio-actor", "ideal"],
+        );
     }
 
     /// A broken "executor" that runs each context's tasks newest first.
@@ -312,6 +374,6 @@ mod tests {
         let mut contenders = [contender::<Reversing>(&v, 2, Duration::from_secs(5))];
         let progress = crate::harness::Progress::new();
         let err = measure("test", 3, v.total(), &mut contenders, &progress).unwrap_err();
-        assert!(err.contains("reversing failed on run 1"), "{err}");
+        assert!(err.contains("reversing failed on the warm-up run"), "{err}");
     }
 }

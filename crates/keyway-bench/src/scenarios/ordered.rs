@@ -123,6 +123,14 @@ mod tests {
     use crate::work::{process, write};
 
     #[test]
+    fn every_system_takes_the_readiness_step() {
+        let report = run_variant(Variant { items: 500 }, &super::super::test_options()).unwrap();
+        let names: Vec<_> = report.results.iter().map(|r| r.system).collect();
+        super::super::assert_every_system_ready(&report, &names);
+        assert_eq!(names.len(), 4);
+    }
+
+    #[test]
     fn quick_shrinks_items_but_not_explicit_ones() {
         assert_eq!(variant(&OrderedArgs::default(), false).items, ITEMS);
         assert_eq!(variant(&OrderedArgs::default(), true).items, 40_000);

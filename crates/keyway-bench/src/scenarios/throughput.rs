@@ -1,7 +1,15 @@
 //! `throughput`: 10,000,000 tasks, each one update of the shared completion
 //! counter, submitted by 1, 2 or 4 producer threads: plain tasks (`--keys 0`),
 //! or keyed tasks each naming 1 key (`--keys 1`) or 2 distinct keys
-//! (`--keys 2`) of 1,024, drawn pseudo-randomly per task index.
+//! (`--keys 2`) of 1,024 (`--key-space N`; 2 keys of 16 is the
+//! high-contention variant), drawn pseudo-randomly per task index.
+//!
+//! Every task marks its index in a bitmap: a task that runs twice fails the
+//! run at once, one that never ran is named afterwards. Producers are
+//! spawned and wait at a ready barrier (untimed); then the clock starts and
+//! they are released together. `rayon-scope` runs its producers inside the
+//! rayon pool (`ThreadPool::scope`, spawns from pool threads: rayon's fast
+//! path), where `rayon` spawns from outside threads.
 //!
 //! Keyed tasks check, on every key they name, that no other task on the key
 //! is running (a busy flag per key), that the key's tasks run in submission
@@ -9,28 +17,35 @@
 //! keyway; the mutex peer records the same but promises exclusion only), and
 //! afterwards that every task ran on every one of its keys.
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+mod runs;
+
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
 
 use super::{cores, Emit, RunOptions};
 use crate::harness::{measure, Contender, VariantReport};
-use crate::keys::{TaskKeys, KEY_SPACE};
-use crate::latch::Completion;
+use crate::keys::{KEY_SPACE, MAX_KEY_SPACE, SMALL_KEY_SPACE};
+use crate::once::TaskSet;
 use crate::systems::crossbeam_pool::CrossbeamPool;
 use crate::systems::keyway::{KeywayKeyed, KeywayPool};
 use crate::systems::mutex_per_key::MutexPerKey;
 use crate::systems::rayon_pool::RayonPool;
+use crate::systems::rayon_scope;
 use crate::systems::tokio_spawn::TokioSpawn;
 use crate::systems::{KeyedPool, TaskPool};
-use crate::work::{keyed_task, tick, KeyedRun};
+use crate::work::KeyedRun;
+#[cfg(test)]
+use runs::{produce, share, task_range};
+use runs::{run_keyed_once, run_once, run_scope_once};
 
 /// Tasks per run.
 const TASKS: u64 = 10_000_000;
 /// `--quick` divides the task count by this.
 const QUICK_DIVISOR: u64 = 100;
+/// `all` divides the task count by this (its 10-minute budget).
+const REPORT_DIVISOR: u64 = 10;
 /// Producer counts run when `--producers` is not given.
 const PRODUCERS: [usize; 3] = [1, 2, 4];
 /// Keys per task run when `--keys` is not given.
@@ -42,9 +57,16 @@ pub struct ThroughputArgs {
     /// Producer threads, splitting the tasks between them (picks those variants).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub producers: Option<u64>,
-    /// Keys per task: 0 = plain tasks, 1 or 2 keys of 1,024 (picks those variants).
+    /// Keys per task: 0 = plain tasks, 1 or 2 keys (picks those variants).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=2))]
     pub keys: Option<u32>,
+    /// Number of distinct keys keyed tasks draw from (default 1,024; without
+    /// this knob the 2-key variants also run on 16 keys: high contention).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=MAX_KEY_SPACE as i64))]
+    pub key_space: Option<u32>,
+    /// Tasks per run, all producers together (not shrunk by --quick).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tasks: Option<u64>,
 }
 
 /// One workload of the scenario.
@@ -56,26 +78,42 @@ pub struct Variant {
     pub tasks: u64,
     /// Keys per task (0: plain tasks).
     pub keys: u32,
+    /// Keys the keyed tasks draw from (unused for plain tasks).
+    pub key_space: u32,
 }
 
 /// The variants to run for `args`: every keys × producers combination the
-/// knobs leave open, plain tasks first.
+/// knobs leave open, plain tasks first, then (unless `--key-space` or
+/// `--keys 0/1` is given) the 2-key variants on 16 keys.
+#[cfg(test)]
 pub fn variants(args: &ThroughputArgs, quick: bool) -> Vec<Variant> {
-    let tasks = if quick { TASKS / QUICK_DIVISOR } else { TASKS };
+    sized_variants(args, if quick { QUICK_DIVISOR } else { 1 })
+}
+
+fn sized_variants(args: &ThroughputArgs, divisor: u64) -> Vec<Variant> {
+    let tasks = args.tasks.unwrap_or(TASKS / divisor.max(1));
     let producers = match args.producers {
         Some(p) => vec![p as usize],
         None => PRODUCERS.to_vec(),
     };
-    let keys = match args.keys {
-        Some(k) => vec![k],
-        None => KEYS.to_vec(),
+    let mut kinds: Vec<(u32, u32)> = match args.keys {
+        Some(k) => vec![(k, args.key_space.unwrap_or(KEY_SPACE))],
+        None => KEYS
+            .iter()
+            .map(|&k| (k, args.key_space.unwrap_or(KEY_SPACE)))
+            .collect(),
     };
-    keys.into_iter()
-        .flat_map(|keys| {
+    if args.key_space.is_none() && args.keys.map_or(true, |k| k == 2) {
+        kinds.push((2, SMALL_KEY_SPACE));
+    }
+    kinds
+        .into_iter()
+        .flat_map(|(keys, key_space)| {
             producers.iter().map(move |&producers| Variant {
                 producers,
                 tasks,
                 keys,
+                key_space,
             })
         })
         .collect()
@@ -83,27 +121,35 @@ pub fn variants(args: &ThroughputArgs, quick: bool) -> Vec<Variant> {
 
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ThroughputArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
-    for variant in variants(args, opts.quick) {
+    for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         emit(&run_variant(variant, opts)?);
     }
     Ok(())
 }
 
-fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+/// Measures one variant.
+pub fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     let threads = cores();
     let timeout = opts.timeout;
-    let label = format!("throughput keys={} producers={}", v.keys, v.producers);
+    let label = format!(
+        "throughput keys={} key-space={} producers={}",
+        v.keys, v.key_space, v.producers
+    );
     let results = if v.keys == 0 {
+        let set = TaskSet::leak(v.tasks);
         let mut contenders = [
-            contender::<KeywayPool>(v, threads, timeout),
-            contender::<CrossbeamPool>(v, threads, timeout),
-            contender::<RayonPool>(v, threads, timeout),
-            contender::<TokioSpawn>(v, threads, timeout),
+            contender::<KeywayPool>(v, threads, timeout, set),
+            contender::<CrossbeamPool>(v, threads, timeout, set),
+            contender::<RayonPool>(v, threads, timeout, set),
+            Contender::new(rayon_scope::NAME, move || {
+                run_scope_once(v, threads, timeout, set)
+            }),
+            contender::<TokioSpawn>(v, threads, timeout, set),
         ];
         measure(&label, opts.runs, v.tasks, &mut contenders, &opts.progress)?
     } else {
         // How many tasks name each key: computed once, untimed.
-        let expected = KeyedRun::expected_runs(v.tasks, v.keys);
+        let expected = KeyedRun::expected_runs_in(v.tasks, v.keys, v.key_space);
         let mut contenders = [
             keyed_contender::<KeywayKeyed>(v, threads, timeout, &expected),
             keyed_contender::<MutexPerKey>(v, threads, timeout, &expected),
@@ -114,7 +160,7 @@ fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     params.insert("producers".into(), json!(v.producers));
     params.insert("keys".into(), json!(v.keys));
     if v.keys > 0 {
-        params.insert("key_space".into(), json!(KEY_SPACE));
+        params.insert("key_space".into(), json!(v.key_space));
     }
     params.insert("tasks".into(), json!(v.tasks));
     params.insert("cores".into(), json!(threads));
@@ -122,8 +168,8 @@ fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     params.insert("quick".into(), json!(opts.quick));
     let tasks = match v.keys {
         0 => "plain tasks".to_string(),
-        1 => format!("tasks on 1 key of {KEY_SPACE}"),
-        k => format!("tasks on {k} keys of {KEY_SPACE}"),
+        1 => format!("tasks on 1 key of {}", v.key_space),
+        k => format!("tasks on {k} keys of {}", v.key_space),
     };
     Ok(VariantReport {
         scenario: "throughput",
@@ -136,8 +182,13 @@ fn run_variant(v: Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     })
 }
 
-fn contender<P: TaskPool>(v: Variant, threads: usize, timeout: Duration) -> Contender<'static> {
-    Contender::new(P::NAME, move || run_once::<P>(v, threads, timeout))
+fn contender<P: TaskPool>(
+    v: Variant,
+    threads: usize,
+    timeout: Duration,
+    set: &'static TaskSet,
+) -> Contender<'static> {
+    Contender::new(P::NAME, move || run_once::<P>(v, threads, timeout, set))
 }
 
 fn keyed_contender<'a, P: KeyedPool>(
@@ -151,126 +202,12 @@ fn keyed_contender<'a, P: KeyedPool>(
     })
 }
 
-/// Producer `i`'s share of `tasks` split over `producers` (the first ones take
-/// the remainder).
-fn share(tasks: u64, producers: usize, i: usize) -> u64 {
-    let p = producers as u64;
-    tasks / p + u64::from((i as u64) < tasks % p)
-}
-
-/// The task indices producer `i` submits, in its submission order: a
-/// contiguous range, so a single producer submits 0, 1, 2, …
-fn task_range(tasks: u64, producers: usize, i: usize) -> std::ops::Range<u64> {
-    let start: u64 = (0..i).map(|j| share(tasks, producers, j)).sum();
-    start..start + share(tasks, producers, i)
-}
-
-/// The timed part of a run: spawns the producers (untimed), releases them at
-/// once, and waits until `done` opens. Each producer calls `submit(index)`
-/// for each task index of its range, in order; the first error fails the run.
-fn produce(
-    v: Variant,
-    timeout: Duration,
-    done: &Completion,
-    submit: impl Fn(u64) -> Result<(), String> + Sync,
-) -> Result<Duration, String> {
-    let gate = Barrier::new(v.producers + 1);
-    std::thread::scope(|s| {
-        let producers: Vec<_> = (0..v.producers)
-            .map(|i| {
-                let (gate, submit) = (&gate, &submit);
-                let range = task_range(v.tasks, v.producers, i);
-                s.spawn(move || {
-                    gate.wait();
-                    for index in range {
-                        if let Err(e) = submit(index) {
-                            done.fail(format!("producer {i}: {e}"));
-                            return;
-                        }
-                    }
-                })
-            })
-            .collect();
-        // The clock starts before the producers are released: read after the barrier, a
-        // descheduled main thread would miss the producers' first work (seen: 95 µs for
-        // 100,000 tasks with 4 producers on 2 cores).
-        let start = Instant::now();
-        gate.wait();
-        let elapsed = done.wait_since(start, timeout);
-        crate::harness::threads::sample_now();
-        let panicked = producers.into_iter().any(|p| p.join().is_err());
-        if panicked {
-            return Err("a producer panicked".to_string());
-        }
-        elapsed
-    })
-}
-
-/// One run of pool `P`: untimed pool build and producer spawn, timed from
-/// releasing the producers until the last task ran, untimed shutdown, then
-/// the check that every task ran exactly once.
-fn run_once<P: TaskPool>(
-    v: Variant,
-    threads: usize,
-    timeout: Duration,
-) -> Result<Duration, String> {
-    // Leaked (a few bytes per run): tasks hold it for 'static without a
-    // reference count touched per task.
-    let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
-    let pool = P::build(threads)?;
-    let timed = produce(v, timeout, done, |_| pool.submit(move || tick(done)));
-    let elapsed = shut_down_unless_failed(timed, pool, P::shutdown)?;
-    match done.remaining() {
-        0 => Ok(elapsed),
-        n => Err(format!("{n} of {} tasks did not run", v.tasks)),
-    }
-}
-
-/// Shuts `pool` down after a good run. After a failed one it is leaked instead: a stuck pool
-/// may never shut down, and the command fails anyway.
-fn shut_down_unless_failed<P>(
-    timed: Result<Duration, String>,
-    pool: P,
-    shutdown: impl FnOnce(P),
-) -> Result<Duration, String> {
-    match timed {
-        Ok(elapsed) => {
-            shutdown(pool);
-            Ok(elapsed)
-        }
-        Err(e) => {
-            std::mem::forget(pool);
-            Err(e)
-        }
-    }
-}
-
-/// One keyed run of pool `P`, timed like [`run_once`]; afterwards checks that
-/// every task ran on each of its keys (`expected[k]` tasks name key `k`),
-/// that tasks sharing a key never overlapped and, for a single producer and a
-/// pool that promises it, that each key's tasks ran in submission order.
-fn run_keyed_once<P: KeyedPool>(
-    v: Variant,
-    threads: usize,
-    timeout: Duration,
-    expected: &[u64],
-) -> Result<Duration, String> {
-    // Leaked (128 KiB per run): tasks hold it for 'static without a
-    // reference count touched per task.
-    let run: &'static KeyedRun = Box::leak(Box::new(KeyedRun::new(v.tasks)));
-    let pool = P::build(threads)?;
-    let timed = produce(v, timeout, &run.done, |index| {
-        let keys = TaskKeys::for_task(index, v.keys);
-        pool.submit_keyed(keys, move || keyed_task(run, index + 1, keys))
-    });
-    let elapsed = shut_down_unless_failed(timed, pool, P::shutdown)?;
-    run.verify(expected, P::ORDERED && v.producers == 1)?;
-    Ok(elapsed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::TaskKeys;
+    use crate::latch::Completion;
+    use crate::work::tick_once;
     use std::sync::Mutex;
 
     #[test]
@@ -300,10 +237,46 @@ mod tests {
             .iter()
             .map(|v| (v.keys, v.producers, v.tasks))
             .collect();
-        assert_eq!(list.len(), 9);
+        assert_eq!(list.len(), 12);
         assert_eq!(list[0], (0, 1, TASKS));
         assert_eq!(list[4], (1, 2, TASKS));
         assert_eq!(list[8], (2, 4, TASKS));
+        let all = variants(&ThroughputArgs::default(), false);
+        assert!(all[..9].iter().all(|v| v.key_space == KEY_SPACE));
+        assert!(all[9..]
+            .iter()
+            .all(|v| v.keys == 2 && v.key_space == SMALL_KEY_SPACE));
+        // `all`'s report size.
+        assert_eq!(
+            sized_variants(&ThroughputArgs::default(), REPORT_DIVISOR)[0].tasks,
+            1_000_000
+        );
+    }
+
+    #[test]
+    fn key_space_knob_picks_the_key_space() {
+        let args = ThroughputArgs {
+            keys: Some(2),
+            key_space: Some(16),
+            producers: Some(4),
+            tasks: Some(1_000),
+        };
+        assert_eq!(
+            variants(&args, true),
+            [Variant {
+                producers: 4,
+                tasks: 1_000,
+                keys: 2,
+                key_space: 16
+            }]
+        );
+        let args = ThroughputArgs {
+            keys: Some(1),
+            ..Default::default()
+        };
+        assert!(variants(&args, false)
+            .iter()
+            .all(|v| v.key_space == KEY_SPACE));
     }
 
     #[test]
@@ -311,13 +284,15 @@ mod tests {
         let args = ThroughputArgs {
             producers: Some(2),
             keys: Some(0),
+            ..Default::default()
         };
         assert_eq!(
             variants(&args, true),
             [Variant {
                 producers: 2,
                 tasks: 100_000,
-                keys: 0
+                keys: 0,
+                key_space: KEY_SPACE
             }]
         );
         let args = ThroughputArgs {
@@ -325,23 +300,99 @@ mod tests {
             ..Default::default()
         };
         let list = variants(&args, true);
-        assert_eq!(list.len(), 3);
+        assert_eq!(list.len(), 6);
         assert!(list.iter().all(|v| v.keys == 2 && v.tasks == 100_000));
     }
 
-    /// Every throughput peer runs a small plain workload correctly.
+    fn plain(producers: usize, tasks: u64) -> Variant {
+        Variant {
+            producers,
+            tasks,
+            keys: 0,
+            key_space: KEY_SPACE,
+        }
+    }
+
+    /// Every throughput peer runs a small plain workload correctly, from 1
+    /// and from 3 producers.
     #[test]
     fn peers_run_a_small_workload() {
-        let v = Variant {
-            producers: 2,
-            tasks: 10_000,
-            keys: 0,
-        };
         let timeout = Duration::from_secs(30);
-        run_once::<CrossbeamPool>(v, 2, timeout).unwrap();
-        run_once::<RayonPool>(v, 2, timeout).unwrap();
-        run_once::<TokioSpawn>(v, 2, timeout).unwrap();
-        run_once::<KeywayPool>(v, 2, timeout).unwrap();
+        for producers in [1, 3] {
+            let v = plain(producers, 10_000);
+            let set = TaskSet::leak(v.tasks);
+            run_once::<CrossbeamPool>(v, 2, timeout, set).unwrap();
+            run_once::<RayonPool>(v, 2, timeout, set).unwrap();
+            run_scope_once(v, 2, timeout, set).unwrap();
+            run_once::<TokioSpawn>(v, 2, timeout, set).unwrap();
+            run_once::<KeywayPool>(v, 2, timeout, set).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_system_takes_the_readiness_step() {
+        let opts = super::super::test_options();
+        let report = run_variant(plain(2, 2_000), &opts).unwrap();
+        super::super::assert_every_system_ready(
+            &report,
+            &["keyway", "crossbeam-pool", "rayon", "rayon-scope", "tokio"],
+        );
+        let keyed = Variant {
+            producers: 2,
+            tasks: 2_000,
+            keys: 2,
+            key_space: SMALL_KEY_SPACE,
+        };
+        let report = run_variant(keyed, &opts).unwrap();
+        super::super::assert_every_system_ready(&report, &["keyway", "mutex-per-key"]);
+    }
+
+    /// A system that delivers task 3 twice and loses task 7 hands the
+    /// completion counter the right number of updates; the exactly-once
+    /// check still fails the run, naming the duplicate.
+    #[test]
+    fn a_duplicated_and_a_lost_task_fail_the_run() {
+        let v = plain(2, 1_000);
+        let set = TaskSet::leak(v.tasks);
+        let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
+        let pool = CrossbeamPool::build(2).unwrap();
+        let err = produce(v, Duration::from_secs(30), done, |index| match index {
+            7 => Ok(()),
+            3 => {
+                pool.submit(move || tick_once(set, done, 3))?;
+                pool.submit(move || tick_once(set, done, 3))
+            }
+            _ => pool.submit(move || tick_once(set, done, index)),
+        })
+        .unwrap_err();
+        pool.shutdown();
+        assert_eq!(err, "task 3 ran more than once");
+        assert_eq!(
+            set.verify().unwrap_err(),
+            "1 of 1000 tasks did not run (first: task 7)"
+        );
+    }
+
+    /// A lone lost task is named after the run times out.
+    #[test]
+    fn a_lost_task_fails_the_run() {
+        let v = plain(1, 1_000);
+        let set = TaskSet::leak(v.tasks);
+        let done: &'static Completion = Box::leak(Box::new(Completion::new(v.tasks as usize)));
+        let pool = CrossbeamPool::build(2).unwrap();
+        let err = produce(v, Duration::from_millis(300), done, |index| {
+            if index == 999 {
+                return Ok(());
+            }
+            pool.submit(move || tick_once(set, done, index))
+        })
+        .unwrap_err();
+        pool.shutdown();
+        assert!(err.contains("1 completions missing"), "{err}");
+        assert_eq!(
+            set.verify().unwrap_err(),
+            "1 of 1000 tasks did not run (first: task 999)"
+        );
     }
 
     /// Both keyed systems run small 1- and 2-key workloads correctly, from
@@ -349,14 +400,15 @@ mod tests {
     #[test]
     fn keyed_systems_run_a_small_workload() {
         let timeout = Duration::from_secs(30);
-        for keys in [1, 2] {
+        for (keys, key_space) in [(1, KEY_SPACE), (2, KEY_SPACE), (2, SMALL_KEY_SPACE)] {
             for producers in [1, 3] {
                 let v = Variant {
                     producers,
                     tasks: 20_000,
                     keys,
+                    key_space,
                 };
-                let expected = KeyedRun::expected_runs(v.tasks, keys);
+                let expected = KeyedRun::expected_runs_in(v.tasks, keys, key_space);
                 run_keyed_once::<MutexPerKey>(v, 2, timeout, &expected).unwrap();
                 run_keyed_once::<KeywayKeyed>(v, 2, timeout, &expected).unwrap();
             }
@@ -366,7 +418,8 @@ mod tests {
     type Job = Box<dyn FnOnce() + Send>;
 
     /// A broken keyed "pool" that runs tasks on the submitting thread in
-    /// blocks of 64, each block newest first, and claims to keep order.
+    /// blocks of 4 (so the 4 warm-up tasks of a 2-thread pool complete),
+    /// each block newest first, and claims to keep order.
     struct Reversing(Mutex<Vec<Job>>);
 
     impl KeyedPool for Reversing {
@@ -382,7 +435,7 @@ mod tests {
         ) -> Result<(), String> {
             let mut held = self.0.lock().unwrap();
             held.push(Box::new(task));
-            if held.len() == 64 {
+            if held.len() == 4 {
                 while let Some(task) = held.pop() {
                     task();
                 }
@@ -421,14 +474,15 @@ mod tests {
             producers: 1,
             tasks: 64 * 100,
             keys: 1,
+            key_space: SMALL_KEY_SPACE,
         };
-        let expected = KeyedRun::expected_runs(v.tasks, v.keys);
+        let expected = KeyedRun::expected_runs_in(v.tasks, v.keys, v.key_space);
         let timeout = Duration::from_secs(5);
         let err = run_keyed_once::<Reversing>(v, 2, timeout, &expected).unwrap_err();
         assert!(err.contains("order broken"), "{err}");
         // Order is only enforced for one producer.
         let v = Variant { producers: 2, ..v };
-        let expected = KeyedRun::expected_runs(v.tasks, v.keys);
+        let expected = KeyedRun::expected_runs_in(v.tasks, v.keys, v.key_space);
         run_keyed_once::<Reversing>(v, 2, timeout, &expected).unwrap();
     }
 
@@ -438,6 +492,7 @@ mod tests {
             producers: 1,
             tasks: 5_000,
             keys: 2,
+            key_space: KEY_SPACE,
         };
         let expected = KeyedRun::expected_runs(v.tasks, v.keys);
         let err =

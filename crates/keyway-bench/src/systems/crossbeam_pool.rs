@@ -1,13 +1,15 @@
 //! `crossbeam-pool`: available-parallelism threads taking boxed closures from
-//! one crossbeam-channel MPMC channel.
+//! one crossbeam-channel MPMC channel (unbounded, or bounded with
+//! [`CrossbeamPool::bounded`]: a full queue blocks the submitter).
 
 use std::thread::JoinHandle;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 
 use super::TaskPool;
 
-type Job = Box<dyn FnOnce() + Send>;
+/// A boxed task.
+pub type Job = Box<dyn FnOnce() + Send>;
 
 /// Fixed worker threads on one shared channel.
 #[derive(Debug)]
@@ -16,11 +18,48 @@ pub struct CrossbeamPool {
     workers: Vec<JoinHandle<()>>,
 }
 
-impl TaskPool for CrossbeamPool {
-    const NAME: &'static str = "crossbeam-pool";
+impl CrossbeamPool {
+    /// A pool of `threads` workers whose queue holds at most `capacity`
+    /// tasks: `submit` blocks while it is full, as a producer feeding a
+    /// bounded pipeline would.
+    pub fn bounded(threads: usize, capacity: usize) -> Result<Self, String> {
+        Self::on(threads, crossbeam_channel::bounded::<Job>(capacity))
+    }
 
-    fn build(threads: usize) -> Result<Self, String> {
-        let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
+    /// How many tasks the queue holds at most (`None`: unbounded).
+    #[cfg(test)]
+    pub fn capacity(&self) -> Option<usize> {
+        self.sender.capacity()
+    }
+
+    /// Submits a task unless the queue is full; hands it back if it is.
+    #[cfg(test)]
+    pub fn try_submit(&self, task: Job) -> Result<(), Job> {
+        self.sender.try_send(task).map_err(|e| e.into_inner())
+    }
+
+    /// Untimed: runs one no-op task per worker and waits for them, so that
+    /// every worker has started and taken a task.
+    pub fn warm(&self) -> Result<(), String> {
+        let workers = self.workers.len();
+        let (tx, rx) = crossbeam_channel::bounded::<()>(workers);
+        for _ in 0..workers {
+            let tx = tx.clone();
+            self.submit(move || {
+                let _ = tx.send(());
+            })?;
+        }
+        for _ in 0..workers {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .map_err(|_| "a crossbeam-pool worker did not start".to_string())?;
+        }
+        Ok(())
+    }
+
+    fn on(
+        threads: usize,
+        (sender, receiver): (Sender<Job>, Receiver<Job>),
+    ) -> Result<Self, String> {
         let workers = (0..threads.max(1))
             .map(|i| {
                 let receiver = receiver.clone();
@@ -35,6 +74,14 @@ impl TaskPool for CrossbeamPool {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { sender, workers })
+    }
+}
+
+impl TaskPool for CrossbeamPool {
+    const NAME: &'static str = "crossbeam-pool";
+
+    fn build(threads: usize) -> Result<Self, String> {
+        Self::on(threads, crossbeam_channel::unbounded::<Job>())
     }
 
     fn submit<F: FnOnce() + Send + 'static>(&self, task: F) -> Result<(), String> {

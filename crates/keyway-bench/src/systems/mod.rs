@@ -11,6 +11,7 @@ pub mod keyway_scheduler;
 pub mod mutex_per_key;
 pub mod rayon_collect;
 pub mod rayon_pool;
+pub mod rayon_scope;
 pub mod reorder_thread;
 pub mod strategy;
 pub mod thread_per_context;

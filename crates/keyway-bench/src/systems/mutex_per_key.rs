@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use super::crossbeam_pool::CrossbeamPool;
 use super::{KeyedPool, TaskPool};
-use crate::keys::{TaskKeys, KEY_SPACE};
+use crate::keys::{TaskKeys, MAX_KEY_SPACE};
 
 /// One key's lock, on its own cache lines (as a careful striped-lock table
 /// would pad them), so neighbouring keys do not share a line.
@@ -22,12 +22,13 @@ impl KeyLock {
     }
 }
 
-/// The lock table, one per process: every run's tasks have released every
+/// The lock table, one per process, one lock for every key of the largest
+/// key space (8 MiB, allocated before the first run is timed): every run's tasks have released every
 /// lock before the pool is shut down, so runs can share it, and tasks reach
 /// it without a reference count.
 fn locks() -> &'static [KeyLock] {
     static LOCKS: OnceLock<Box<[KeyLock]>> = OnceLock::new();
-    LOCKS.get_or_init(|| (0..KEY_SPACE).map(|_| KeyLock::default()).collect())
+    LOCKS.get_or_init(|| (0..MAX_KEY_SPACE).map(|_| KeyLock::default()).collect())
 }
 
 /// A crossbeam pool whose tasks take a mutex per key.

@@ -52,14 +52,46 @@ pub fn checksum(buf: &[u64]) -> u64 {
     black_box(b ^ a.rotate_left(32))
 }
 
+/// Which tasks of a run are blocking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// None: every task only checksums its buffer.
+    NonBlocking,
+    /// Every task: declared blocking, sleeps [`BLOCKING_SLEEP`] after its checksum.
+    Blocking,
+    /// Every odd-numbered task is blocking, the even ones are not.
+    Mixed,
+}
+
+impl Mix {
+    /// Whether task `task` is blocking.
+    #[inline]
+    pub fn blocks(self, task: u64) -> bool {
+        match self {
+            Mix::NonBlocking => false,
+            Mix::Blocking => true,
+            Mix::Mixed => task % 2 == 1,
+        }
+    }
+
+    /// The variant's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::NonBlocking => "non-blocking",
+            Mix::Blocking => "blocking",
+            Mix::Mixed => "mixed",
+        }
+    }
+}
+
 /// The shared state of one `strategy` run: the checksum slot of every task
 /// and the latch that counts consumed tasks.
 #[derive(Debug)]
 pub struct StrategyRun {
     /// Tasks in the run, numbered `0..tasks`.
     pub tasks: u64,
-    /// Whether tasks are declared blocking and sleep [`BLOCKING_SLEEP`].
-    pub blocking: bool,
+    /// Which tasks are declared blocking and sleep [`BLOCKING_SLEEP`].
+    pub mix: Mix,
     /// Each task's checksum is added into its slot: a slot equals the
     /// expected checksum only if the task was consumed exactly once.
     pub slots: &'static [AtomicU64],
@@ -69,13 +101,13 @@ pub struct StrategyRun {
 
 impl StrategyRun {
     /// Fresh state for a run over `slots` (one per task, reset here to 0).
-    pub fn new(slots: &'static [AtomicU64], blocking: bool) -> Self {
+    pub fn new(slots: &'static [AtomicU64], mix: Mix) -> Self {
         for slot in slots {
             slot.store(0, Ordering::Relaxed);
         }
         Self {
             tasks: slots.len() as u64,
-            blocking,
+            mix,
             slots,
             done: Completion::new(slots.len()),
         }
@@ -150,14 +182,14 @@ impl StrategyRun {
 }
 
 /// Consumes task `task`: checksums its buffer, records the checksum in the
-/// task's slot, sleeps [`BLOCKING_SLEEP`] if the run's tasks are blocking,
+/// task's slot, sleeps [`BLOCKING_SLEEP`] if the task is blocking,
 /// and counts the task done. The buffer is freed by the caller (the task's
 /// owner) afterwards.
 #[inline(never)]
 pub fn consume(run: &StrategyRun, task: u64, buf: &[u64]) {
     let sum = checksum(buf);
     run.slots[task as usize].fetch_add(sum, Ordering::Relaxed);
-    if run.blocking {
+    if run.mix.blocks(task) {
         std::thread::sleep(BLOCKING_SLEEP);
     }
     run.done.count_down();
@@ -190,7 +222,7 @@ mod tests {
     fn checker_accepts_a_correct_run() {
         let n = 50;
         let expected = StrategyRun::expected(n, 2);
-        let run = StrategyRun::new(StrategyRun::leak_slots(n), false);
+        let run = StrategyRun::new(StrategyRun::leak_slots(n), Mix::NonBlocking);
         for i in (0..n).rev() {
             consume(&run, i, &fill(i));
         }
@@ -202,7 +234,7 @@ mod tests {
         let n = 50;
         let expected = StrategyRun::expected(n, 2);
         let slots = StrategyRun::leak_slots(n);
-        let run = StrategyRun::new(slots, false);
+        let run = StrategyRun::new(slots, Mix::NonBlocking);
         for i in 1..n {
             consume(&run, i, &fill(i));
         }
@@ -211,7 +243,7 @@ mod tests {
         assert!(err.contains("first: task 0 not consumed"), "{err}");
 
         // A new run resets the slots.
-        let run = StrategyRun::new(slots, false);
+        let run = StrategyRun::new(slots, Mix::NonBlocking);
         for i in 0..n {
             consume(&run, i, &fill(i));
         }
@@ -222,7 +254,7 @@ mod tests {
     fn checker_reports_each_kind_of_error() {
         let n = 50;
         let expected = StrategyRun::expected(n, 2);
-        let run = StrategyRun::new(StrategyRun::leak_slots(n), false);
+        let run = StrategyRun::new(StrategyRun::leak_slots(n), Mix::NonBlocking);
         for i in 0..n {
             if i == 3 {
                 continue;
@@ -248,8 +280,14 @@ mod tests {
     }
 
     #[test]
+    fn mixed_runs_block_every_other_task() {
+        assert!(!Mix::Mixed.blocks(0) && Mix::Mixed.blocks(1) && !Mix::Mixed.blocks(2));
+        assert!((0..4).all(|t| Mix::Blocking.blocks(t) && !Mix::NonBlocking.blocks(t)));
+    }
+
+    #[test]
     fn blocking_tasks_sleep() {
-        let run = StrategyRun::new(StrategyRun::leak_slots(1), true);
+        let run = StrategyRun::new(StrategyRun::leak_slots(1), Mix::Blocking);
         let start = std::time::Instant::now();
         consume(&run, 0, &fill(0));
         assert!(start.elapsed() >= BLOCKING_SLEEP);

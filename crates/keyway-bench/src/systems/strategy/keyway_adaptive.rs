@@ -1,7 +1,7 @@
 //! `keyway`: a keyway pool (core threads = available parallelism, one
 //! reserved thread: the pool's default) and an [`AdaptiveStrategy`] whose
 //! producer yields the run's tasks, each declared `NonBlocking` or
-//! `Blocking` as the variant says. The calling thread produces
+//! `Blocking` as the variant says (per task in the mixed variant). The calling thread produces
 //! ([`AdaptiveStrategy::produce`]) until the producer is exhausted or
 //! production has moved to another thread (execute-produce-consume hands it
 //! to the reserved thread, which then produces to the end); completion is
@@ -42,7 +42,6 @@ impl Invocable for StrategyTask {
 pub struct TaskProducer {
     run: &'static StrategyRun,
     next: u64,
-    kind: InvocationType,
 }
 
 impl Producer for TaskProducer {
@@ -58,7 +57,11 @@ impl Producer for TaskProducer {
             run: self.run,
             task,
             buf: fill(task),
-            kind: self.kind,
+            kind: if self.run.mix.blocks(task) {
+                InvocationType::Blocking
+            } else {
+                InvocationType::NonBlocking
+            },
         })
     }
 }
@@ -80,12 +83,7 @@ impl StrategySystem for KeywayAdaptive {
             .build()
             .map_err(|e| format!("building the keyway pool: {e}"))?;
         start_reserved_thread(&pool)?;
-        let kind = if run.blocking {
-            InvocationType::Blocking
-        } else {
-            InvocationType::NonBlocking
-        };
-        let producer = TaskProducer { run, next: 0, kind };
+        let producer = TaskProducer { run, next: 0 };
         let strategy = AdaptiveStrategy::new(producer, pool.clone());
         Ok(Self {
             run,
@@ -122,7 +120,8 @@ impl StrategySystem for KeywayAdaptive {
 }
 
 /// Untimed: reserved threads start lazily, on the first `try_execute` that
-/// finds none idle; start one now so that the timed run does not pay for it.
+/// finds none idle; start one now so that the timed run does not pay for it
+/// (as `pec` runs a no-op through each of its workers before its clock).
 fn start_reserved_thread(pool: &Pool) -> Result<(), String> {
     if RESERVED_THREADS == 0 {
         return Ok(());
