@@ -116,7 +116,7 @@ impl Coordinator for RedisCoordinator {
     }
 
     fn share(&self, executor: &str, limit: f64) -> f64 {
-        if !(limit > 0.0) {
+        if limit.is_nan() || limit <= 0.0 {
             return 0.0; // zero, negative or NaN
         }
         let state = self.shared.state.lock();

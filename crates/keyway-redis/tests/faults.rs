@@ -76,7 +76,8 @@ impl Cluster {
 
     /// Recovery is real: one member leaves and the two others get a half each.
     fn check_shares_follow(self) {
-        let mut members = Arc::try_unwrap(self.members).ok().expect("monitor stopped");
+        let mut members =
+            Arc::try_unwrap(self.members).unwrap_or_else(|_| panic!("monitor still running"));
         drop(members.pop());
         wait_for("a half each after one left", || {
             members
