@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
+use scenarios::distributed::{ChildArgs, DistributedArgs};
 use scenarios::ordered::OrderedArgs;
 use scenarios::strategy::StrategyArgs;
 use scenarios::throughput::ThroughputArgs;
@@ -52,6 +53,11 @@ enum Scenario {
     /// A producer's tasks consumed by the adaptive strategy, always on a
     /// pool (pec) or on the producing thread (pc); non-blocking and blocking.
     Strategy(StrategyArgs),
+    /// K processes of this command share one rate limit through Redis; one is killed.
+    Distributed(DistributedArgs),
+    /// One process of `distributed` (started by it).
+    #[command(hide = true)]
+    DistributedChild(ChildArgs),
     /// Every scenario, all variants.
     All,
 }
@@ -74,10 +80,16 @@ fn main() -> ExitCode {
         Scenario::Throughput(args) => scenarios::throughput::run(args, &opts, &mut emit),
         Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
         Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
+        Scenario::Distributed(args) => scenarios::distributed::run(args, &opts, &mut emit, false),
+        Scenario::DistributedChild(args) => scenarios::distributed::child(args),
         Scenario::All => scenarios::contexts::run(&ContextsArgs::default(), &opts, &mut emit)
             .and_then(|()| scenarios::throughput::run(&ThroughputArgs::default(), &opts, &mut emit))
             .and_then(|()| scenarios::ordered::run(&OrderedArgs::default(), &opts, &mut emit))
-            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit)),
+            .and_then(|()| scenarios::strategy::run(&StrategyArgs::default(), &opts, &mut emit))
+            .and_then(|()| {
+                let args = DistributedArgs::default();
+                scenarios::distributed::run(&args, &opts, &mut emit, true)
+            }),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
