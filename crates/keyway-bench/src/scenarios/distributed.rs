@@ -358,3 +358,55 @@ fn summarise(
         results: vec![result],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-second counts of one child from second `from`.
+    fn counts(from: u64, ran: &[u64]) -> BTreeMap<u64, u64> {
+        ran.iter()
+            .enumerate()
+            .map(|(i, &n)| (from + i as u64, n))
+            .collect()
+    }
+
+    fn param(report: &VariantReport, name: &str) -> f64 {
+        report.params[name].as_f64().unwrap()
+    }
+
+    #[test]
+    fn deviation_and_recovery_are_measured() {
+        // Three processes from second 100; the first killed at 104.5; the survivors take over
+        // from second 106; one second of steady state is 3% off.
+        let children = [
+            counts(100, &[0, 1000, 1000, 1000, 1000]),
+            counts(100, &[0, 1000, 1000, 1000, 1000, 1000, 1500, 1500, 1455]),
+            counts(100, &[0, 1000, 1000, 1000, 1000, 1000, 1500, 1500, 1500]),
+        ];
+        let report = summarise(&children, 3000.0, 104.5, 3, 9).unwrap();
+        assert_eq!(param(&report, "recovery_s"), 1.5);
+        assert_eq!(param(&report, "steady_max_deviation_pct"), 1.5);
+        // Seconds 102, 103 before the kill; 106, 107, 108 after.
+        assert_eq!(param(&report, "steady_seconds"), 5.0);
+        assert_eq!(report.results[0].ops_per_s, 3000.0);
+    }
+
+    #[test]
+    fn survivors_that_never_carry_the_limit_fail() {
+        let children = [
+            counts(100, &[1000, 1000, 1000]),
+            counts(100, &[1000, 1000, 1000, 1000, 1000, 1000]),
+            counts(100, &[1000, 1000, 1000, 1000, 1000, 1000]),
+        ];
+        let err = summarise(&children, 3000.0, 102.5, 3, 6).unwrap_err();
+        assert!(err.contains("never carried G"), "{err}");
+    }
+
+    #[test]
+    fn a_process_that_never_ran_fails() {
+        let children = [counts(100, &[0, 0]), counts(100, &[1000, 1000])];
+        let err = summarise(&children, 2000.0, 101.5, 2, 2).unwrap_err();
+        assert!(err.contains("never ran"), "{err}");
+    }
+}
