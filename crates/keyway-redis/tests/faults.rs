@@ -150,3 +150,69 @@ fn redis_paused_five_seconds() {
     );
     cluster.check_shares_follow();
 }
+
+/// The pause, staged exactly: Redis's keys say two members heartbeated last 20 s ago (more than
+/// the TTL of 5 s), and so did everybody (nobody could: Redis was paused). The next heartbeat must not
+/// expire them for the pause; they expire a TTL later, since they never heartbeat again.
+#[test]
+fn a_pause_of_redis_expires_nobody() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let mut conn = server.connection();
+    let key = |k: &str| format!("test:{{{EXECUTOR}}}:{k}");
+    let before = (redis_time_us(&mut conn) - 20e6).to_string();
+    for k in ["members", "joined"] {
+        let _: () = redis::cmd("ZADD")
+            .arg(key(k))
+            .arg(&before)
+            .arg("ghost-1")
+            .arg(&before)
+            .arg("ghost-2")
+            .query(&mut conn)
+            .unwrap();
+    }
+    let _: () = redis::cmd("HSET")
+        .arg(key("clock"))
+        .arg("last")
+        .arg(&before)
+        .arg("offset")
+        .arg(0)
+        .arg("created")
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+    let c = RedisCoordinator::builder(server.url())
+        .namespace("test")
+        .heartbeat(HEARTBEAT)
+        .ttl(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    c.join(EXECUTOR, LIMIT);
+    let score = |conn: &mut redis::Connection, id: &str| -> Option<f64> {
+        redis::cmd("ZSCORE")
+            .arg(key("members"))
+            .arg(id)
+            .query(conn)
+            .unwrap()
+    };
+    wait_for("the first heartbeat", || {
+        score(&mut conn, c.member_id()).is_some()
+    });
+    assert!(
+        score(&mut conn, "ghost-1").is_some(),
+        "expired for the pause"
+    );
+    assert!(
+        score(&mut conn, "ghost-2").is_some(),
+        "expired for the pause"
+    );
+    assert_eq!(
+        c.share(EXECUTOR, LIMIT),
+        0.0,
+        "a newcomer waits for the others"
+    );
+    // They never heartbeat again: a TTL later they are gone and the newcomer has it all.
+    wait_for("the whole limit", || close(c.share(EXECUTOR, LIMIT), LIMIT));
+    assert!(score(&mut conn, "ghost-1").is_none());
+}
