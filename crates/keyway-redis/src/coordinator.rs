@@ -12,7 +12,8 @@ use crate::RedisCoordinatorBuilder;
 ///
 /// Every process heartbeats into Redis from a background thread; [`share`](Coordinator::share)
 /// answers at once from the last share learned. See the crate docs for the guarantees.
-/// Dropping the coordinator leaves every executor it had joined.
+/// Dropping the coordinator leaves every executor it had joined (it waits for that at most
+/// about twice the connect timeout; if Redis is down, the TTL drops this process instead).
 ///
 /// ```no_run
 /// use keyway::Coordinator;
