@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use keyway::Coordinator;
@@ -84,14 +84,6 @@ impl Cluster {
                 .iter()
                 .all(|m| close(m.share(EXECUTOR, LIMIT), LIMIT / 2.0))
         });
-    }
-}
-
-/// Watches for `d` (longer than the TTL): nothing to wait for, the point is that time passes.
-fn let_time_pass(d: Duration) {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -4,7 +4,6 @@
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use common::*;
 use keyway::Coordinator;
@@ -49,10 +48,7 @@ fn each_outage_is_logged_once() {
         server.kill();
         wait_for("the outage to be noticed", || !c.status().connected);
         // Many retries (backoff up to one heartbeat of 100 ms) during two TTLs.
-        let end = Instant::now() + TTL * 2;
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let_time_pass(TTL * 2);
         assert_eq!(
             WARNINGS.load(Ordering::SeqCst),
             outage,

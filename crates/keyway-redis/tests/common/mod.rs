@@ -185,6 +185,15 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Lets `d` pass (e.g. longer than the TTL): nothing to wait for, the point is that time
+/// passes while the test's monitors watch.
+pub fn let_time_pass(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Redis `TIME` in µs.
 pub fn redis_time_us(conn: &mut redis::Connection) -> f64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
