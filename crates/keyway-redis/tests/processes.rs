@@ -161,6 +161,16 @@ fn is_member(conn: &mut redis::Connection, id: &str) -> bool {
     score.is_some()
 }
 
+/// Three member processes, once each reports a third; `slots` members may report later.
+fn three_at_a_third(server: &RedisServer, slots: usize) -> (Vec<Member>, Said, Shares) {
+    let (members, said) = spawn_members(&server.url(), 3, 0);
+    let mut shares = Shares::new(slots);
+    shares.until(&said, &[0, 1, 2], "a third each", |s| {
+        s.each(&[0, 1, 2], LIMIT / 3.0)
+    });
+    (members, said, shares)
+}
+
 /// Done-when 1: three processes on one limit get a third each (sum = the limit), and a
 /// fourth joining lowers them to a quarter, the sum never above the limit on the way.
 #[test]
@@ -168,11 +178,7 @@ fn three_processes_get_a_third_each() {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    let (mut members, said) = spawn_members(&server.url(), 3, 0);
-    let mut shares = Shares::new(4);
-    shares.until(&said, &[0, 1, 2], "a third each", |s| {
-        s.each(&[0, 1, 2], LIMIT / 3.0)
-    });
+    let (mut members, said, mut shares) = three_at_a_third(&server, 4);
     let (fourth, said4) = spawn_members(&server.url(), 1, 3);
     // Both receivers into one.
     let (tx, all) = channel();
@@ -195,11 +201,7 @@ fn killed_process_expires_after_the_ttl_and_stopped_one_leaves_at_once() {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    let (mut members, said) = spawn_members(&server.url(), 3, 0);
-    let mut shares = Shares::new(3);
-    shares.until(&said, &[0, 1, 2], "a third each", |s| {
-        s.each(&[0, 1, 2], LIMIT / 3.0)
-    });
+    let (mut members, said, mut shares) = three_at_a_third(&server, 3);
     let mut conn = server.connection();
 
     members[0].child.kill().unwrap();
