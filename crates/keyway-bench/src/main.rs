@@ -24,6 +24,7 @@ use clap::{Args, Parser, Subcommand};
 use harness::env::Environment;
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
+use scenarios::distributed::{ChildArgs, DistributedArgs};
 use scenarios::ordered::OrderedArgs;
 use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
@@ -61,6 +62,8 @@ SYSTEMS (row names; pick some with --systems a,b):
   heap-scheduler      schedule: a binary heap of due times under one mutex, with
                       worker threads sleeping until the earliest is due
   tokio (schedule)    schedule: a tokio task per item sleeping until its time
+  distributed         keyway alone: K processes of this command, each running its
+                      share of one limit G learned through Redis (keyway-redis)
 
 COLUMNS:
   vs keyway   the row's median time / keyway's median time in the same variant:
@@ -118,6 +121,11 @@ enum Scenario {
     /// Delayed tasks (no limit) against a heap scheduler and tokio timers,
     /// and keyway's rate limit per interval (`--rate`).
     Schedule(ScheduleArgs),
+    /// K processes of this command share one rate limit through Redis; one is killed.
+    Distributed(DistributedArgs),
+    /// One process of `distributed` (started by it).
+    #[command(hide = true)]
+    DistributedChild(ChildArgs),
     /// Cost curves: time per task vs contexts, producers and work per
     /// task, memory vs contexts; SVG plots and a CSV.
     Curves(OutArgs),
@@ -159,6 +167,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), String> {
+    if let Scenario::DistributedChild(args) = &cli.scenario {
+        // A child of `distributed` reports to its parent only: no environment, no tables.
+        return scenarios::distributed::child(args);
+    }
     let default_runs = match cli.scenario {
         Scenario::Curves(_) => Some(1),
         Scenario::All(_) if !cli.quick => Some(3),
@@ -181,6 +193,10 @@ fn run(cli: &Cli) -> Result<(), String> {
             Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
             Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
             Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
+            Scenario::Distributed(args) => {
+                scenarios::distributed::run(args, &opts, &mut emit, false)
+            }
+            Scenario::DistributedChild(_) => unreachable!("handled above"),
             Scenario::Curves(args) => {
                 let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("curves"));
                 let curves = curves::measure(&opts, plan::Size::of(&opts), &mut emit)?;
@@ -231,6 +247,8 @@ fn run_all(
     scenarios::ordered::run(&OrderedArgs::default(), opts, emit)?;
     scenarios::strategy::run(&StrategyArgs::default(), opts, emit)?;
     scenarios::schedule::run(&ScheduleArgs::default(), opts, emit)?;
+    // Skipped, with a note, where no redis-server is available.
+    scenarios::distributed::run(&DistributedArgs::default(), opts, emit, true)?;
     let plots = match &args.out {
         Some(dir) => {
             let once = RunOptions { runs: 1, ..*opts };
