@@ -48,6 +48,32 @@ fn reserved_ready(pool: &Pool) {
     });
 }
 
+// ---- defect 1 --------------------------------------------------------------------------------
+
+/// `reserved_idle_timeout(Duration::MAX)`: the reserved thread must not die computing its
+/// deadline, and a task handed to it must run.
+#[test]
+fn reserved_idle_timeout_max_runs_the_handed_task() {
+    finishes("try_execute with reserved_idle_timeout(MAX)", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .reserved_threads(1)
+            .reserved_idle_timeout(Duration::MAX)
+            .build()
+            .unwrap();
+        reserved_ready(&pool);
+        let (tx, rx) = channel();
+        let mut task = move || tx.send(()).unwrap();
+        while let Err(e) = pool.try_execute(task) {
+            task = e.into_inner();
+            std::thread::yield_now();
+        }
+        rx.recv_timeout(HANG)
+            .expect("the task handed to the reserved thread never ran");
+        pool.shutdown();
+    });
+}
+
 // ---- defect 10 -------------------------------------------------------------------------------
 
 /// Every knob at its extremes: `build` returns a pool or a `BuildError`, never panics; a pool

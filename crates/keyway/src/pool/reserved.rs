@@ -3,11 +3,14 @@
 //!
 //! * A reserved thread is started lazily: a `try_execute` that finds none idle refuses and starts
 //!   one (up to the configured number), so the next attempt can succeed.
-//! * Hand-off: the caller pops an idle seat (under `idle`), puts the task in it, unparks the
-//!   thread. A thread whose idle timeout passes leaves only if its seat is still on the idle
+//! * Hand-off: the caller pops an idle seat and puts the task in it (both under `idle`), then
+//!   unparks the thread. A thread whose idle timeout passes leaves only if its seat is still on the idle
 //!   stack (nobody popped it) and more than the minimum remain; otherwise a task is on its way.
 //! * On shutdown every idle reserved thread is unparked and exits; one running a task exits
-//!   after it.
+//!   after it. However a thread ends (even by a panic), its seat leaves the stack and a task
+//!   already in it runs first (`Leave`).
+//! * Durations are added with checked arithmetic: an idle timeout too long to add to `now`
+//!   (`Duration::MAX`) means the thread never retires.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -44,10 +47,14 @@ impl Reserved {
 
     /// Gives `task` to an idle reserved thread, or hands it back at once.
     pub(crate) fn hand_off(&self, task: Task) -> Result<(), Task> {
-        let Some(seat) = self.idle.lock().pop() else {
+        let mut idle = self.idle.lock();
+        let Some(seat) = idle.pop() else {
             return Err(task);
         };
+        // Stored while `idle` is held: a thread that fails to withdraw its seat (under `idle`)
+        // finds the task already there, so no task reaches a seat its thread has left.
         *seat.task.lock() = Some(task);
+        drop(idle);
         seat.thread.unpark();
         Ok(())
     }
@@ -93,52 +100,102 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
 
 fn run(registry: &Arc<Registry>) {
     super::worker::set_reserved_of(Arc::as_ptr(registry));
-    let reserved = &registry.reserved;
     let seat = Arc::new(Seat {
         task: Mutex::new(None),
         thread: std::thread::current(),
     });
+    // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
+    // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off
+    // never goes to a thread that is gone.
+    let mut leave = Leave {
+        registry,
+        seat: &seat,
+        counted: true,
+    };
+    serve(registry, &seat, &mut leave.counted);
+}
+
+/// The reserved thread's loop; returns when the thread should exit. `counted` is cleared when
+/// the thread already gave up its place in `live` (retirement).
+fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
+    let reserved = &registry.reserved;
     let timeout = registry.config.reserved_idle_timeout;
-    'serve: loop {
+    loop {
         if registry.is_closed() {
-            break;
+            return;
         }
         reserved.idle.lock().push(seat.clone());
-        let mut deadline = Instant::now() + timeout;
+        // Checked: a timeout too long to add (`Duration::MAX`) means no retirement.
+        let mut deadline = Instant::now().checked_add(timeout);
         let task = loop {
             if let Some(task) = seat.task.lock().take() {
                 break task;
             }
-            if registry.is_closed() && reserved.withdraw(&seat) {
-                break 'serve;
+            if registry.is_closed() && reserved.withdraw(seat) {
+                return;
             }
             let now = Instant::now();
-            if now >= deadline {
-                if reserved.withdraw(&seat) {
-                    let min = registry.config.min_reserved_threads;
-                    let left =
-                        reserved
-                            .live
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                                (n > min).then(|| n - 1)
-                            });
-                    if left.is_ok() {
-                        tracing::debug!("keyway reserved thread retired");
-                        registry.thread_exited();
-                        return;
+            match deadline {
+                None => std::thread::park(),
+                Some(at) if now < at => std::thread::park_timeout(at - now),
+                Some(_) => {
+                    if reserved.withdraw(seat) {
+                        let min = registry.config.min_reserved_threads;
+                        let left =
+                            reserved
+                                .live
+                                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                                    (n > min).then(|| n - 1)
+                                });
+                        if left.is_ok() {
+                            tracing::debug!("keyway reserved thread retired");
+                            *counted = false;
+                            return;
+                        }
+                        reserved.idle.lock().push(seat.clone());
                     }
-                    reserved.idle.lock().push(seat.clone());
+                    deadline = now.checked_add(timeout);
                 }
-                deadline = now + timeout;
-                continue;
             }
-            std::thread::park_timeout(deadline - now);
         };
-        if let Err(report) = task.run() {
-            registry.report_panic(report);
-        }
-        registry.task_done();
+        run_task(registry, task);
     }
-    reserved.live.fetch_sub(1, Ordering::AcqRel);
-    registry.thread_exited();
+}
+
+/// Runs one handed-off task and counts it finished. The task contains its own panics (and
+/// those of its captures and result); the boundary here is for anything else.
+fn run_task(registry: &Registry, task: Task) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()));
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(report)) => registry.report_panic(report),
+        Err(payload) => registry.report_panic(crate::task::PanicReport::new(
+            crate::error::panic_message(&*payload).to_owned(),
+        )),
+    }
+    registry.task_done();
+}
+
+/// A reserved thread's exit, however it happens.
+struct Leave<'a> {
+    registry: &'a Arc<Registry>,
+    seat: &'a Arc<Seat>,
+    /// Still counted in `live` (not retired).
+    counted: bool,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let reserved = &self.registry.reserved;
+        reserved.withdraw(self.seat);
+        // A hand-off that raced the exit (the seat was popped but not yet served) runs here.
+        let handed = self.seat.task.lock().take();
+        if let Some(task) = handed {
+            run_task(self.registry, task);
+        }
+        if self.counted {
+            reserved.live.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.registry.thread_exited();
+    }
 }
