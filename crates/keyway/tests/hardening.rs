@@ -74,6 +74,44 @@ fn reserved_idle_timeout_max_runs_the_handed_task() {
     });
 }
 
+// ---- defect 6 --------------------------------------------------------------------------------
+
+/// The last task runs on a reserved thread while the workers park with a long `keep_alive`:
+/// `shutdown` must not wait for it.
+#[test]
+fn shutdown_after_a_reserved_task_does_not_wait_for_keep_alive() {
+    finishes("shutdown after a reserved-thread task", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .max_threads(1)
+            .keep_alive(Duration::from_secs(24 * 3600))
+            .reserved_threads(1)
+            .build()
+            .unwrap();
+        reserved_ready(&pool);
+        let gate = Gate::new();
+        let started = Latch::new(1);
+        let mut task: Box<dyn FnOnce() + Send> = {
+            let t = common::held_task(&gate, &started);
+            Box::new(move || {
+                t();
+            })
+        };
+        while let Err(e) = pool.try_execute(task) {
+            task = e.into_inner();
+            std::thread::yield_now();
+        }
+        started.wait();
+        let closer = {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.shutdown())
+        };
+        eventually("intake stops", || pool.is_shutdown());
+        gate.open();
+        closer.join().unwrap();
+    });
+}
+
 // ---- defect 10 -------------------------------------------------------------------------------
 
 /// Every knob at its extremes: `build` returns a pool or a `BuildError`, never panics; a pool

@@ -154,7 +154,10 @@ impl Registry {
         self.tasks_done(1);
     }
 
-    /// `n` accepted tasks are done.
+    /// `n` accepted tasks are done. The one finish path for every kind of thread (worker,
+    /// reserved thread, `shutdown_now`'s drain, a coalescing submitter): once the pool is closed,
+    /// the finish that leaves nothing pending wakes whoever waits for quiescence (parked workers,
+    /// reserved threads, the monitor), so `shutdown` never waits out a `keep_alive`.
     pub(crate) fn tasks_done(&self, n: usize) {
         if n == 0 {
             return;
@@ -163,6 +166,9 @@ impl Registry {
             self.queued.fetch_sub(n, Ordering::AcqRel);
         }
         self.finished.add(n as u64);
+        if self.is_closed() && self.pending() == 0 {
+            self.notify_all();
+        }
     }
 
     /// Accepted tasks not yet done.

@@ -140,11 +140,7 @@ impl WorkerCtx {
 
     /// `n` tasks run by this worker are finished (see the accounting rule in `registry`).
     pub(crate) fn tasks_done(&self, n: usize) {
-        let registry = &self.registry;
-        registry.tasks_done(n);
-        if registry.is_closed() && registry.pending() == 0 {
-            registry.notify_all();
-        }
+        self.registry.tasks_done(n);
     }
 
     fn run_task(&self, task: Task) {
