@@ -147,6 +147,138 @@ fn result_drop_panic_on_a_reserved_thread_is_contained() {
     });
 }
 
+// ---- defect 3 (pool side) and 4 --------------------------------------------------------------
+
+/// `shutdown_now` from a plain task on a worker returns (it does not wait for its own thread)
+/// and hands back the tasks queued behind it.
+#[test]
+fn shutdown_now_from_a_plain_task_returns() {
+    finishes("shutdown_now from a task", || {
+        let pool = common::fixed_pool(2);
+        let gate = Gate::new();
+        let started = Latch::new(1);
+        let (tx, rx) = channel();
+        let p = pool.clone();
+        let task = common::held_task(&gate, &started);
+        pool.execute(move || {
+            task();
+            tx.send(p.shutdown_now()).unwrap();
+        })
+        .unwrap();
+        started.wait();
+        let other = common::hold_workers(&pool, 1);
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..10 {
+            let r = ran.clone();
+            pool.execute(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        }
+        gate.open();
+        other.open();
+        let back = rx.recv_timeout(HANG).expect("shutdown_now inside a task hung");
+        assert_eq!(back.len() + ran.load(Ordering::SeqCst), 10);
+        drop(back);
+    });
+}
+
+/// `shutdown_now` from a task on a reserved thread returns.
+#[test]
+fn shutdown_now_from_a_reserved_thread_returns() {
+    finishes("shutdown_now from a reserved thread", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .reserved_threads(1)
+            .build()
+            .unwrap();
+        reserved_ready(&pool);
+        let (tx, rx) = channel();
+        let p = pool.clone();
+        let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
+            tx.send(p.shutdown_now().len()).unwrap();
+        });
+        while let Err(e) = pool.try_execute(task) {
+            task = e.into_inner();
+            std::thread::yield_now();
+        }
+        rx.recv_timeout(HANG).expect("shutdown_now on a reserved thread hung");
+    });
+}
+
+/// Several `shutdown_now` callers at once — two workers, a reserved thread and an outside
+/// thread: each returns, and every unstarted task is handed back exactly once overall.
+#[test]
+fn concurrent_shutdown_now_callers_each_return_and_hand_back_once() {
+    for seed in 0..5 {
+        finishes("concurrent shutdown_now", move || {
+            let pool = Pool::builder()
+                .core_threads(2)
+                .max_threads(2)
+                .reserved_threads(1)
+                .build()
+                .unwrap();
+            reserved_ready(&pool);
+            let callers = 4;
+            let barrier = Arc::new(Barrier::new(callers));
+            let results: Arc<Mutex<Vec<Vec<PendingTask>>>> = Arc::default();
+            let started = Latch::new(2);
+            // Two workers, each in a task that calls shutdown_now.
+            for _ in 0..2 {
+                let (p, b, r, s) = (pool.clone(), barrier.clone(), results.clone(), started.clone());
+                pool.execute(move || {
+                    s.count_down();
+                    b.wait();
+                    let back = p.shutdown_now();
+                    r.lock().unwrap().push(back);
+                })
+                .unwrap();
+            }
+            started.wait();
+            // Queued behind them: each must be run or handed back, exactly once.
+            let ran = Arc::new(AtomicUsize::new(0));
+            let accepted = 50 + seed * 7;
+            for i in 0..accepted {
+                let r = ran.clone();
+                let task = move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                };
+                if i % 2 == 0 {
+                    pool.execute(task).unwrap();
+                } else {
+                    pool.execute_sequential(i % 3, task).unwrap();
+                }
+            }
+            // A reserved thread.
+            let (p, b, r) = (pool.clone(), barrier.clone(), results.clone());
+            let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
+                b.wait();
+                let back = p.shutdown_now();
+                r.lock().unwrap().push(back);
+            });
+            while let Err(e) = pool.try_execute(task) {
+                task = e.into_inner();
+                std::thread::yield_now();
+            }
+            // An outside thread.
+            barrier.wait();
+            let back = pool.shutdown_now();
+            eventually("every caller returned", || results.lock().unwrap().len() == 3);
+            let mut all: Vec<PendingTask> = back;
+            for v in results.lock().unwrap().drain(..) {
+                all.extend(v);
+            }
+            let handed_back = all.len();
+            for t in all {
+                t.run().unwrap();
+            }
+            // Run or handed back (and then run here): each exactly once.
+            assert_eq!(ran.load(Ordering::SeqCst), accepted, "seed {seed}");
+            assert!(handed_back <= accepted);
+        });
+    }
+}
+
 // ---- defect 6 --------------------------------------------------------------------------------
 
 /// The last task runs on a reserved thread while the workers park with a long `keep_alive`:

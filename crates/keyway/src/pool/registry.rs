@@ -75,11 +75,27 @@ pub(crate) struct Registry {
     queued: AtomicUsize,
     closed: AtomicBool,
     stop_now: AtomicBool,
+    /// Pool threads (workers, reserved threads) inside `shutdown_now`: nobody waits for them.
+    stoppers: [AtomicUsize; 2],
     exited: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+}
+
+/// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
+pub(crate) struct StopCaller<'a> {
+    registry: &'a Registry,
+    kind: Option<usize>,
+}
+
+impl Drop for StopCaller<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.kind {
+            self.registry.stoppers[k].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Registry {
@@ -114,6 +130,7 @@ impl Registry {
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
+            stoppers: [AtomicUsize::new(0), AtomicUsize::new(0)],
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             monitor,
@@ -410,13 +427,40 @@ impl Registry {
         self.is_closed() && self.pending() == 0
     }
 
-    /// Blocks until every worker and reserved thread has exited, except the caller's own.
+    /// A `shutdown_now` caller on thread `own` comes in: while the guard lives, nobody waits for
+    /// its thread to exit (it cannot, until its task returns), and its running task is allowed
+    /// for in the drain's exit test. Any number of callers, on any threads, at once.
+    pub(crate) fn enter_shutdown_now(&self, own: worker::OwnThread) -> StopCaller<'_> {
+        let kind = match own {
+            worker::OwnThread::None => None,
+            worker::OwnThread::Worker => Some(0),
+            worker::OwnThread::Reserved => Some(1),
+        };
+        if let Some(k) = kind {
+            self.stoppers[k].fetch_add(1, Ordering::SeqCst);
+            // A waiter may now be done waiting.
+            self.thread_exited();
+        }
+        StopCaller {
+            registry: self,
+            kind,
+        }
+    }
+
+    /// Pool threads inside `shutdown_now` (each running the one task that called it).
+    pub(crate) fn stopping_pool_threads(&self) -> u64 {
+        self.stoppers
+            .iter()
+            .map(|s| s.load(Ordering::SeqCst) as u64)
+            .sum()
+    }
+
+    /// Blocks until every worker and reserved thread has exited, except those inside
+    /// `shutdown_now` (the caller's own among them); an outside caller then joins them all.
     pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
-        let keep = usize::from(own == worker::OwnThread::Worker);
-        let keep_reserved = usize::from(own == worker::OwnThread::Reserved);
         let mut threads = self.threads.lock();
-        while self.live.load(Ordering::Acquire) > keep
-            || self.reserved.live.load(Ordering::Acquire) > keep_reserved
+        while self.live.load(Ordering::Acquire) > self.stoppers[0].load(Ordering::SeqCst)
+            || self.reserved.live.load(Ordering::Acquire) > self.stoppers[1].load(Ordering::SeqCst)
         {
             self.exited
                 .wait_for(&mut threads, std::time::Duration::from_millis(100));
