@@ -416,3 +416,34 @@ fn join_timeout_max_does_not_panic() {
     });
 }
 
+// ---- defect 12 -------------------------------------------------------------------------------
+
+/// A production run queued by `dispatch`, handed back by `shutdown_now` and dropped: later
+/// `dispatch` calls must say the executor refused, not `Pending`.
+#[test]
+fn dropped_queued_production_run_does_not_leave_dispatch_pending() {
+    finishes("dispatch after a dropped queued run", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .max_threads(1)
+            .reserved_threads(0)
+            .build()
+            .unwrap();
+        let gate = common::hold_workers(&pool, 1);
+        let strategy = AdaptiveStrategy::new(|| None::<fn()>, pool.clone());
+        assert_eq!(
+            strategy.dispatch().unwrap(),
+            keyway::DispatchOutcome::Queued
+        );
+        let back = common::shutdown_now_while_held(&pool, &gate);
+        assert_eq!(back.len(), 1, "the queued production run is handed back");
+        drop(back);
+        assert!(
+            strategy.dispatch().is_err(),
+            "dispatch on a shut-down pool answered {:?}",
+            strategy.dispatch()
+        );
+        // Production itself is not stuck.
+        assert_eq!(strategy.produce(), keyway::ProduceOutcome::Exhausted);
+    });
+}

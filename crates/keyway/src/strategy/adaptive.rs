@@ -75,8 +75,8 @@ where
             Dispatched::Pending => Ok(DispatchOutcome::Pending),
             Dispatched::Signalled => Ok(DispatchOutcome::Signalled),
             Dispatched::Launch => {
-                let inner = Arc::clone(this);
-                let run: Job = Box::new(move || Self::run_queued(&inner));
+                let queued = QueuedRun(Some(Arc::clone(this)));
+                let run: Job = Box::new(move || queued.start());
                 // An idle reserved thread starts now; otherwise the run waits in the queue, and
                 // a produce() or an EPC retake may take production before it (Rule 6).
                 let run = match this.executor.try_execute(run) {
@@ -86,8 +86,7 @@ where
                 match this.executor.execute(run) {
                     Ok(()) => Ok(DispatchOutcome::Queued),
                     Err(run) => {
-                        drop(run);
-                        this.state.abandon_queued();
+                        drop(run); // clears `QUEUED` (`QueuedRun`'s drop)
                         Err(DispatchError::new())
                     }
                 }
@@ -227,6 +226,28 @@ where
     /// The state word, named (for `Debug`).
     pub(super) fn describe_state(&self) -> String {
         state::describe(self.state.load())
+    }
+}
+
+/// The production run `dispatch` launches (Rule 6). `QUEUED` belongs to it until it starts: if
+/// it is dropped unrun instead — refused by the executor, or handed back by a pool's
+/// `shutdown_now` and dropped — its drop clears `QUEUED`, so later `dispatch` calls launch (and
+/// learn of a refusal) instead of answering `Pending` for a run that will never come.
+struct QueuedRun<P: Producer, E: Executor>(Option<Arc<Inner<P, E>>>);
+
+impl<P: Producer, E: Executor> QueuedRun<P, E> {
+    fn start(mut self) {
+        if let Some(inner) = self.0.take() {
+            Inner::run_queued(&inner);
+        }
+    }
+}
+
+impl<P: Producer, E: Executor> Drop for QueuedRun<P, E> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.state.abandon_queued();
+        }
     }
 }
 
