@@ -10,6 +10,7 @@
 mod builder;
 mod counter;
 mod monitor;
+mod progress;
 pub(crate) mod registry;
 mod reserved;
 mod sleep;

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::builder::Config;
 use super::counter::Striped;
+use super::progress::Progress;
 use super::reserved::Reserved;
 use super::sleep::Sleep;
 use super::worker::{self, WorkerCtx};
@@ -49,12 +50,10 @@ pub(crate) struct Slot {
     pub(crate) stealer: Stealer<Job>,
     parts: Mutex<Option<(Worker<Job>, Parker)>>,
     unparker: Unparker,
-    /// Odd while the thread is inside a task; bumped at each task start and end.
-    pub(crate) run_seq: AtomicU64,
     /// Set while the thread is inside `keyway::blocking`.
     pub(crate) blocking: AtomicBool,
-    /// Set by the monitor while the thread has been in one task longer than `blocked_after`.
-    pub(crate) stuck: AtomicBool,
+    /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
+    pub(crate) progress: Progress,
 }
 
 pub(crate) struct Registry {
@@ -108,9 +107,8 @@ impl Registry {
                 stealer: deque.stealer(),
                 unparker: parker.unparker().clone(),
                 parts: Mutex::new(Some((deque, parker))),
-                run_seq: AtomicU64::new(0),
                 blocking: AtomicBool::new(false),
-                stuck: AtomicBool::new(false),
+                progress: Progress::new(),
             });
         }
         Registry {
@@ -280,7 +278,7 @@ impl Registry {
     pub(crate) fn blocked_threads(&self) -> usize {
         self.slots[..self.high_water()]
             .iter()
-            .filter(|s| s.blocking.load(Ordering::Acquire) || s.stuck.load(Ordering::Acquire))
+            .filter(|s| s.blocking.load(Ordering::Acquire) || s.progress.is_stuck())
             .count()
     }
 
@@ -371,7 +369,7 @@ impl Registry {
     fn slot_vacated(&self, slot: usize, deque: Option<Worker<Job>>, parker: Parker, retired: bool) {
         let s = &self.slots[slot];
         s.blocking.store(false, Ordering::Release);
-        s.stuck.store(false, Ordering::Release);
+        s.progress.reset();
         // The deque always comes back (the worker's context is unique once its loop ended);
         // were it ever lost, the slot would stay out of use rather than pair a new deque with
         // the old stealer.

@@ -125,14 +125,10 @@ impl WorkerCtx {
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
     /// panic report. The caller then counts it with `tasks_done`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
-        let slot = self.slot();
-        let seq = slot.run_seq.load(Ordering::Relaxed);
-        slot.run_seq.store(seq + 1, Ordering::Release); // odd: inside a task
+        let progress = &self.slot().progress;
+        let seq = progress.task_started();
         let outcome = task();
-        slot.run_seq.store(seq + 2, Ordering::Release);
-        if slot.stuck.load(Ordering::Relaxed) {
-            slot.stuck.store(false, Ordering::Release);
-        }
+        progress.task_finished(seq);
         if let Err(report) = outcome {
             self.registry.report_panic(report);
         }
