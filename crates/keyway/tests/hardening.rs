@@ -447,3 +447,38 @@ fn dropped_queued_production_run_does_not_leave_dispatch_pending() {
         assert_eq!(strategy.produce(), keyway::ProduceOutcome::Exhausted);
     });
 }
+
+// ---- every thread joined ---------------------------------------------------------------------
+
+/// The pool's OS threads alive now whose names start with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .filter(|name| name.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `shutdown` from outside returns only once every thread the pool started — workers, reserved
+/// threads and the monitor — has exited (LeakSanitizer saw the thread-local state of a
+/// reserved thread or the monitor still alive after `shutdown`).
+#[test]
+fn shutdown_joins_every_pool_thread() {
+    for round in 0..20 {
+        let prefix = format!("joinall{round}");
+        let pool = Pool::builder()
+            .core_threads(2)
+            .reserved_threads(1)
+            .thread_name(prefix.clone())
+            .build()
+            .unwrap();
+        reserved_ready(&pool);
+        assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+        pool.shutdown();
+        let left = threads_named(&prefix);
+        assert!(left.is_empty(), "threads alive after shutdown: {left:?}");
+    }
+}

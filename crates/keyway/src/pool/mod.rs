@@ -122,10 +122,11 @@ impl Pool {
         registry.start_core()?;
         let name = format!("{}-monitor", registry.config.thread_name);
         let watched = registry.clone();
-        std::thread::Builder::new()
+        let monitor = std::thread::Builder::new()
             .name(name)
             .spawn(move || monitor::run(watched, monitor))
             .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
+        registry.set_monitor(monitor);
         Ok(pool)
     }
 

@@ -78,6 +78,7 @@ pub(crate) struct Registry {
     stoppers: [AtomicUsize; 2],
     exited: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    monitor_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
@@ -131,6 +132,7 @@ impl Registry {
             stoppers: [AtomicUsize::new(0), AtomicUsize::new(0)],
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            monitor_thread: Mutex::new(None),
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
@@ -345,9 +347,7 @@ impl Registry {
             });
         match spawned {
             Ok(handle) => {
-                let mut threads = self.threads.lock();
-                threads.retain(|t| !t.is_finished());
-                threads.push(handle);
+                self.keep_handle(handle);
                 Ok(true)
             }
             Err(e) => {
@@ -356,6 +356,19 @@ impl Registry {
                 Err(e)
             }
         }
+    }
+
+    /// Keeps a pool thread's handle (worker, reserved thread, monitor) so that `shutdown` from
+    /// outside joins every thread the pool started: none outlives it.
+    pub(crate) fn keep_handle(&self, handle: JoinHandle<()>) {
+        let mut threads = self.threads.lock();
+        threads.retain(|t| !t.is_finished());
+        threads.push(handle);
+    }
+
+    /// The monitor's handle, joined last (it exits once no worker is left).
+    pub(crate) fn set_monitor(&self, handle: JoinHandle<()>) {
+        *self.monitor_thread.lock() = Some(handle);
     }
 
     pub(crate) fn start_core(self: &Arc<Self>) -> Result<(), BuildError> {
@@ -469,6 +482,12 @@ impl Registry {
             drop(threads);
             for t in exited {
                 let _ = t.join();
+            }
+            // No worker is left: the monitor exits (it is woken by the last one to leave).
+            let monitor = self.monitor_thread.lock().take();
+            if let Some(monitor) = monitor {
+                self.monitor.unpark();
+                let _ = monitor.join();
             }
         }
     }

@@ -92,9 +92,12 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
     let spawned = std::thread::Builder::new()
         .name(format!("{}-reserved-{n}", registry.config.thread_name))
         .spawn(move || run(&r));
-    if let Err(e) = spawned {
-        reserved.live.fetch_sub(1, Ordering::AcqRel);
-        tracing::warn!(error = %e, "keyway could not start a reserved thread");
+    match spawned {
+        Ok(handle) => registry.keep_handle(handle),
+        Err(e) => {
+            reserved.live.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(error = %e, "keyway could not start a reserved thread");
+        }
     }
 }
 
