@@ -146,6 +146,8 @@ impl Registry {
         self.accepted.incr();
         if self.closed.load(Ordering::SeqCst) {
             self.accepted.decr();
+            // A worker may have seen this admission pending and parked: tell it (loom_sleep).
+            self.wake_if_drained();
             return Err(Refusal::Shutdown);
         }
         if let Some(cap) = self.config.capacity {
@@ -164,6 +166,7 @@ impl Registry {
             self.queued.fetch_sub(1, Ordering::AcqRel);
         }
         self.accepted.decr();
+        self.wake_if_drained();
     }
 
     /// One accepted task is done (ran, skipped, coalesced away or handed back).
@@ -183,6 +186,13 @@ impl Registry {
             self.queued.fetch_sub(n, Ordering::AcqRel);
         }
         self.finished.add(n as u64);
+        self.wake_if_drained();
+    }
+
+    /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
+    /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
+    /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
+    fn wake_if_drained(&self) {
         if self.is_closed() && self.pending() == 0 {
             self.notify_all();
         }
