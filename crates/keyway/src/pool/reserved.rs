@@ -12,12 +12,12 @@
 //! * Durations are added with checked arithmetic: an idle timeout too long to add to `now`
 //!   (`Duration::MAX`) means the thread never retires.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::Thread;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+use crate::loom::sync::Mutex;
+use crate::loom::thread_handle::{self, Thread};
 
 use super::registry::Registry;
 use crate::task::Task;
@@ -26,6 +26,15 @@ use crate::task::Task;
 struct Seat {
     task: Mutex<Option<Task>>,
     thread: Thread,
+}
+
+impl Seat {
+    fn for_this_thread() -> Arc<Seat> {
+        Arc::new(Seat {
+            task: Mutex::new(None),
+            thread: thread_handle::current(),
+        })
+    }
 }
 
 pub(crate) struct Reserved {
@@ -66,6 +75,19 @@ impl Reserved {
         }
     }
 
+    /// Puts `seat` on the idle stack: a hand-off may now pop it.
+    fn publish(&self, seat: &Arc<Seat>) {
+        self.idle.lock().push(seat.clone());
+    }
+
+    /// The seat's thread leaves for good: takes the seat off the idle stack and returns the task
+    /// a hand-off already put in it, if any. Since `hand_off` pops and fills a seat under `idle`,
+    /// a seat that is not on the stack any more already holds its task.
+    fn leave(&self, seat: &Arc<Seat>) -> Option<Task> {
+        self.withdraw(seat);
+        seat.task.lock().take()
+    }
+
     fn withdraw(&self, seat: &Arc<Seat>) -> bool {
         let mut idle = self.idle.lock();
         match idle.iter().position(|s| Arc::ptr_eq(s, seat)) {
@@ -103,10 +125,7 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
 
 fn run(registry: &Arc<Registry>) {
     super::worker::set_reserved_of(Arc::as_ptr(registry));
-    let seat = Arc::new(Seat {
-        task: Mutex::new(None),
-        thread: std::thread::current(),
-    });
+    let seat = Seat::for_this_thread();
     // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
     // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off
     // never goes to a thread that is gone.
@@ -127,7 +146,7 @@ fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
         if registry.is_closed() {
             return;
         }
-        reserved.idle.lock().push(seat.clone());
+        reserved.publish(seat);
         // Checked: a timeout too long to add (`Duration::MAX`) means no retirement.
         let mut deadline = Instant::now().checked_add(timeout);
         let task = loop {
@@ -155,7 +174,7 @@ fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
                             *counted = false;
                             return;
                         }
-                        reserved.idle.lock().push(seat.clone());
+                        reserved.publish(seat);
                     }
                     deadline = now.checked_add(timeout);
                 }
@@ -190,15 +209,91 @@ struct Leave<'a> {
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         let reserved = &self.registry.reserved;
-        reserved.withdraw(self.seat);
         // A hand-off that raced the exit (the seat was popped but not yet served) runs here.
-        let handed = self.seat.task.lock().take();
-        if let Some(task) = handed {
+        if let Some(task) = reserved.leave(self.seat) {
             run_task(self.registry, task);
         }
         if self.counted {
             reserved.live.fetch_sub(1, Ordering::AcqRel);
         }
         self.registry.thread_exited();
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_reserved {
+    //! The reserved-seat hand-off under loom: a reserved thread publishes its seat, then leaves
+    //! (idle timeout, shutdown, or a panic: `Leave`) while a caller of `try_execute` hands it a
+    //! task. The task runs exactly once if and only if `hand_off` said `Ok`; a seat is never
+    //! handed a task its thread will not run.
+
+    use super::{Reserved, Seat};
+    use crate::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use crate::loom::sync::Arc;
+    use crate::loom::thread;
+    use crate::task::{Plain, Task};
+
+    fn counting_task(ran: &Arc<AtomicUsize>) -> Task {
+        let ran = ran.clone();
+        Task::new(Plain(move || {
+            ran.fetch_add(1, SeqCst);
+        }))
+    }
+
+    /// The idle timeout: the thread leaves only if it withdraws its seat; otherwise a task is on
+    /// its way and it waits for it.
+    #[test]
+    fn loom_reserved_timeout_vs_hand_off() {
+        loom::model(|| {
+            let reserved = Arc::new(Reserved::new());
+            let ran = Arc::new(AtomicUsize::new(0));
+            let thread = {
+                let reserved = reserved.clone();
+                thread::spawn(move || {
+                    let seat = Seat::for_this_thread();
+                    reserved.publish(&seat);
+                    if reserved.withdraw(&seat) {
+                        return; // retired: nobody popped the seat
+                    }
+                    loop {
+                        if let Some(task) = seat.task.lock().take() {
+                            task.run().unwrap();
+                            return;
+                        }
+                        thread::park();
+                    }
+                })
+            };
+            let handed = reserved.hand_off(counting_task(&ran)).is_ok();
+            thread.join().unwrap();
+            assert_eq!(ran.load(SeqCst), usize::from(handed), "handed {handed}");
+        });
+    }
+
+    /// The thread leaves through `Leave` (shutdown, or a panic that escaped): it must find a
+    /// task handed to it in the meantime.
+    #[test]
+    fn loom_reserved_leave_vs_hand_off() {
+        loom::model(|| {
+            let reserved = Arc::new(Reserved::new());
+            let ran = Arc::new(AtomicUsize::new(0));
+            let thread = {
+                let reserved = reserved.clone();
+                thread::spawn(move || {
+                    let seat = Seat::for_this_thread();
+                    reserved.publish(&seat);
+                    if let Some(task) = reserved.leave(&seat) {
+                        task.run().unwrap();
+                    }
+                })
+            };
+            let handed = reserved.hand_off(counting_task(&ran)).is_ok();
+            thread.join().unwrap();
+            assert_eq!(
+                ran.load(SeqCst),
+                usize::from(handed),
+                "a task handed to a leaving thread was lost (handed {handed})"
+            );
+        });
     }
 }
