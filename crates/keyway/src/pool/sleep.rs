@@ -46,6 +46,11 @@ impl Sleep {
         }
     }
 
+    /// True while `worker` is on the idle stack (announced, not yet popped nor withdrawn).
+    pub(crate) fn is_idle(&self, worker: usize) -> bool {
+        self.idle.lock().contains(&worker)
+    }
+
     /// Step 2: after publishing work, pops the most recently idle worker, if any, to unpark.
     pub(crate) fn wake_one(&self) -> Option<usize> {
         fence(Ordering::SeqCst);

@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Worker};
 use crossbeam_utils::sync::Parker;
@@ -228,8 +229,13 @@ impl WorkerCtx {
             registry.sleep.withdraw(self.index);
             return Idle::Work;
         }
-        parker.park_timeout(registry.config.keep_alive);
-        if registry.sleep.withdraw(self.index) {
+        let expired = park_idle(parker, registry.config.keep_alive, || {
+            !registry.sleep.is_idle(self.index)
+                || registry.has_work()
+                || registry.is_stopping()
+                || registry.is_drained()
+        });
+        if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
                 tracing::debug!(slot = self.index, "keyway auxiliary thread retired");
@@ -244,6 +250,35 @@ enum Idle {
     Work,
     Exit,
     Retired,
+}
+
+/// Parks an idle, announced worker until `stop_waiting` says it was woken (popped from the idle
+/// stack) or has something to do, or until `keep_alive` passed; true if it passed. Checked: a
+/// `keep_alive` too long to add to `now` never passes.
+///
+/// `park` also returns at once for an unpark token left over from a wake-up this worker had
+/// already answered (a producer popped it while it was withdrawing to take work it had found
+/// itself). Read as "`keep_alive` passed", that stale token would retire an auxiliary thread at
+/// once; so a wake-up that finds the worker still idle with nothing to do parks again for the
+/// time left.
+pub(crate) fn park_idle(
+    parker: &Parker,
+    keep_alive: Duration,
+    mut stop_waiting: impl FnMut() -> bool,
+) -> bool {
+    let deadline = Instant::now().checked_add(keep_alive);
+    loop {
+        match deadline {
+            Some(deadline) => parker.park_deadline(deadline),
+            None => parker.park(),
+        }
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return true;
+        }
+        if stop_waiting() {
+            return false;
+        }
+    }
 }
 
 /// The worker thread's body. Returns true if the thread retired (already left `live`).
