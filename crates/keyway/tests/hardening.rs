@@ -87,7 +87,10 @@ fn result_drop_panic_does_not_kill_the_worker() {
         gate.open();
         // The only worker must still run plain and lane work.
         assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
-        assert_eq!(pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(), 2);
+        assert_eq!(
+            pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
+            2
+        );
         pool.shutdown();
     });
 }
@@ -114,7 +117,10 @@ fn capture_drop_panic_on_the_cancelled_path_does_not_kill_the_worker() {
         assert!(laned.cancel());
         gate.open();
         assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
-        assert_eq!(pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(), 2);
+        assert_eq!(
+            pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
+            2
+        );
         pool.shutdown();
     });
 }
@@ -177,7 +183,9 @@ fn shutdown_now_from_a_plain_task_returns() {
         }
         gate.open();
         other.open();
-        let back = rx.recv_timeout(HANG).expect("shutdown_now inside a task hung");
+        let back = rx
+            .recv_timeout(HANG)
+            .expect("shutdown_now inside a task hung");
         assert_eq!(back.len() + ran.load(Ordering::SeqCst), 10);
         drop(back);
     });
@@ -202,7 +210,8 @@ fn shutdown_now_from_a_reserved_thread_returns() {
             task = e.into_inner();
             std::thread::yield_now();
         }
-        rx.recv_timeout(HANG).expect("shutdown_now on a reserved thread hung");
+        rx.recv_timeout(HANG)
+            .expect("shutdown_now on a reserved thread hung");
     });
 }
 
@@ -225,7 +234,12 @@ fn concurrent_shutdown_now_callers_each_return_and_hand_back_once() {
             let started = Latch::new(2);
             // Two workers, each in a task that calls shutdown_now.
             for _ in 0..2 {
-                let (p, b, r, s) = (pool.clone(), barrier.clone(), results.clone(), started.clone());
+                let (p, b, r, s) = (
+                    pool.clone(),
+                    barrier.clone(),
+                    results.clone(),
+                    started.clone(),
+                );
                 pool.execute(move || {
                     s.count_down();
                     b.wait();
@@ -263,7 +277,9 @@ fn concurrent_shutdown_now_callers_each_return_and_hand_back_once() {
             // An outside thread.
             barrier.wait();
             let back = pool.shutdown_now();
-            eventually("every caller returned", || results.lock().unwrap().len() == 3);
+            eventually("every caller returned", || {
+                results.lock().unwrap().len() == 3
+            });
             let mut all: Vec<PendingTask> = back;
             for v in results.lock().unwrap().drain(..) {
                 all.extend(v);
@@ -344,10 +360,13 @@ fn builder_extremes_never_panic() {
         ("lane_batch(MAX)", |b| b.lane_batch(usize::MAX)),
         ("capacity(MAX)", |b| b.capacity(usize::MAX)),
         ("capacity(0)", |b| b.capacity(0)),
-        ("core_growth_after(MAX)", |b| b.core_growth_after(usize::MAX)),
+        ("core_growth_after(MAX)", |b| {
+            b.core_growth_after(usize::MAX)
+        }),
         ("reserved_threads(MAX)", |b| b.reserved_threads(usize::MAX)),
         ("min_reserved_threads(MAX)", |b| {
-            b.reserved_threads(usize::MAX).min_reserved_threads(usize::MAX)
+            b.reserved_threads(usize::MAX)
+                .min_reserved_threads(usize::MAX)
         }),
         ("min_reserved_threads(MAX) alone", |b| {
             b.min_reserved_threads(usize::MAX)

@@ -86,7 +86,8 @@ impl PoolBuilder {
         self
     }
 
-    /// How long an auxiliary thread may stay idle before it retires. Default: 10 s.
+    /// How long an auxiliary thread may stay idle before it retires. Default: 10 s. Must not be
+    /// zero; `Duration::MAX` means auxiliary threads never retire.
     pub fn keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = Some(d);
         self
@@ -99,14 +100,17 @@ impl PoolBuilder {
         self
     }
 
-    /// How often the monitor looks for workers stuck in one task. Default: 250 ms.
+    /// How often the monitor looks for workers stuck in one task. Default: 250 ms. Must not be
+    /// zero; `Duration::MAX` turns the periodic look off (the monitor then wakes only at
+    /// shutdown).
     pub fn monitor_period(mut self, d: Duration) -> Self {
         self.monitor_period = Some(d);
         self
     }
 
     /// A worker in one task for longer than this counts as blocked: the work queued behind it
-    /// moves to free workers or to a new auxiliary thread. Default: 250 ms.
+    /// moves to free workers or to a new auxiliary thread. Default: 250 ms. Must not be zero;
+    /// `Duration::MAX` means never.
     pub fn blocked_after(mut self, d: Duration) -> Self {
         self.blocked_after = Some(d);
         self
@@ -140,7 +144,8 @@ impl PoolBuilder {
         self
     }
 
-    /// How long a reserved thread waits idle before it retires. Default: 60 s.
+    /// How long a reserved thread waits idle before it retires. Default: 60 s. Must not be zero;
+    /// `Duration::MAX` means reserved threads never retire.
     pub fn reserved_idle_timeout(mut self, d: Duration) -> Self {
         self.reserved_idle_timeout = Some(d);
         self

@@ -30,7 +30,10 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
             let slot = &registry.slots[i];
             let long_enough = now.duration_since(since[i]) >= blocked_after;
             let blocking = slot.blocking.load(Ordering::Acquire);
-            match slot.progress.observe(&mut last_seq[i], long_enough, blocking) {
+            match slot
+                .progress
+                .observe(&mut last_seq[i], long_enough, blocking)
+            {
                 Seen::Moving => since[i] = now,
                 Seen::Waiting => {}
                 Seen::Stuck => {

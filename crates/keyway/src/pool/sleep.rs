@@ -228,7 +228,11 @@ mod loom_sleep {
             let accepted = submitter.join().unwrap();
             pool.close();
             worker.join().unwrap();
-            assert_eq!(pool.ran.load(Relaxed), accepted, "an accepted job never ran");
+            assert_eq!(
+                pool.ran.load(Relaxed),
+                accepted,
+                "an accepted job never ran"
+            );
             assert_eq!(pool.pending(), 0);
         });
     }
@@ -252,7 +256,11 @@ mod loom_sleep {
             let accepted = usize::from(pool.submit());
             closer.join().unwrap();
             worker.join().unwrap();
-            assert_eq!(pool.ran.load(Relaxed), accepted, "an accepted job never ran");
+            assert_eq!(
+                pool.ran.load(Relaxed),
+                accepted,
+                "an accepted job never ran"
+            );
         });
     }
 }

@@ -296,9 +296,8 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 // The backstop of the containment boundary: tasks contain their own panics
                 // (`Task::run`); anything else that unwinds out of a job is reported here, and
                 // the worker lives on.
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    cx.run_job(job)
-                }));
+                let ran =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
                 if let Err(payload) = ran {
                     cx.registry.report_panic(PanicReport::new(
                         crate::error::panic_message(&*payload).to_owned(),

@@ -125,9 +125,7 @@ where
                 Some(task) => task,
                 None => match this.state.exhausted() {
                     Exhausted::GoRound => continue,
-                    Exhausted::Released if refused.is_empty() => {
-                        return ProduceOutcome::Exhausted
-                    }
+                    Exhausted::Released if refused.is_empty() => return ProduceOutcome::Exhausted,
                     Exhausted::Released => {
                         // Production is released: now the refused tasks may block here.
                         this.run_refused(&mut refused);

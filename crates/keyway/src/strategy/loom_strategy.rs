@@ -380,7 +380,10 @@ fn loom_either_and_non_blocking_mode() {
         for ran in source.runs.lock().iter() {
             if ran.thread == nb {
                 assert!(ran.non_blocking, "Rule 8: left non-blocking mode: {ran:?}");
-                assert_ne!(ran.invocation_type, Blocking, "Rule 8: blocked in place: {ran:?}");
+                assert_ne!(
+                    ran.invocation_type, Blocking,
+                    "Rule 8: blocked in place: {ran:?}"
+                );
             }
         }
         assert!(
