@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use common::{eventually, Gate, Latch, HANG};
-use keyway::{AdaptiveStrategy, PendingTask, Pool, TryExecuteError};
+use keyway::{AdaptiveStrategy, PendingTask, Pool};
 
 /// Runs `scenario` on its own thread; fails the test if it panics or has not returned within
 /// `HANG` (the thread is then leaked: it is hung).
@@ -38,14 +38,13 @@ impl Drop for PanicOnDrop {
     }
 }
 
-/// Starts the pool's reserved thread and waits until it is parked idle.
-fn reserved_ready(pool: &Pool) {
-    if let Err(e) = pool.try_execute(|| ()) {
-        assert!(matches!(e, TryExecuteError::Busy(_)));
-    }
-    eventually("a reserved thread is idle", || {
-        pool.stats().idle_reserved_threads >= 1
-    });
+/// The pool (whose only worker met a panicking drop) still runs plain and lane work.
+fn still_runs_plain_and_lane_work(pool: &Pool) {
+    assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+    assert_eq!(
+        pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
+        2
+    );
 }
 
 // ---- defect 1 --------------------------------------------------------------------------------
@@ -61,7 +60,7 @@ fn reserved_idle_timeout_max_runs_the_handed_task() {
             .reserved_idle_timeout(Duration::MAX)
             .build()
             .unwrap();
-        reserved_ready(&pool);
+        common::reserved_ready(&pool);
         let (tx, rx) = channel();
         let mut task = move || tx.send(()).unwrap();
         while let Err(e) = pool.try_execute(task) {
@@ -85,12 +84,7 @@ fn result_drop_panic_does_not_kill_the_worker() {
         drop(pool.submit(|| PanicOnDrop).unwrap());
         drop(pool.submit_sequential("ctx", || PanicOnDrop).unwrap());
         gate.open();
-        // The only worker must still run plain and lane work.
-        assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
-        assert_eq!(
-            pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
-            2
-        );
+        still_runs_plain_and_lane_work(&pool);
         pool.shutdown();
     });
 }
@@ -116,11 +110,7 @@ fn capture_drop_panic_on_the_cancelled_path_does_not_kill_the_worker() {
             .unwrap();
         assert!(laned.cancel());
         gate.open();
-        assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
-        assert_eq!(
-            pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
-            2
-        );
+        still_runs_plain_and_lane_work(&pool);
         pool.shutdown();
     });
 }
@@ -136,7 +126,7 @@ fn result_drop_panic_on_a_reserved_thread_is_contained() {
             .build()
             .unwrap();
         for round in 0..2 {
-            reserved_ready(&pool);
+            common::reserved_ready(&pool);
             let (tx, rx) = channel();
             let bomb = PanicOnDrop;
             let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
@@ -200,7 +190,7 @@ fn shutdown_now_from_a_reserved_thread_returns() {
             .reserved_threads(1)
             .build()
             .unwrap();
-        reserved_ready(&pool);
+        common::reserved_ready(&pool);
         let (tx, rx) = channel();
         let p = pool.clone();
         let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
@@ -227,7 +217,7 @@ fn concurrent_shutdown_now_callers_each_return_and_hand_back_once() {
                 .reserved_threads(1)
                 .build()
                 .unwrap();
-            reserved_ready(&pool);
+            common::reserved_ready(&pool);
             let callers = 4;
             let barrier = Arc::new(Barrier::new(callers));
             let results: Arc<Mutex<Vec<Vec<PendingTask>>>> = Arc::default();
@@ -309,7 +299,7 @@ fn shutdown_after_a_reserved_task_does_not_wait_for_keep_alive() {
             .reserved_threads(1)
             .build()
             .unwrap();
-        reserved_ready(&pool);
+        common::reserved_ready(&pool);
         let gate = Gate::new();
         let started = Latch::new(1);
         let mut task: Box<dyn FnOnce() + Send> = {
@@ -494,7 +484,7 @@ fn shutdown_joins_every_pool_thread() {
             .thread_name(prefix.clone())
             .build()
             .unwrap();
-        reserved_ready(&pool);
+        common::reserved_ready(&pool);
         assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
         pool.shutdown();
         let left = threads_named(&prefix);

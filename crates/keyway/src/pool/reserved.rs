@@ -240,11 +240,10 @@ mod loom_reserved {
         }))
     }
 
-    /// The idle timeout: the thread leaves only if it withdraws its seat; otherwise a task is on
-    /// its way and it waits for it.
-    #[test]
-    fn loom_reserved_timeout_vs_hand_off() {
-        loom::model(|| {
+    /// A reserved thread that publishes its seat, then runs `leave_how`, races a hand-off:
+    /// the task runs exactly once if and only if `hand_off` said `Ok`.
+    fn race_hand_off(leave_how: fn(&Reserved, &Arc<Seat>)) {
+        loom::model(move || {
             let reserved = Arc::new(Reserved::new());
             let ran = Arc::new(AtomicUsize::new(0));
             let thread = {
@@ -252,39 +251,7 @@ mod loom_reserved {
                 thread::spawn(move || {
                     let seat = Seat::for_this_thread();
                     reserved.publish(&seat);
-                    if reserved.withdraw(&seat) {
-                        return; // retired: nobody popped the seat
-                    }
-                    loop {
-                        if let Some(task) = seat.task.lock().take() {
-                            task.run().unwrap();
-                            return;
-                        }
-                        thread::park();
-                    }
-                })
-            };
-            let handed = reserved.hand_off(counting_task(&ran)).is_ok();
-            thread.join().unwrap();
-            assert_eq!(ran.load(SeqCst), usize::from(handed), "handed {handed}");
-        });
-    }
-
-    /// The thread leaves through `Leave` (shutdown, or a panic that escaped): it must find a
-    /// task handed to it in the meantime.
-    #[test]
-    fn loom_reserved_leave_vs_hand_off() {
-        loom::model(|| {
-            let reserved = Arc::new(Reserved::new());
-            let ran = Arc::new(AtomicUsize::new(0));
-            let thread = {
-                let reserved = reserved.clone();
-                thread::spawn(move || {
-                    let seat = Seat::for_this_thread();
-                    reserved.publish(&seat);
-                    if let Some(task) = reserved.leave(&seat) {
-                        task.run().unwrap();
-                    }
+                    leave_how(&reserved, &seat);
                 })
             };
             let handed = reserved.hand_off(counting_task(&ran)).is_ok();
@@ -292,8 +259,37 @@ mod loom_reserved {
             assert_eq!(
                 ran.load(SeqCst),
                 usize::from(handed),
-                "a task handed to a leaving thread was lost (handed {handed})"
+                "a handed task was lost or run twice (handed {handed})"
             );
+        });
+    }
+
+    /// The idle timeout: the thread leaves only if it withdraws its seat; otherwise a task is on
+    /// its way and it waits for it.
+    #[test]
+    fn loom_reserved_timeout_vs_hand_off() {
+        race_hand_off(|reserved, seat| {
+            if reserved.withdraw(seat) {
+                return; // retired: nobody popped the seat
+            }
+            loop {
+                if let Some(task) = seat.task.lock().take() {
+                    task.run().unwrap();
+                    return;
+                }
+                thread::park();
+            }
+        });
+    }
+
+    /// The thread leaves through `Leave` (shutdown, or a panic that escaped): it must find a
+    /// task handed to it in the meantime.
+    #[test]
+    fn loom_reserved_leave_vs_hand_off() {
+        race_hand_off(|reserved, seat| {
+            if let Some(task) = reserved.leave(seat) {
+                task.run().unwrap();
+            }
         });
     }
 }

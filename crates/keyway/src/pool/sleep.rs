@@ -209,24 +209,18 @@ mod loom_sleep {
         })
     }
 
-    /// One worker, a submitter of two jobs racing a closer: every accepted job runs, the
-    /// worker exits.
-    #[test]
-    fn loom_sleep_submit_vs_close() {
+    /// Runs `f` with a fresh pool and its one worker under loom (3 preemptions); `f` returns
+    /// how many jobs were accepted. Every accepted job ran and the worker exited.
+    fn check(f: fn(&Arc<Pool>) -> usize) {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
-        builder.check(|| {
+        builder.check(move || {
             let pool = pool();
             let worker = {
                 let pool = pool.clone();
                 thread::spawn(move || pool.work())
             };
-            let submitter = {
-                let pool = pool.clone();
-                thread::spawn(move || usize::from(pool.submit()) + usize::from(pool.submit()))
-            };
-            let accepted = submitter.join().unwrap();
-            pool.close();
+            let accepted = f(&pool);
             worker.join().unwrap();
             assert_eq!(
                 pool.ran.load(Relaxed),
@@ -237,30 +231,32 @@ mod loom_sleep {
         });
     }
 
+    /// A submitter of two jobs, then the closer: every accepted job runs, the worker exits.
+    #[test]
+    fn loom_sleep_submit_vs_close() {
+        check(|pool| {
+            let submitter = {
+                let pool = pool.clone();
+                thread::spawn(move || usize::from(pool.submit()) + usize::from(pool.submit()))
+            };
+            let accepted = submitter.join().unwrap();
+            pool.close();
+            accepted
+        });
+    }
+
     /// The closer races the submitter: a job admitted before `closed` is seen still runs; one
     /// refused is not counted.
     #[test]
     fn loom_sleep_close_races_admission() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        builder.check(|| {
-            let pool = pool();
-            let worker = {
-                let pool = pool.clone();
-                thread::spawn(move || pool.work())
-            };
+        check(|pool| {
             let closer = {
                 let pool = pool.clone();
                 thread::spawn(move || pool.close())
             };
             let accepted = usize::from(pool.submit());
             closer.join().unwrap();
-            worker.join().unwrap();
-            assert_eq!(
-                pool.ran.load(Relaxed),
-                accepted,
-                "an accepted job never ran"
-            );
+            accepted
         });
     }
 }

@@ -21,11 +21,12 @@ pub struct LaneDepth {
 ///
 /// ```
 /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+/// assert_eq!(pool.stats().core_threads, 2);
 /// pool.submit_sequential(5, || ()).unwrap().join().unwrap();
-/// let stats = pool.stats();
-/// assert_eq!(stats.core_threads, 2);
-/// assert_eq!(stats.completed_tasks, 1);
-/// # pool.shutdown();
+/// // A task is counted completed just after its handle has the result: `shutdown` waits for
+/// // every accepted task to be done and counted.
+/// pool.shutdown();
+/// assert_eq!(pool.stats().completed_tasks, 1);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -251,6 +251,24 @@ fn assert_done(strategy: &AdaptiveStrategy<Source, Spawner>, source: &Source, ex
 
 use InvocationType::{Blocking, Either, NonBlocking};
 
+/// A thread calls `produce()` while this one pushes `pushed` and calls `produce()` too; then
+/// every thread is joined.
+fn two_producers(
+    strategy: &AdaptiveStrategy<Source, Spawner>,
+    source: &Source,
+    exec: &Spawner,
+    pushed: InvocationType,
+) {
+    let s = strategy.clone();
+    let t = thread::spawn(move || {
+        let _ = s.produce();
+    });
+    source.push(pushed);
+    let _ = strategy.produce();
+    t.join().unwrap();
+    exec.join_all();
+}
+
 /// Rules 3–4: a second caller of `produce()` races the owner going idle. Either it takes
 /// production itself, or the owner goes round again; the new item is consumed, and the two
 /// never produce at once.
@@ -260,14 +278,7 @@ fn loom_produce_vs_going_idle() {
         let source = Source::new(&[NonBlocking]);
         let exec = Spawner::new(0);
         let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
-        let s = strategy.clone();
-        let t = thread::spawn(move || {
-            let _ = s.produce();
-        });
-        source.push(NonBlocking);
-        let _ = strategy.produce();
-        t.join().unwrap();
-        exec.join_all();
+        two_producers(&strategy, &source, &exec, NonBlocking);
         assert_done(&strategy, &source, 2);
     });
 }
@@ -321,14 +332,7 @@ fn loom_handover_vs_produce() {
         let source = Source::new(&[Blocking, NonBlocking]);
         let exec = Spawner::new(1);
         let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
-        let s = strategy.clone();
-        let t = thread::spawn(move || {
-            let _ = s.produce();
-        });
-        source.push(NonBlocking);
-        let _ = strategy.produce();
-        t.join().unwrap();
-        exec.join_all();
+        two_producers(&strategy, &source, &exec, NonBlocking);
         assert_done(&strategy, &source, 3);
         assert_eq!(strategy.counts().total(), 3);
     });
@@ -403,14 +407,7 @@ fn loom_refusing_executor_never_blocks_production() {
         let source = Source::with_window(&[Blocking, NonBlocking], true);
         let exec = Spawner::refusing(0, 0);
         let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
-        let s = strategy.clone();
-        let t = thread::spawn(move || {
-            let _ = s.produce();
-        });
-        source.push(NonBlocking);
-        let _ = strategy.produce();
-        t.join().unwrap();
-        exec.join_all();
+        two_producers(&strategy, &source, &exec, NonBlocking);
         assert_done(&strategy, &source, 3);
         assert_eq!(strategy.counts().refused, 1);
     });

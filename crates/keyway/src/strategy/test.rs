@@ -336,6 +336,18 @@ struct Connection {
 }
 
 impl Connection {
+    /// A connection whose producer will parse `frames`, served by `pool_threads` threads.
+    fn new(frames: Vec<Frame>, pool_threads: usize) -> Arc<Connection> {
+        Arc::new(Connection {
+            frames: Mutex::new(frames.into()),
+            window_open: Watch::new(false),
+            blocked_on_pool: Watch::new(0),
+            finished: Watch::new((0, 0)),
+            failures: Mutex::new(Vec::new()),
+            pool_threads,
+        })
+    }
+
     fn fail(&self, why: String) {
         self.failures.lock().push(why);
     }
@@ -558,22 +570,15 @@ fn refused_blocking_task_never_runs_while_owning_production() {
         .thread_name("pool")
         .build()
         .unwrap();
-    let conn = Arc::new(Connection {
-        frames: Mutex::new(
-            [
-                Frame::Data(0),
-                Frame::Data(1),
-                Frame::Data(2),
-                Frame::WindowUpdate,
-            ]
-            .into(),
-        ),
-        window_open: Watch::new(false),
-        blocked_on_pool: Watch::new(0),
-        finished: Watch::new((0, 0)),
-        failures: Mutex::new(Vec::new()),
-        pool_threads: 2,
-    });
+    let conn = Connection::new(
+        vec![
+            Frame::Data(0),
+            Frame::Data(1),
+            Frame::Data(2),
+            Frame::WindowUpdate,
+        ],
+        2,
+    );
     let strategy = AdaptiveStrategy::new(Http2Producer(conn.clone()), pool.clone());
     let io = {
         let strategy = strategy.clone();
@@ -601,22 +606,15 @@ fn refused_blocking_task_never_runs_while_owning_production() {
 #[test]
 fn starvation_run_from_a_pool_thread_uses_epc() {
     let exec = TestExecutor::new(2, 1);
-    let conn = Arc::new(Connection {
-        frames: Mutex::new(
-            [
-                Frame::Data(0),
-                Frame::Data(1),
-                Frame::Barrier,
-                Frame::WindowUpdate,
-            ]
-            .into(),
-        ),
-        window_open: Watch::new(false),
-        blocked_on_pool: Watch::new(0),
-        finished: Watch::new((0, 0)),
-        failures: Mutex::new(Vec::new()),
-        pool_threads: 2,
-    });
+    let conn = Connection::new(
+        vec![
+            Frame::Data(0),
+            Frame::Data(1),
+            Frame::Barrier,
+            Frame::WindowUpdate,
+        ],
+        2,
+    );
     let strategy = AdaptiveStrategy::new(Http2Producer(conn.clone()), exec.clone());
     let s = strategy.clone();
     exec.execute(Box::new(move || {
