@@ -242,7 +242,7 @@ mod loom_reserved {
 
     /// A reserved thread that publishes its seat, then runs `leave_how`, races a hand-off:
     /// the task runs exactly once if and only if `hand_off` said `Ok`.
-    fn race_hand_off(leave_how: fn(&Reserved, &Arc<Seat>)) {
+    fn race_hand_off(leave_how: fn(&Reserved, &std::sync::Arc<Seat>)) {
         loom::model(move || {
             let reserved = Arc::new(Reserved::new());
             let ran = Arc::new(AtomicUsize::new(0));
