@@ -39,6 +39,14 @@ pub(crate) enum BuildErrorKind {
     MinReservedAboveMax { min: usize, max: usize },
     #[error("{setting} must be at least 1")]
     ZeroCount { setting: &'static str },
+    #[error("{setting} ({value}) is more than the {limit} threads a pool may have")]
+    TooManyThreads {
+        setting: &'static str,
+        value: usize,
+        limit: usize,
+    },
+    #[error("thread_name must not contain a NUL byte")]
+    NulInThreadName,
     #[error("could not start a worker thread")]
     Spawn(#[source] std::io::Error),
 }

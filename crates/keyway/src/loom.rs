@@ -88,6 +88,15 @@ pub(crate) mod cell {
     pub(crate) use loom::cell::UnsafeCell;
 }
 
+/// A thread handle to unpark, and `current`: `std`'s, or loom's under `--cfg loom`.
+pub(crate) mod thread_handle {
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::{current, Thread};
+
+    #[cfg(loom)]
+    pub(crate) use loom::thread::{current, Thread};
+}
+
 #[cfg(all(test, not(loom)))]
 pub(crate) use std::thread;
 

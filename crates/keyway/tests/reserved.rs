@@ -18,20 +18,10 @@ fn one_reserved() -> keyway::Pool {
         .unwrap()
 }
 
-fn ready(pool: &keyway::Pool) {
-    // The first attempt starts a reserved thread lazily; wait until it is parked and idle.
-    if let Err(e) = pool.try_execute(|| ()) {
-        assert!(matches!(e, TryExecuteError::Busy(_)));
-    }
-    eventually("a reserved thread is idle", || {
-        pool.stats().idle_reserved_threads == 1
-    });
-}
-
 #[test]
 fn try_execute_never_queues() {
     let pool = one_reserved();
-    ready(&pool);
+    common::reserved_ready(&pool);
     let gate = Gate::new();
     let started = Latch::new(1);
     let (g, s) = (gate.clone(), started.clone());
@@ -97,7 +87,7 @@ fn reserved_threads_retire_after_idle_timeout_and_come_back() {
         .reserved_idle_timeout(Duration::from_millis(20))
         .build()
         .unwrap();
-    ready(&pool);
+    common::reserved_ready(&pool);
     let done = Latch::new(1);
     let d = done.clone();
     pool.try_execute(move || d.count_down()).unwrap();
@@ -105,7 +95,7 @@ fn reserved_threads_retire_after_idle_timeout_and_come_back() {
     eventually("reserved threads retire", || {
         pool.stats().reserved_threads == 0
     });
-    ready(&pool); // back on demand
+    common::reserved_ready(&pool); // back on demand
     let done = Latch::new(1);
     let d = done.clone();
     pool.try_execute(move || d.count_down()).unwrap();
@@ -122,7 +112,7 @@ fn min_reserved_threads_stay() {
         .reserved_idle_timeout(Duration::from_millis(1))
         .build()
         .unwrap();
-    ready(&pool);
+    common::reserved_ready(&pool);
     // Time passing is the condition under test here (not synchronisation): fifty idle
     // timeouts of 1 ms expire, and the minimum keeps the thread.
     std::thread::sleep(Duration::from_millis(50));
@@ -156,7 +146,7 @@ fn bad_reserved_configuration_is_an_error() {
 fn shutdown_from_a_reserved_thread_does_not_wait_for_itself() {
     for now in [false, true] {
         let pool = one_reserved();
-        ready(&pool);
+        common::reserved_ready(&pool);
         let done = Latch::new(1);
         let (d, p) = (done.clone(), pool.clone());
         pool.try_execute(move || {

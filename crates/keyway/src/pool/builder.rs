@@ -7,6 +7,10 @@ use super::Pool;
 use crate::error::{BuildError, BuildErrorKind};
 use crate::task::PanicReport;
 
+/// The most threads of one kind (`core_threads`, `max_threads`, `reserved_threads`) a pool may
+/// be configured with.
+pub(crate) const THREAD_LIMIT: usize = 4096;
+
 pub(crate) type PanicHook = Arc<dyn Fn(&PanicReport) + Send + Sync + 'static>;
 
 /// The checked configuration a pool runs with.
@@ -68,20 +72,22 @@ impl PoolBuilder {
     }
 
     /// Threads that live as long as the pool. Default: the machine's available parallelism
-    /// (capped by [`max_threads`](Self::max_threads) when only that is set). Must be at least 1.
+    /// (capped by [`max_threads`](Self::max_threads) when only that is set). Must be at least 1
+    /// and at most 4,096.
     pub fn core_threads(mut self, n: usize) -> Self {
         self.core_threads = Some(n);
         self
     }
 
     /// The most threads the pool ever has (core and auxiliary). Default: four times the core
-    /// threads, and at least 16. Must be at least `core_threads`.
+    /// threads, and at least 16. Must be at least `core_threads` and at most 4,096.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = Some(n);
         self
     }
 
-    /// How long an auxiliary thread may stay idle before it retires. Default: 10 s.
+    /// How long an auxiliary thread may stay idle before it retires. Default: 10 s. Must not be
+    /// zero; `Duration::MAX` means auxiliary threads never retire.
     pub fn keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = Some(d);
         self
@@ -94,14 +100,17 @@ impl PoolBuilder {
         self
     }
 
-    /// How often the monitor looks for workers stuck in one task. Default: 250 ms.
+    /// How often the monitor looks for workers stuck in one task. Default: 250 ms. Must not be
+    /// zero; `Duration::MAX` turns the periodic look off (the monitor then wakes only at
+    /// shutdown).
     pub fn monitor_period(mut self, d: Duration) -> Self {
         self.monitor_period = Some(d);
         self
     }
 
     /// A worker in one task for longer than this counts as blocked: the work queued behind it
-    /// moves to free workers or to a new auxiliary thread. Default: 250 ms.
+    /// moves to free workers or to a new auxiliary thread. Default: 250 ms. Must not be zero;
+    /// `Duration::MAX` means never.
     pub fn blocked_after(mut self, d: Duration) -> Self {
         self.blocked_after = Some(d);
         self
@@ -122,7 +131,7 @@ impl PoolBuilder {
 
     /// The most reserved threads: idle threads parked for [`Pool::try_execute`], started
     /// lazily (the first `try_execute` that finds none idle starts one) and in addition to
-    /// `max_threads`. 0 makes every `try_execute` refuse. Default: 1.
+    /// `max_threads`. 0 makes every `try_execute` refuse. Default: 1. At most 4,096.
     pub fn reserved_threads(mut self, n: usize) -> Self {
         self.reserved_threads = Some(n);
         self
@@ -135,13 +144,14 @@ impl PoolBuilder {
         self
     }
 
-    /// How long a reserved thread waits idle before it retires. Default: 60 s.
+    /// How long a reserved thread waits idle before it retires. Default: 60 s. Must not be zero;
+    /// `Duration::MAX` means reserved threads never retire.
     pub fn reserved_idle_timeout(mut self, d: Duration) -> Self {
         self.reserved_idle_timeout = Some(d);
         self
     }
 
-    /// Prefix of the worker threads' names. Default: `"keyway"`.
+    /// Prefix of the worker threads' names. Default: `"keyway"`. Must not contain a NUL byte.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = Some(prefix.into());
         self
@@ -167,7 +177,26 @@ impl PoolBuilder {
             (None, Some(m)) => available.min(m),
             (None, None) => available,
         };
-        let max = self.max_threads.unwrap_or_else(|| (core * 4).max(16));
+        // Each thread position costs a slot (a deque and a parker) allocated up front, and the
+        // OS would refuse long before this many threads anyway: beyond it, a typed error rather
+        // than an allocation failure.
+        if core > THREAD_LIMIT {
+            return err(BuildErrorKind::TooManyThreads {
+                setting: "core_threads",
+                value: core,
+                limit: THREAD_LIMIT,
+            });
+        }
+        let max = self
+            .max_threads
+            .unwrap_or_else(|| core.saturating_mul(4).max(16));
+        if max > THREAD_LIMIT {
+            return err(BuildErrorKind::TooManyThreads {
+                setting: "max_threads",
+                value: max,
+                limit: THREAD_LIMIT,
+            });
+        }
         if max == 0 {
             return err(BuildErrorKind::ZeroMaxThreads);
         }
@@ -214,12 +243,23 @@ impl PoolBuilder {
             }
         }
         let reserved = self.reserved_threads.unwrap_or(1);
+        if reserved > THREAD_LIMIT {
+            return err(BuildErrorKind::TooManyThreads {
+                setting: "reserved_threads",
+                value: reserved,
+                limit: THREAD_LIMIT,
+            });
+        }
         let min_reserved = self.min_reserved_threads.unwrap_or(0);
         if min_reserved > reserved {
             return err(BuildErrorKind::MinReservedAboveMax {
                 min: min_reserved,
                 max: reserved,
             });
+        }
+        let thread_name = self.thread_name.unwrap_or_else(|| "keyway".to_owned());
+        if thread_name.contains('\0') {
+            return err(BuildErrorKind::NulInThreadName);
         }
         Ok(Config {
             reserved_threads: reserved,
@@ -233,7 +273,7 @@ impl PoolBuilder {
             core_growth_after: self.core_growth_after.unwrap_or(10),
             lane_batch: self.lane_batch.unwrap_or(32),
             capacity: self.capacity,
-            thread_name: self.thread_name.unwrap_or_else(|| "keyway".to_owned()),
+            thread_name,
             panic_hook: self.panic_hook,
         })
     }

@@ -10,6 +10,7 @@
 mod builder;
 mod counter;
 mod monitor;
+mod progress;
 pub(crate) mod registry;
 mod reserved;
 mod sleep;
@@ -121,10 +122,11 @@ impl Pool {
         registry.start_core()?;
         let name = format!("{}-monitor", registry.config.thread_name);
         let watched = registry.clone();
-        std::thread::Builder::new()
+        let monitor = std::thread::Builder::new()
             .name(name)
             .spawn(move || monitor::run(watched, monitor))
             .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
+        registry.set_monitor(monitor);
         Ok(pool)
     }
 
@@ -250,12 +252,14 @@ impl Pool {
     /// returned tasks are run or dropped.
     ///
     /// Blocks until the tasks already running have returned. Called from a task of this pool,
-    /// it waits for the other workers only.
+    /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
+    /// any number of callers, inside tasks or outside, may call it at once; each returns, and
+    /// each unstarted task is handed back to exactly one of them.
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
         registry.stop();
         let own = worker::own_thread(registry);
-        let running_here = u64::from(own != worker::OwnThread::None);
+        let _inside = registry.enter_shutdown_now(own);
         registry.wait_for_exit(own);
         let mut pending = Vec::new();
         loop {
@@ -271,8 +275,12 @@ impl Pool {
             for _ in before..pending.len() {
                 registry.task_done();
             }
-            // A submitter admitted just before `stop` may still be pushing its task.
-            if registry.pending() <= running_here {
+            // A submitter admitted just before `stop` may still be pushing its task. What may
+            // stay pending is the task of each pool thread inside `shutdown_now` (this one's
+            // among them). `pending` is read first: a caller that leaves in between only makes
+            // the test stricter, and none can enter with a task that was not already pending.
+            let pending_now = registry.pending();
+            if pending_now <= registry.stopping_pool_threads() {
                 break;
             }
             std::thread::yield_now();

@@ -1,7 +1,7 @@
 //! The monitor: finds workers stuck in one task and gets the work queued behind them going.
 //!
-//! Each period it reads every worker's `run_seq` (odd while in a task). A worker whose odd
-//! `run_seq` has not changed for `blocked_after` is marked stuck, its deque is moved to the
+//! Each period it reads every worker's `run_seq` (odd while in a task; `progress.rs` has the
+//! protocol). A worker whose odd `run_seq` has not changed for `blocked_after` is marked stuck, its deque is moved to the
 //! injector (idle workers are woken for it), and if work still waits while fewer than
 //! `core` threads can take it, an auxiliary thread is added (see `Registry::ensure_threads`).
 
@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use crossbeam_utils::sync::Parker;
 
+use super::progress::Seen;
 use super::registry::Registry;
 
 pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
@@ -27,31 +28,29 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
         let now = Instant::now();
         for i in 0..registry.high_water() {
             let slot = &registry.slots[i];
-            let seq = slot.run_seq.load(Ordering::Acquire);
-            if seq != last_seq[i] {
-                last_seq[i] = seq;
-                since[i] = now;
-                continue;
-            }
-            let in_task = seq % 2 == 1;
-            if in_task
-                && now.duration_since(since[i]) >= blocked_after
-                && !slot.stuck.load(Ordering::Acquire)
-                && !slot.blocking.load(Ordering::Acquire)
+            let long_enough = now.duration_since(since[i]) >= blocked_after;
+            let blocking = slot.blocking.load(Ordering::Acquire);
+            match slot
+                .progress
+                .observe(&mut last_seq[i], long_enough, blocking)
             {
-                slot.stuck.store(true, Ordering::Release);
-                if slot.run_seq.load(Ordering::Acquire) != seq {
-                    // It finished meanwhile (and may have cleared the flag before we set it).
-                    slot.stuck.store(false, Ordering::Release);
-                    continue;
+                Seen::Moving => since[i] = now,
+                Seen::Waiting => {}
+                Seen::Stuck => {
+                    tracing::debug!(slot = i, "keyway worker blocked in one task");
+                    registry.transfer_from(i);
                 }
-                tracing::debug!(slot = i, "keyway worker blocked in one task");
-                registry.transfer_from(i);
             }
         }
         registry.ensure_threads();
-        for table in registry.tables() {
-            table.sweep_idle();
+        // Freeing idle lanes drops their keys: user code, which must not end the monitor.
+        let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for table in registry.tables() {
+                table.sweep_idle();
+            }
+        }));
+        if swept.is_err() {
+            tracing::error!("keyway: dropping an idle lane's key panicked");
         }
     }
 }

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::builder::Config;
 use super::counter::Striped;
+use super::progress::Progress;
 use super::reserved::Reserved;
 use super::sleep::Sleep;
 use super::worker::{self, WorkerCtx};
@@ -49,12 +50,10 @@ pub(crate) struct Slot {
     pub(crate) stealer: Stealer<Job>,
     parts: Mutex<Option<(Worker<Job>, Parker)>>,
     unparker: Unparker,
-    /// Odd while the thread is inside a task; bumped at each task start and end.
-    pub(crate) run_seq: AtomicU64,
     /// Set while the thread is inside `keyway::blocking`.
     pub(crate) blocking: AtomicBool,
-    /// Set by the monitor while the thread has been in one task longer than `blocked_after`.
-    pub(crate) stuck: AtomicBool,
+    /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
+    pub(crate) progress: Progress,
 }
 
 pub(crate) struct Registry {
@@ -75,11 +74,28 @@ pub(crate) struct Registry {
     queued: AtomicUsize,
     closed: AtomicBool,
     stop_now: AtomicBool,
+    /// Pool threads (workers, reserved threads) inside `shutdown_now`: nobody waits for them.
+    stoppers: [AtomicUsize; 2],
     exited: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    monitor_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+}
+
+/// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
+pub(crate) struct StopCaller<'a> {
+    registry: &'a Registry,
+    kind: Option<usize>,
+}
+
+impl Drop for StopCaller<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.kind {
+            self.registry.stoppers[k].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Registry {
@@ -92,9 +108,8 @@ impl Registry {
                 stealer: deque.stealer(),
                 unparker: parker.unparker().clone(),
                 parts: Mutex::new(Some((deque, parker))),
-                run_seq: AtomicU64::new(0),
                 blocking: AtomicBool::new(false),
-                stuck: AtomicBool::new(false),
+                progress: Progress::new(),
             });
         }
         Registry {
@@ -114,8 +129,10 @@ impl Registry {
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
+            stoppers: [AtomicUsize::new(0), AtomicUsize::new(0)],
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            monitor_thread: Mutex::new(None),
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
@@ -129,6 +146,8 @@ impl Registry {
         self.accepted.incr();
         if self.closed.load(Ordering::SeqCst) {
             self.accepted.decr();
+            // A worker may have seen this admission pending and parked: tell it (loom_sleep).
+            self.wake_if_drained();
             return Err(Refusal::Shutdown);
         }
         if let Some(cap) = self.config.capacity {
@@ -147,6 +166,7 @@ impl Registry {
             self.queued.fetch_sub(1, Ordering::AcqRel);
         }
         self.accepted.decr();
+        self.wake_if_drained();
     }
 
     /// One accepted task is done (ran, skipped, coalesced away or handed back).
@@ -154,7 +174,10 @@ impl Registry {
         self.tasks_done(1);
     }
 
-    /// `n` accepted tasks are done.
+    /// `n` accepted tasks are done. The one finish path for every kind of thread (worker,
+    /// reserved thread, `shutdown_now`'s drain, a coalescing submitter): once the pool is closed,
+    /// the finish that leaves nothing pending wakes whoever waits for quiescence (parked workers,
+    /// reserved threads, the monitor), so `shutdown` never waits out a `keep_alive`.
     pub(crate) fn tasks_done(&self, n: usize) {
         if n == 0 {
             return;
@@ -163,6 +186,16 @@ impl Registry {
             self.queued.fetch_sub(n, Ordering::AcqRel);
         }
         self.finished.add(n as u64);
+        self.wake_if_drained();
+    }
+
+    /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
+    /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
+    /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
+    fn wake_if_drained(&self) {
+        if self.is_closed() && self.pending() == 0 {
+            self.notify_all();
+        }
     }
 
     /// Accepted tasks not yet done.
@@ -257,7 +290,7 @@ impl Registry {
     pub(crate) fn blocked_threads(&self) -> usize {
         self.slots[..self.high_water()]
             .iter()
-            .filter(|s| s.blocking.load(Ordering::Acquire) || s.stuck.load(Ordering::Acquire))
+            .filter(|s| s.blocking.load(Ordering::Acquire) || s.progress.is_stuck())
             .count()
     }
 
@@ -324,9 +357,7 @@ impl Registry {
             });
         match spawned {
             Ok(handle) => {
-                let mut threads = self.threads.lock();
-                threads.retain(|t| !t.is_finished());
-                threads.push(handle);
+                self.keep_handle(handle);
                 Ok(true)
             }
             Err(e) => {
@@ -335,6 +366,19 @@ impl Registry {
                 Err(e)
             }
         }
+    }
+
+    /// Keeps a pool thread's handle (worker, reserved thread, monitor) so that `shutdown` from
+    /// outside joins every thread the pool started: none outlives it.
+    pub(crate) fn keep_handle(&self, handle: JoinHandle<()>) {
+        let mut threads = self.threads.lock();
+        threads.retain(|t| !t.is_finished());
+        threads.push(handle);
+    }
+
+    /// The monitor's handle, joined last (it exits once no worker is left).
+    pub(crate) fn set_monitor(&self, handle: JoinHandle<()>) {
+        *self.monitor_thread.lock() = Some(handle);
     }
 
     pub(crate) fn start_core(self: &Arc<Self>) -> Result<(), BuildError> {
@@ -348,7 +392,7 @@ impl Registry {
     fn slot_vacated(&self, slot: usize, deque: Option<Worker<Job>>, parker: Parker, retired: bool) {
         let s = &self.slots[slot];
         s.blocking.store(false, Ordering::Release);
-        s.stuck.store(false, Ordering::Release);
+        s.progress.reset();
         // The deque always comes back (the worker's context is unique once its loop ended);
         // were it ever lost, the slot would stay out of use rather than pair a new deque with
         // the old stealer.
@@ -404,13 +448,40 @@ impl Registry {
         self.is_closed() && self.pending() == 0
     }
 
-    /// Blocks until every worker and reserved thread has exited, except the caller's own.
+    /// A `shutdown_now` caller on thread `own` comes in: while the guard lives, nobody waits for
+    /// its thread to exit (it cannot, until its task returns), and its running task is allowed
+    /// for in the drain's exit test. Any number of callers, on any threads, at once.
+    pub(crate) fn enter_shutdown_now(&self, own: worker::OwnThread) -> StopCaller<'_> {
+        let kind = match own {
+            worker::OwnThread::None => None,
+            worker::OwnThread::Worker => Some(0),
+            worker::OwnThread::Reserved => Some(1),
+        };
+        if let Some(k) = kind {
+            self.stoppers[k].fetch_add(1, Ordering::SeqCst);
+            // A waiter may now be done waiting.
+            self.thread_exited();
+        }
+        StopCaller {
+            registry: self,
+            kind,
+        }
+    }
+
+    /// Pool threads inside `shutdown_now` (each running the one task that called it).
+    pub(crate) fn stopping_pool_threads(&self) -> u64 {
+        self.stoppers
+            .iter()
+            .map(|s| s.load(Ordering::SeqCst) as u64)
+            .sum()
+    }
+
+    /// Blocks until every worker and reserved thread has exited, except those inside
+    /// `shutdown_now` (the caller's own among them); an outside caller then joins them all.
     pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
-        let keep = usize::from(own == worker::OwnThread::Worker);
-        let keep_reserved = usize::from(own == worker::OwnThread::Reserved);
         let mut threads = self.threads.lock();
-        while self.live.load(Ordering::Acquire) > keep
-            || self.reserved.live.load(Ordering::Acquire) > keep_reserved
+        while self.live.load(Ordering::Acquire) > self.stoppers[0].load(Ordering::SeqCst)
+            || self.reserved.live.load(Ordering::Acquire) > self.stoppers[1].load(Ordering::SeqCst)
         {
             self.exited
                 .wait_for(&mut threads, std::time::Duration::from_millis(100));
@@ -421,6 +492,12 @@ impl Registry {
             drop(threads);
             for t in exited {
                 let _ = t.join();
+            }
+            // No worker is left: the monitor exits (it is woken by the last one to leave).
+            let monitor = self.monitor_thread.lock().take();
+            if let Some(monitor) = monitor {
+                self.monitor.unpark();
+                let _ = monitor.join();
             }
         }
     }

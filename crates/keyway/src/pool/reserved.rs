@@ -3,18 +3,21 @@
 //!
 //! * A reserved thread is started lazily: a `try_execute` that finds none idle refuses and starts
 //!   one (up to the configured number), so the next attempt can succeed.
-//! * Hand-off: the caller pops an idle seat (under `idle`), puts the task in it, unparks the
-//!   thread. A thread whose idle timeout passes leaves only if its seat is still on the idle
+//! * Hand-off: the caller pops an idle seat and puts the task in it (both under `idle`), then
+//!   unparks the thread. A thread whose idle timeout passes leaves only if its seat is still on the idle
 //!   stack (nobody popped it) and more than the minimum remain; otherwise a task is on its way.
 //! * On shutdown every idle reserved thread is unparked and exits; one running a task exits
-//!   after it.
+//!   after it. However a thread ends (even by a panic), its seat leaves the stack and a task
+//!   already in it runs first (`Leave`).
+//! * Durations are added with checked arithmetic: an idle timeout too long to add to `now`
+//!   (`Duration::MAX`) means the thread never retires.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::Thread;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+use crate::loom::sync::Mutex;
+use crate::loom::thread_handle::{self, Thread};
 
 use super::registry::Registry;
 use crate::task::Task;
@@ -23,6 +26,15 @@ use crate::task::Task;
 struct Seat {
     task: Mutex<Option<Task>>,
     thread: Thread,
+}
+
+impl Seat {
+    fn for_this_thread() -> Arc<Seat> {
+        Arc::new(Seat {
+            task: Mutex::new(None),
+            thread: thread_handle::current(),
+        })
+    }
 }
 
 pub(crate) struct Reserved {
@@ -44,10 +56,14 @@ impl Reserved {
 
     /// Gives `task` to an idle reserved thread, or hands it back at once.
     pub(crate) fn hand_off(&self, task: Task) -> Result<(), Task> {
-        let Some(seat) = self.idle.lock().pop() else {
+        let mut idle = self.idle.lock();
+        let Some(seat) = idle.pop() else {
             return Err(task);
         };
+        // Stored while `idle` is held: a thread that fails to withdraw its seat (under `idle`)
+        // finds the task already there, so no task reaches a seat its thread has left.
         *seat.task.lock() = Some(task);
+        drop(idle);
         seat.thread.unpark();
         Ok(())
     }
@@ -57,6 +73,19 @@ impl Reserved {
         for seat in self.idle.lock().iter() {
             seat.thread.unpark();
         }
+    }
+
+    /// Puts `seat` on the idle stack: a hand-off may now pop it.
+    fn publish(&self, seat: &Arc<Seat>) {
+        self.idle.lock().push(seat.clone());
+    }
+
+    /// The seat's thread leaves for good: takes the seat off the idle stack and returns the task
+    /// a hand-off already put in it, if any. Since `hand_off` pops and fills a seat under `idle`,
+    /// a seat that is not on the stack any more already holds its task.
+    fn leave(&self, seat: &Arc<Seat>) -> Option<Task> {
+        self.withdraw(seat);
+        seat.task.lock().take()
     }
 
     fn withdraw(&self, seat: &Arc<Seat>) -> bool {
@@ -85,60 +114,182 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
     let spawned = std::thread::Builder::new()
         .name(format!("{}-reserved-{n}", registry.config.thread_name))
         .spawn(move || run(&r));
-    if let Err(e) = spawned {
-        reserved.live.fetch_sub(1, Ordering::AcqRel);
-        tracing::warn!(error = %e, "keyway could not start a reserved thread");
+    match spawned {
+        Ok(handle) => registry.keep_handle(handle),
+        Err(e) => {
+            reserved.live.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(error = %e, "keyway could not start a reserved thread");
+        }
     }
 }
 
 fn run(registry: &Arc<Registry>) {
     super::worker::set_reserved_of(Arc::as_ptr(registry));
+    let seat = Seat::for_this_thread();
+    // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
+    // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off
+    // never goes to a thread that is gone.
+    let mut leave = Leave {
+        registry,
+        seat: &seat,
+        counted: true,
+    };
+    serve(registry, &seat, &mut leave.counted);
+}
+
+/// The reserved thread's loop; returns when the thread should exit. `counted` is cleared when
+/// the thread already gave up its place in `live` (retirement).
+fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
     let reserved = &registry.reserved;
-    let seat = Arc::new(Seat {
-        task: Mutex::new(None),
-        thread: std::thread::current(),
-    });
     let timeout = registry.config.reserved_idle_timeout;
-    'serve: loop {
+    loop {
         if registry.is_closed() {
-            break;
+            return;
         }
-        reserved.idle.lock().push(seat.clone());
-        let mut deadline = Instant::now() + timeout;
+        reserved.publish(seat);
+        // Checked: a timeout too long to add (`Duration::MAX`) means no retirement.
+        let mut deadline = Instant::now().checked_add(timeout);
         let task = loop {
             if let Some(task) = seat.task.lock().take() {
                 break task;
             }
-            if registry.is_closed() && reserved.withdraw(&seat) {
-                break 'serve;
+            if registry.is_closed() && reserved.withdraw(seat) {
+                return;
             }
             let now = Instant::now();
-            if now >= deadline {
-                if reserved.withdraw(&seat) {
-                    let min = registry.config.min_reserved_threads;
-                    let left =
-                        reserved
-                            .live
-                            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                                (n > min).then(|| n - 1)
-                            });
-                    if left.is_ok() {
-                        tracing::debug!("keyway reserved thread retired");
-                        registry.thread_exited();
-                        return;
+            match deadline {
+                None => std::thread::park(),
+                Some(at) if now < at => std::thread::park_timeout(at - now),
+                Some(_) => {
+                    if reserved.withdraw(seat) {
+                        let min = registry.config.min_reserved_threads;
+                        let left =
+                            reserved
+                                .live
+                                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                                    (n > min).then(|| n - 1)
+                                });
+                        if left.is_ok() {
+                            tracing::debug!("keyway reserved thread retired");
+                            *counted = false;
+                            return;
+                        }
+                        reserved.publish(seat);
                     }
-                    reserved.idle.lock().push(seat.clone());
+                    deadline = now.checked_add(timeout);
                 }
-                deadline = now + timeout;
-                continue;
             }
-            std::thread::park_timeout(deadline - now);
         };
-        if let Err(report) = task.run() {
-            registry.report_panic(report);
-        }
-        registry.task_done();
+        run_task(registry, task);
     }
-    reserved.live.fetch_sub(1, Ordering::AcqRel);
-    registry.thread_exited();
+}
+
+/// Runs one handed-off task and counts it finished. The task contains its own panics (and
+/// those of its captures and result); the boundary here is for anything else.
+fn run_task(registry: &Registry, task: Task) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()));
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(report)) => registry.report_panic(report),
+        Err(payload) => registry.report_panic(crate::task::PanicReport::new(
+            crate::error::panic_message(&*payload).to_owned(),
+        )),
+    }
+    registry.task_done();
+}
+
+/// A reserved thread's exit, however it happens.
+struct Leave<'a> {
+    registry: &'a Arc<Registry>,
+    seat: &'a Arc<Seat>,
+    /// Still counted in `live` (not retired).
+    counted: bool,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let reserved = &self.registry.reserved;
+        // A hand-off that raced the exit (the seat was popped but not yet served) runs here.
+        if let Some(task) = reserved.leave(self.seat) {
+            run_task(self.registry, task);
+        }
+        if self.counted {
+            reserved.live.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.registry.thread_exited();
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_reserved {
+    //! The reserved-seat hand-off under loom: a reserved thread publishes its seat, then leaves
+    //! (idle timeout, shutdown, or a panic: `Leave`) while a caller of `try_execute` hands it a
+    //! task. The task runs exactly once if and only if `hand_off` said `Ok`; a seat is never
+    //! handed a task its thread will not run.
+
+    use super::{Reserved, Seat};
+    use crate::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use crate::loom::sync::Arc;
+    use crate::loom::thread;
+    use crate::task::{Plain, Task};
+
+    fn counting_task(ran: &Arc<AtomicUsize>) -> Task {
+        let ran = ran.clone();
+        Task::new(Plain(move || {
+            ran.fetch_add(1, SeqCst);
+        }))
+    }
+
+    /// A reserved thread that publishes its seat, then runs `leave_how`, races a hand-off:
+    /// the task runs exactly once if and only if `hand_off` said `Ok`.
+    fn race_hand_off(leave_how: fn(&Reserved, &std::sync::Arc<Seat>)) {
+        loom::model(move || {
+            let reserved = Arc::new(Reserved::new());
+            let ran = Arc::new(AtomicUsize::new(0));
+            let thread = {
+                let reserved = reserved.clone();
+                thread::spawn(move || {
+                    let seat = Seat::for_this_thread();
+                    reserved.publish(&seat);
+                    leave_how(&reserved, &seat);
+                })
+            };
+            let handed = reserved.hand_off(counting_task(&ran)).is_ok();
+            thread.join().unwrap();
+            assert_eq!(
+                ran.load(SeqCst),
+                usize::from(handed),
+                "a handed task was lost or run twice (handed {handed})"
+            );
+        });
+    }
+
+    /// The idle timeout: the thread leaves only if it withdraws its seat; otherwise a task is on
+    /// its way and it waits for it.
+    #[test]
+    fn loom_reserved_timeout_vs_hand_off() {
+        race_hand_off(|reserved, seat| {
+            if reserved.withdraw(seat) {
+                return; // retired: nobody popped the seat
+            }
+            loop {
+                if let Some(task) = seat.task.lock().take() {
+                    task.run().unwrap();
+                    return;
+                }
+                thread::park();
+            }
+        });
+    }
+
+    /// The thread leaves through `Leave` (shutdown, or a panic that escaped): it must find a
+    /// task handed to it in the meantime.
+    #[test]
+    fn loom_reserved_leave_vs_hand_off() {
+        race_hand_off(|reserved, seat| {
+            if let Some(task) = reserved.leave(seat) {
+                task.run().unwrap();
+            }
+        });
+    }
 }

@@ -21,10 +21,10 @@ pub struct LaneDepth {
 ///
 /// ```
 /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
-/// pool.submit_sequential(5, || ()).unwrap().join().unwrap();
 /// assert_eq!(pool.stats().core_threads, 2);
-/// // A task counts as completed once its worker has accounted for it, which may come just
-/// // after its handle resolved; `shutdown` waits for that.
+/// pool.submit_sequential(5, || ()).unwrap().join().unwrap();
+/// // A task is counted completed just after its handle has the result: `shutdown` waits for
+/// // every accepted task to be done and counted.
 /// pool.shutdown();
 /// assert_eq!(pool.stats().completed_tasks, 1);
 /// ```

@@ -60,3 +60,39 @@ fn defaults_follow_the_spec() {
     assert_eq!(c.core_growth_after, 10);
     assert_eq!(c.capacity, None);
 }
+
+/// Issue 9 (reasoned, confirmed): an unpark token left over from a wake-up the worker had already
+/// answered made `park_timeout` return at once, and the worker read that as `keep_alive`
+/// passing (an auxiliary thread retired at once). `park_idle` parks again for the time left.
+#[test]
+fn a_stale_unpark_token_is_not_a_keep_alive_expiry() {
+    let parker = crossbeam_utils::sync::Parker::new();
+    parker.unparker().unpark(); // the stale token
+    let keep_alive = std::time::Duration::from_millis(50);
+    let started = std::time::Instant::now();
+    let mut wake_ups = 0;
+    let expired = super::worker::park_idle(&parker, keep_alive, || {
+        wake_ups += 1;
+        false // still idle, nothing to do
+    });
+    // A lower bound only: `keep_alive` cannot have passed before `keep_alive`.
+    assert!(
+        expired && started.elapsed() >= keep_alive,
+        "expiry reported after {:?}",
+        started.elapsed()
+    );
+    assert!(wake_ups >= 1, "the stale token did not wake the worker");
+}
+
+#[test]
+fn park_idle_with_keep_alive_max_waits_for_a_wake_up() {
+    let parker = crossbeam_utils::sync::Parker::new();
+    let unparker = parker.unparker().clone();
+    let waker = std::thread::spawn(move || unparker.unpark());
+    assert!(!super::worker::park_idle(
+        &parker,
+        std::time::Duration::MAX,
+        || true
+    ));
+    waker.join().unwrap();
+}

@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Worker};
 use crossbeam_utils::sync::Parker;
@@ -125,14 +126,10 @@ impl WorkerCtx {
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
     /// panic report. The caller then counts it with `tasks_done`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
-        let slot = self.slot();
-        let seq = slot.run_seq.load(Ordering::Relaxed);
-        slot.run_seq.store(seq + 1, Ordering::Release); // odd: inside a task
+        let progress = &self.slot().progress;
+        let seq = progress.task_started();
         let outcome = task();
-        slot.run_seq.store(seq + 2, Ordering::Release);
-        if slot.stuck.load(Ordering::Relaxed) {
-            slot.stuck.store(false, Ordering::Release);
-        }
+        progress.task_finished(seq);
         if let Err(report) = outcome {
             self.registry.report_panic(report);
         }
@@ -140,11 +137,7 @@ impl WorkerCtx {
 
     /// `n` tasks run by this worker are finished (see the accounting rule in `registry`).
     pub(crate) fn tasks_done(&self, n: usize) {
-        let registry = &self.registry;
-        registry.tasks_done(n);
-        if registry.is_closed() && registry.pending() == 0 {
-            registry.notify_all();
-        }
+        self.registry.tasks_done(n);
     }
 
     fn run_task(&self, task: Task) {
@@ -236,8 +229,13 @@ impl WorkerCtx {
             registry.sleep.withdraw(self.index);
             return Idle::Work;
         }
-        parker.park_timeout(registry.config.keep_alive);
-        if registry.sleep.withdraw(self.index) {
+        let expired = park_idle(parker, registry.config.keep_alive, || {
+            !registry.sleep.is_idle(self.index)
+                || registry.has_work()
+                || registry.is_stopping()
+                || registry.is_drained()
+        });
+        if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
                 tracing::debug!(slot = self.index, "keyway auxiliary thread retired");
@@ -254,6 +252,35 @@ enum Idle {
     Retired,
 }
 
+/// Parks an idle, announced worker until `stop_waiting` says it was woken (popped from the idle
+/// stack) or has something to do, or until `keep_alive` passed; true if it passed. Checked: a
+/// `keep_alive` too long to add to `now` never passes.
+///
+/// `park` also returns at once for an unpark token left over from a wake-up this worker had
+/// already answered (a producer popped it while it was withdrawing to take work it had found
+/// itself). Read as "`keep_alive` passed", that stale token would retire an auxiliary thread at
+/// once; so a wake-up that finds the worker still idle with nothing to do parks again for the
+/// time left.
+pub(crate) fn park_idle(
+    parker: &Parker,
+    keep_alive: Duration,
+    mut stop_waiting: impl FnMut() -> bool,
+) -> bool {
+    let deadline = Instant::now().checked_add(keep_alive);
+    loop {
+        match deadline {
+            Some(deadline) => parker.park_deadline(deadline),
+            None => parker.park(),
+        }
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return true;
+        }
+        if stop_waiting() {
+            return false;
+        }
+    }
+}
+
 /// The worker thread's body. Returns true if the thread retired (already left `live`).
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
@@ -266,7 +293,16 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                     cx.deque.push(job);
                     break false;
                 }
-                cx.run_job(job);
+                // The backstop of the containment boundary: tasks contain their own panics
+                // (`Task::run`); anything else that unwinds out of a job is reported here, and
+                // the worker lives on.
+                let ran =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
+                if let Err(payload) = ran {
+                    cx.registry.report_panic(PanicReport::new(
+                        crate::error::panic_message(&*payload).to_owned(),
+                    ));
+                }
             }
             None => match cx.idle(parker) {
                 Idle::Work => {}

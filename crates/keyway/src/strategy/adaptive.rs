@@ -8,7 +8,8 @@
 //!     Some(t) => match mode(t) {           // Rule 7 (Rule 8 on a non-blocking thread)
 //!         PC  => t.run(), keep producing
 //!         PIC => invoke_non_blocking(t.run()), keep producing
-//!         PEC => executor.execute(t), keep producing
+//!         PEC => executor.execute(t), keep producing; if refused, hold t and run it only
+//!                after production is released (Rule 7d)
 //!         EPC => production handed to a reserved thread (Rule 5);
 //!                t.run(); produce again only if production went idle (Rule 3)
 //!     }
@@ -30,6 +31,9 @@ use crate::loom::sync::Arc;
 
 /// A task as the [`Executor`] takes it.
 pub(super) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// PEC tasks the executor refused, held by the owner (Rule 7d).
+type Refused = std::collections::VecDeque<Job>;
 
 /// What the strategy handles, their runs and the executor's threads share.
 pub(super) struct Inner<P, E> {
@@ -75,8 +79,8 @@ where
             Dispatched::Pending => Ok(DispatchOutcome::Pending),
             Dispatched::Signalled => Ok(DispatchOutcome::Signalled),
             Dispatched::Launch => {
-                let inner = Arc::clone(this);
-                let run: Job = Box::new(move || Self::run_queued(&inner));
+                let queued = QueuedRun(Some(Arc::clone(this)));
+                let run: Job = Box::new(move || queued.start());
                 // An idle reserved thread starts now; otherwise the run waits in the queue, and
                 // a produce() or an EPC retake may take production before it (Rule 6).
                 let run = match this.executor.try_execute(run) {
@@ -86,8 +90,7 @@ where
                 match this.executor.execute(run) {
                     Ok(()) => Ok(DispatchOutcome::Queued),
                     Err(run) => {
-                        drop(run);
-                        this.state.abandon_queued();
+                        drop(run); // clears `QUEUED` (`QueuedRun`'s drop)
                         Err(DispatchError::new())
                     }
                 }
@@ -113,12 +116,24 @@ where
     fn run_owned(this: &Arc<Self>) -> ProduceOutcome {
         // Rule 8: a thread in non-blocking mode stays so; read once, it cannot change under us.
         let non_blocking = is_non_blocking_invocation();
+        // Rule 7d: tasks the executor refused, held until the executor takes them or this
+        // thread has released production (empty, and not allocated, unless a pool is full).
+        let mut refused = Refused::new();
         loop {
-            let task = match Self::produce_one(this) {
+            this.retry_refused(&mut refused);
+            let task = match Self::produce_one(this, &mut refused) {
                 Some(task) => task,
                 None => match this.state.exhausted() {
                     Exhausted::GoRound => continue,
-                    Exhausted::Released => return ProduceOutcome::Exhausted,
+                    Exhausted::Released if refused.is_empty() => return ProduceOutcome::Exhausted,
+                    Exhausted::Released => {
+                        // Production is released: now the refused tasks may block here.
+                        this.run_refused(&mut refused);
+                        if this.state.try_retake() {
+                            continue;
+                        }
+                        return ProduceOutcome::Exhausted;
+                    }
                 },
             };
             match task.invocation_type() {
@@ -127,7 +142,7 @@ where
                     this.run_in_place(task, ConsumeMode::ProduceConsume);
                 }
                 // Rule 8: never block in place on a non-blocking thread, never hand off from it.
-                InvocationType::Blocking if non_blocking => this.execute(task),
+                InvocationType::Blocking if non_blocking => this.execute(task, &mut refused),
                 InvocationType::Either if non_blocking => this.invoke(task),
                 invocation_type => {
                     if Self::hand_off(this) {
@@ -145,7 +160,7 @@ where
                     } else if invocation_type == InvocationType::Either {
                         this.invoke(task);
                     } else {
-                        this.execute(task);
+                        this.execute(task, &mut refused);
                     }
                 }
             }
@@ -154,8 +169,10 @@ where
 
     /// One call to the producer, by the owner. If it panics, production is released first
     /// (Rule 9), so the strategy stays usable, and the panic goes on to the caller.
+    /// The refused tasks held by the owner are run once production is released, before the
+    /// panic goes on: they were accepted from the producer and must not be lost.
     #[inline(always)]
-    fn produce_one(this: &Arc<Self>) -> Option<P::Task> {
+    fn produce_one(this: &Arc<Self>, refused: &mut Refused) -> Option<P::Task> {
         let produced = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the calling thread owns production (Rule 1): no other thread touches the
             // producer until this thread gives production up, and the previous owner's accesses
@@ -174,6 +191,7 @@ where
                     // A request arrived while we produced: pass it on, or it would be lost.
                     let _ = Self::dispatch(this);
                 }
+                this.run_refused(refused);
                 panic::resume_unwind(payload)
             }
         }
@@ -195,12 +213,31 @@ where
         }
     }
 
-    /// PEC: the task goes to the executor; if refused, it runs here so that it is not lost.
-    fn execute(&self, task: P::Task) {
+    /// PEC: the task goes to the executor. If refused, it is held (Rule 7d): it may block, so
+    /// it must not run here while this thread owns production.
+    fn execute(&self, task: P::Task, refused: &mut Refused) {
         self.counters.count(ConsumeMode::ProduceExecuteConsume);
         let job: Job = Box::new(move || task.run());
         if let Err(job) = self.executor.execute(job) {
             self.counters.count_refused();
+            refused.push_back(job);
+        }
+    }
+
+    /// Offers the held refused tasks to the executor again, oldest first, until it refuses.
+    fn retry_refused(&self, refused: &mut Refused) {
+        while let Some(job) = refused.pop_front() {
+            if let Err(job) = self.executor.execute(job) {
+                refused.push_front(job);
+                return;
+            }
+        }
+    }
+
+    /// Runs the held refused tasks here. Only after production was released (Rule 7d).
+    #[cold]
+    fn run_refused(&self, refused: &mut Refused) {
+        for job in refused.drain(..) {
             self.run_in_place(job, ConsumeMode::ProduceExecuteConsume);
         }
     }
@@ -227,6 +264,28 @@ where
     /// The state word, named (for `Debug`).
     pub(super) fn describe_state(&self) -> String {
         state::describe(self.state.load())
+    }
+}
+
+/// The production run `dispatch` launches (Rule 6). `QUEUED` belongs to it until it starts: if
+/// it is dropped unrun instead — refused by the executor, or handed back by a pool's
+/// `shutdown_now` and dropped — its drop clears `QUEUED`, so later `dispatch` calls launch (and
+/// learn of a refusal) instead of answering `Pending` for a run that will never come.
+struct QueuedRun<P: Producer, E: Executor>(Option<Arc<Inner<P, E>>>);
+
+impl<P: Producer, E: Executor> QueuedRun<P, E> {
+    fn start(mut self) {
+        if let Some(inner) = self.0.take() {
+            Inner::run_queued(&inner);
+        }
+    }
+}
+
+impl<P: Producer, E: Executor> Drop for QueuedRun<P, E> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.state.abandon_queued();
+        }
     }
 }
 

@@ -111,8 +111,9 @@ pub struct ModeCounts {
     pub produce_invoke_consume: u64,
     /// PEC: tasks given to the executor. Includes the `refused` ones.
     pub produce_execute_consume: u64,
-    /// PEC tasks the executor refused (shut down or full), which the producing thread then ran
-    /// in place so that no task is lost.
+    /// PEC tasks the executor refused (shut down or full). The producing thread holds each one
+    /// and offers it again; one still refused when the producer is empty runs in place, after
+    /// production was released, so that no task is lost.
     pub refused: u64,
     /// Tasks run in place (PC, EPC, PIC or refused) that panicked. The panic was caught and
     /// reported with `tracing::error!`; production went on.

@@ -184,9 +184,16 @@ impl<F> fmt::Debug for DeclaredTask<F> {
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// Rule 8: true while this thread runs something in non-blocking mode.
     static NON_BLOCKING: Cell<bool> = const { Cell::new(false) };
+}
+
+// Under loom, model threads share an OS thread: the flag must be loom's thread-local.
+#[cfg(loom)]
+loom::thread_local! {
+    static NON_BLOCKING: Cell<bool> = Cell::new(false);
 }
 
 /// True while the current thread runs a task in non-blocking mode: an [`InvocationType::Either`]

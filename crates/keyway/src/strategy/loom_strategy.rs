@@ -7,8 +7,10 @@
 //! happens-before (Rules 1–2); each model then checks that every item was consumed exactly once
 //! (no lost wake-up, Rules 4–6) and that the state word is back to a clean `IDLE`.
 //!
-//! The models use no `Either` task: loom runs its threads on one OS thread, so the thread-local
-//! non-blocking flag (Rule 8) would be shared between them.
+//! The non-blocking flag (Rule 8) is a loom thread-local under `--cfg loom`, so the `Either`
+//! models see each model thread's own mode. The refusing-executor model has a blocking item that
+//! waits for a later non-blocking one: loom reports a deadlock if a refused task ever runs while
+//! its thread owns production (Rule 7d).
 
 use std::collections::VecDeque;
 
@@ -41,13 +43,24 @@ struct Spawner(Arc<SpawnerState>);
 
 struct SpawnerState {
     reserved: AtomicUsize,
+    /// `execute` calls still accepted (`usize::MAX`: all).
+    executions: AtomicUsize,
+    /// The model threads that called `try_execute`.
+    try_callers: Mutex<Vec<thread::ThreadId>>,
     handles: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
 impl Spawner {
     fn new(reserved: usize) -> Self {
+        Spawner::refusing(reserved, usize::MAX)
+    }
+
+    /// Accepts `executions` calls to `execute`, then refuses (a bounded pool that is full).
+    fn refusing(reserved: usize, executions: usize) -> Self {
         Spawner(Arc::new(SpawnerState {
             reserved: AtomicUsize::new(reserved),
+            executions: AtomicUsize::new(executions),
+            try_callers: Mutex::new(Vec::new()),
             handles: Mutex::new(Vec::new()),
         }))
     }
@@ -71,11 +84,23 @@ impl Spawner {
 
 impl Executor for Spawner {
     fn execute(&self, task: Job) -> Result<(), Job> {
+        let accepted = self
+            .0
+            .executions
+            .fetch_update(SeqCst, SeqCst, |n| match n {
+                usize::MAX => Some(n),
+                _ => n.checked_sub(1),
+            })
+            .is_ok();
+        if !accepted {
+            return Err(task);
+        }
         self.spawn(task);
         Ok(())
     }
 
     fn try_execute(&self, task: Job) -> Result<(), Job> {
+        self.0.try_callers.lock().push(thread::current().id());
         let took = self
             .0
             .reserved
@@ -90,10 +115,20 @@ impl Executor for Spawner {
     }
 }
 
-/// An item that counts itself when consumed.
+/// An item that counts itself when consumed, and says where and how it ran.
 struct Item {
     invocation_type: InvocationType,
     consumed: Arc<AtomicUsize>,
+    runs: Arc<Mutex<Vec<Ran>>>,
+    window: Arc<Window>,
+}
+
+/// Where an item ran: its type, the model thread, and whether in non-blocking mode.
+#[derive(Clone, Copy, Debug)]
+struct Ran {
+    invocation_type: InvocationType,
+    thread: thread::ThreadId,
+    non_blocking: bool,
 }
 
 impl Invocable for Item {
@@ -102,7 +137,49 @@ impl Invocable for Item {
     }
 
     fn run(self) {
+        self.runs.lock().push(Ran {
+            invocation_type: self.invocation_type,
+            thread: thread::current().id(),
+            non_blocking: super::is_non_blocking_invocation(),
+        });
+        self.window.item_runs(self.invocation_type);
         self.consumed.fetch_add(1, Relaxed);
+    }
+}
+
+/// The HTTP/2 flow-control window, when a model uses it: a `Blocking` item waits until a
+/// `NonBlocking` item (produced after it) opens the window.
+struct Window {
+    used: bool,
+    open: loom::sync::Mutex<bool>,
+    opened: loom::sync::Condvar,
+}
+
+impl Window {
+    fn new(used: bool) -> Arc<Window> {
+        Arc::new(Window {
+            used,
+            open: loom::sync::Mutex::new(false),
+            opened: loom::sync::Condvar::new(),
+        })
+    }
+
+    fn item_runs(&self, invocation_type: InvocationType) {
+        if !self.used {
+            return;
+        }
+        let mut open = self.open.lock().unwrap();
+        match invocation_type {
+            NonBlocking => {
+                *open = true;
+                self.opened.notify_all();
+            }
+            _ => {
+                while !*open {
+                    open = self.opened.wait(open).unwrap();
+                }
+            }
+        }
     }
 }
 
@@ -114,14 +191,23 @@ struct Source {
     queue: Arc<Mutex<VecDeque<InvocationType>>>,
     consumed: Arc<AtomicUsize>,
     inside: Arc<AtomicBool>,
+    runs: Arc<Mutex<Vec<Ran>>>,
+    window: Arc<Window>,
 }
 
 impl Source {
     fn new(items: &[InvocationType]) -> Self {
+        Source::with_window(items, false)
+    }
+
+    /// A source whose `Blocking` items wait for a `NonBlocking` one (see [`Window`]).
+    fn with_window(items: &[InvocationType], window: bool) -> Self {
         Source {
             queue: Arc::new(Mutex::new(items.iter().copied().collect())),
             consumed: Arc::new(AtomicUsize::new(0)),
             inside: Arc::new(AtomicBool::new(false)),
+            runs: Arc::new(Mutex::new(Vec::new())),
+            window: Window::new(window),
         }
     }
 
@@ -146,6 +232,8 @@ impl Producer for Source {
         Some(Item {
             invocation_type: next?,
             consumed: self.consumed.clone(),
+            runs: self.runs.clone(),
+            window: self.window.clone(),
         })
     }
 }
@@ -161,7 +249,25 @@ fn assert_done(strategy: &AdaptiveStrategy<Source, Spawner>, source: &Source, ex
     );
 }
 
-use InvocationType::{Blocking, NonBlocking};
+use InvocationType::{Blocking, Either, NonBlocking};
+
+/// A thread calls `produce()` while this one pushes `pushed` and calls `produce()` too; then
+/// every thread is joined.
+fn two_producers(
+    strategy: &AdaptiveStrategy<Source, Spawner>,
+    source: &Source,
+    exec: &Spawner,
+    pushed: InvocationType,
+) {
+    let s = strategy.clone();
+    let t = thread::spawn(move || {
+        let _ = s.produce();
+    });
+    source.push(pushed);
+    let _ = strategy.produce();
+    t.join().unwrap();
+    exec.join_all();
+}
 
 /// Rules 3–4: a second caller of `produce()` races the owner going idle. Either it takes
 /// production itself, or the owner goes round again; the new item is consumed, and the two
@@ -172,14 +278,7 @@ fn loom_produce_vs_going_idle() {
         let source = Source::new(&[NonBlocking]);
         let exec = Spawner::new(0);
         let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
-        let s = strategy.clone();
-        let t = thread::spawn(move || {
-            let _ = s.produce();
-        });
-        source.push(NonBlocking);
-        let _ = strategy.produce();
-        t.join().unwrap();
-        exec.join_all();
+        two_producers(&strategy, &source, &exec, NonBlocking);
         assert_done(&strategy, &source, 2);
     });
 }
@@ -233,14 +332,7 @@ fn loom_handover_vs_produce() {
         let source = Source::new(&[Blocking, NonBlocking]);
         let exec = Spawner::new(1);
         let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
-        let s = strategy.clone();
-        let t = thread::spawn(move || {
-            let _ = s.produce();
-        });
-        source.push(NonBlocking);
-        let _ = strategy.produce();
-        t.join().unwrap();
-        exec.join_all();
+        two_producers(&strategy, &source, &exec, NonBlocking);
         assert_done(&strategy, &source, 3);
         assert_eq!(strategy.counts().total(), 3);
     });
@@ -264,5 +356,59 @@ fn loom_refused_handover_vs_dispatch() {
         exec.join_all();
         assert_done(&strategy, &source, 2);
         assert_eq!(strategy.counts().execute_produce_consume, 0);
+    });
+}
+
+/// Rule 8: a strategy driven from a thread in non-blocking mode (a chained strategy inside an
+/// `Either` task) races a caller in blocking mode. On the non-blocking thread a `Blocking` item
+/// never runs in place, `try_execute` is never called, and whatever it consumes runs in
+/// non-blocking mode. The blocking caller may hand off (EPC) as usual.
+#[test]
+fn loom_either_and_non_blocking_mode() {
+    model(Some(2), || {
+        let source = Source::new(&[Either, Blocking]);
+        let exec = Spawner::new(1);
+        let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
+        let s = strategy.clone();
+        let t = thread::spawn(move || {
+            super::invoke_non_blocking(|| {
+                let _ = s.produce();
+            });
+            thread::current().id()
+        });
+        source.push(Either);
+        let _ = strategy.produce();
+        let nb = t.join().unwrap();
+        exec.join_all();
+        assert_done(&strategy, &source, 3);
+        for ran in source.runs.lock().iter() {
+            if ran.thread == nb {
+                assert!(ran.non_blocking, "Rule 8: left non-blocking mode: {ran:?}");
+                assert_ne!(
+                    ran.invocation_type, Blocking,
+                    "Rule 8: blocked in place: {ran:?}"
+                );
+            }
+        }
+        assert!(
+            !exec.0.try_callers.lock().contains(&nb),
+            "Rule 8: a non-blocking thread offered production to a reserved thread"
+        );
+    });
+}
+
+/// Rule 7d: the executor refuses every task (a full pool) and has no reserved thread. The
+/// `Blocking` item waits for the window that only the `NonBlocking` item produced after it
+/// opens: it must be held, not run in place while its thread owns production (loom would report
+/// the deadlock), and run once production is released. A second caller races the owner.
+#[test]
+fn loom_refusing_executor_never_blocks_production() {
+    model(Some(3), || {
+        let source = Source::with_window(&[Blocking, NonBlocking], true);
+        let exec = Spawner::refusing(0, 0);
+        let strategy = AdaptiveStrategy::new(source.clone(), exec.clone());
+        two_producers(&strategy, &source, &exec, NonBlocking);
+        assert_done(&strategy, &source, 3);
+        assert_eq!(strategy.counts().refused, 1);
     });
 }

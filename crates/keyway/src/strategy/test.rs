@@ -336,6 +336,18 @@ struct Connection {
 }
 
 impl Connection {
+    /// A connection whose producer will parse `frames`, served by `pool_threads` threads.
+    fn new(frames: Vec<Frame>, pool_threads: usize) -> Arc<Connection> {
+        Arc::new(Connection {
+            frames: Mutex::new(frames.into()),
+            window_open: Watch::new(false),
+            blocked_on_pool: Watch::new(0),
+            finished: Watch::new((0, 0)),
+            failures: Mutex::new(Vec::new()),
+            pool_threads,
+        })
+    }
+
     fn fail(&self, why: String) {
         self.failures.lock().push(why);
     }
@@ -544,27 +556,65 @@ fn starvation_http2_window_update_pool_of_4() {
     starvation(4);
 }
 
+/// Issue 9, defect 5: a bounded pool (`capacity(2)`, two threads, no reserved thread) refuses the
+/// third blocking stream task while the window update is still unproduced. The owner must not
+/// run the refused task while it owns production (Rule 7d): it keeps producing — the window
+/// update runs in place — and runs the refused task only after it released production.
+#[test]
+fn refused_blocking_task_never_runs_while_owning_production() {
+    let pool = crate::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .capacity(2)
+        .reserved_threads(0)
+        .thread_name("pool")
+        .build()
+        .unwrap();
+    let conn = Connection::new(
+        vec![
+            Frame::Data(0),
+            Frame::Data(1),
+            Frame::Data(2),
+            Frame::WindowUpdate,
+        ],
+        2,
+    );
+    let strategy = AdaptiveStrategy::new(Http2Producer(conn.clone()), pool.clone());
+    let io = {
+        let strategy = strategy.clone();
+        thread::spawn(move || strategy.produce())
+    };
+    let all_done = conn
+        .finished
+        .wait(DEADLINE, |&(streams, updates)| streams == 3 && updates == 1);
+    let failures = conn.failures.lock().clone();
+    assert!(
+        all_done && failures.is_empty(),
+        "deadlock with a refusing pool: {:?} done; {failures:?}; {strategy:?}",
+        *conn.finished.value.lock()
+    );
+    assert_eq!(io.join().unwrap(), ProduceOutcome::Exhausted);
+    assert_idle(&strategy);
+    let counts = strategy.counts();
+    assert_eq!(counts.refused, 1, "{counts}");
+    assert_eq!(counts.produce_consume, 1, "{counts}");
+    pool.shutdown();
+}
+
 /// The pool-thread drive really puts a pool thread in EPC: the thread that produced the first
 /// stream consumes it after handing production to the reserved thread.
 #[test]
 fn starvation_run_from_a_pool_thread_uses_epc() {
     let exec = TestExecutor::new(2, 1);
-    let conn = Arc::new(Connection {
-        frames: Mutex::new(
-            [
-                Frame::Data(0),
-                Frame::Data(1),
-                Frame::Barrier,
-                Frame::WindowUpdate,
-            ]
-            .into(),
-        ),
-        window_open: Watch::new(false),
-        blocked_on_pool: Watch::new(0),
-        finished: Watch::new((0, 0)),
-        failures: Mutex::new(Vec::new()),
-        pool_threads: 2,
-    });
+    let conn = Connection::new(
+        vec![
+            Frame::Data(0),
+            Frame::Data(1),
+            Frame::Barrier,
+            Frame::WindowUpdate,
+        ],
+        2,
+    );
     let strategy = AdaptiveStrategy::new(Http2Producer(conn.clone()), exec.clone());
     let s = strategy.clone();
     exec.execute(Box::new(move || {

@@ -121,14 +121,27 @@ impl<T> TaskHandle<T> {
     }
 
     /// Like [`join`](TaskHandle::join), but gives the handle back if the task is not done
-    /// within `timeout`.
+    /// within `timeout`. A timeout too long to represent (`Duration::MAX`) waits as `join` does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let handle = pool.submit(|| 7).unwrap();
+    /// assert_eq!(handle.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 7);
+    /// ```
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, TaskHandle<T>> {
-        let deadline = Instant::now() + timeout;
+        // Checked: a timeout too long to add to `now` (`Duration::MAX`) means no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         {
             let mut st = self.shared.state.lock();
             while st.stage != Stage::Finished {
-                if self.shared.done.wait_until(&mut st, deadline).timed_out() {
-                    break;
+                match deadline {
+                    Some(deadline) => {
+                        if self.shared.done.wait_until(&mut st, deadline).timed_out() {
+                            break;
+                        }
+                    }
+                    None => self.shared.done.wait(&mut st),
                 }
             }
             if st.stage == Stage::Finished {

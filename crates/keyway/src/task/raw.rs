@@ -14,8 +14,10 @@
 //! 3. Every value stored is `Send` (the `Runnable` bound), so the task may move between threads.
 
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::{Abandon, PanicReport, Runnable};
+use crate::error::panic_message;
 
 const INLINE_WORDS: usize = 4;
 type Storage = [usize; INLINE_WORDS];
@@ -114,26 +116,48 @@ impl Task {
         Task { vtable, data }
     }
 
-    /// Runs the task (its panic, if any, comes back as a report).
+    /// Runs the task. Never unwinds: this is the containment boundary for everything user code
+    /// does while a task runs — the closure, and the drops of its captures and of its result
+    /// (on the cancelled path too). A panic in any of them comes back as a report.
     pub(crate) fn run(self) -> Result<(), PanicReport> {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: rule 1 — the value is live and `this` is never used or dropped again.
-        unsafe { (this.vtable.run)(this.data.as_mut_ptr()) }
+        // SAFETY: rule 1 — the value is live and `this` is never used or dropped again (if the
+        // call unwinds, the value was consumed by it: `run` takes it by value).
+        let run = || unsafe { (this.vtable.run)(this.data.as_mut_ptr()) };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(outcome) => outcome,
+            Err(payload) => Err(PanicReport::new(panic_message(&*payload).to_owned())),
+        }
     }
 
-    /// Drops the task unrun, telling its handle why.
+    /// Drops the task unrun, telling its handle why. Never unwinds: a panicking capture drop
+    /// is logged.
     pub(crate) fn abandon(self, why: Abandon) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: rule 1, as in `run`.
-        unsafe { (this.vtable.abandon)(this.data.as_mut_ptr(), why) }
+        let abandon = || unsafe { (this.vtable.abandon)(this.data.as_mut_ptr(), why) };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(abandon)) {
+            log_drop_panic(&*payload);
+        }
     }
 }
 
 impl Drop for Task {
     fn drop(&mut self) {
         // SAFETY: rule 1 — `run` and `abandon` bypass this drop, so the value is still live.
-        unsafe { (self.vtable.drop)(self.data.as_mut_ptr()) }
+        let drop = || unsafe { (self.vtable.drop)(self.data.as_mut_ptr()) };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(drop)) {
+            log_drop_panic(&*payload);
+        }
     }
+}
+
+#[cold]
+fn log_drop_panic(payload: &(dyn std::any::Any + Send)) {
+    tracing::error!(
+        panic = panic_message(payload),
+        "keyway: dropping a task that did not run panicked"
+    );
 }
 
 #[cfg(test)]

@@ -156,3 +156,14 @@ pub fn shutdown_now_while_held(pool: &keyway::Pool, gate: &Gate) -> Vec<keyway::
     gate.open();
     stopper.join().unwrap()
 }
+
+/// Starts the pool's reserved thread (they start lazily: the first `try_execute` that finds
+/// none idle starts one) and waits until one is parked idle.
+pub fn reserved_ready(pool: &keyway::Pool) {
+    if let Err(e) = pool.try_execute(|| ()) {
+        assert!(matches!(e, keyway::TryExecuteError::Busy(_)));
+    }
+    eventually("a reserved thread is idle", || {
+        pool.stats().idle_reserved_threads >= 1
+    });
+}
