@@ -25,7 +25,10 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::error::SubmitError;
-use crate::lane::{admit_then, plain, with_handle, ClosureEntry, Closures, LaneCore, LaneTable};
+use crate::lane::{
+    admit_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures, KeyPanicked,
+    LaneCore, LaneTable, MakeEntry,
+};
 use crate::pool::registry::{Job, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::Pool;
@@ -52,6 +55,11 @@ impl MultiTask {
             worker.run_one(|| task.run());
             worker.tasks_done(1);
         }
+        if worker.registry.is_stopping() {
+            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
+            // ours to pop any more.
+            return;
+        }
         for lane in &self.lanes {
             lane.pass_barrier(self, &worker.registry);
         }
@@ -63,22 +71,30 @@ impl MultiTask {
     }
 }
 
-/// Appends a multi-key task to the lanes of `keys` (two or more distinct keys).
-fn submit_many<K>(
+/// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
+/// key's `Hash`, `Eq` or `Drop` is contained before anything is queued (lanes the look-up created
+/// are let go again), and `make` is then not called.
+fn submit_many<K, T>(
     table: &Arc<LaneTable<Closures>>,
     registry: &Arc<Registry>,
     keys: SmallVec<[K; 4]>,
-    task: Task,
-) where
+    make: MakeEntry<'_, T>,
+) -> Result<T, KeyPanicked>
+where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    let mut hashed: SmallVec<[(usize, u64, K); 4]> = keys
-        .into_iter()
-        .map(|k| {
-            let h = table.hash(&k);
-            (table.shard_index(h), h, k)
-        })
-        .collect();
+    let mut hashed: SmallVec<[(usize, u64, K); 4]> = SmallVec::new();
+    let mut keys = keys.into_iter();
+    for k in keys.by_ref() {
+        match catch_key(|| table.hash(&k)) {
+            Ok(h) => hashed.push((table.shard_index(h), h, k)),
+            Err(e) => {
+                drop_quietly(k);
+                drop_quietly((hashed, keys));
+                return Err(e);
+            }
+        }
+    }
     hashed.sort_by_key(|&(shard, ..)| shard);
     let mut guards = SmallVec::<[_; 4]>::new();
     for &(shard, ..) in &hashed {
@@ -86,28 +102,45 @@ fn submit_many<K>(
             guards.push((shard, table.lock_shard(shard)));
         }
     }
-    let mut lanes = SmallVec::new();
+    let mut lanes: SmallVec<[(usize, Arc<LaneCore<Closures>>); 4]> = SmallVec::new();
     let mut g = 0;
-    for (shard, hash, key) in hashed {
+    let mut hashed = hashed.into_iter();
+    for (shard, hash, key) in hashed.by_ref() {
         while guards[g].0 != shard {
             g += 1;
         }
-        lanes.push(table.lane_in(&mut guards[g].1, hash, key).clone());
+        let map = &mut *guards[g].1;
+        match catch_key(move || table.lane_in(map, hash, key).clone()) {
+            Ok(lane) => lanes.push((g, lane)),
+            Err(e) => {
+                drop_quietly(hashed);
+                // Nothing was queued: lanes the look-up created are idle again (rule 3).
+                for (g, lane) in &lanes {
+                    table.remove_if_idle(&mut guards[*g].1, lane);
+                }
+                return Err(e);
+            }
+        }
     }
+    let (out, entry) = make();
+    let ClosureEntry::One { task, .. } = entry else {
+        unreachable!("admit_then makes single entries")
+    };
     let multi = Arc::new(MultiTask {
         task: Mutex::new(Some(task)),
         waiting: AtomicUsize::new(lanes.len()),
-        lanes,
+        lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
     });
     let pushed: SmallVec<[_; 4]> = multi
         .lanes
         .iter()
-        .map(|lane| lane.push(ClosureEntry::Many(multi.clone())))
+        .map(|lane| lane.push(table, ClosureEntry::Many(multi.clone())))
         .collect();
     drop(guards);
     for p in pushed {
         table.after_push(registry, p);
     }
+    Ok(out)
 }
 
 /// Multi-key tasks on the pool.
@@ -121,29 +154,34 @@ impl Pool {
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let mut distinct = SmallVec::<[K; 4]>::new();
-        for key in keys {
-            if !distinct.contains(&key) {
-                distinct.push(key);
+        // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
+        let distinct = catch_key(|| {
+            let mut distinct = SmallVec::<[K; 4]>::new();
+            for key in keys {
+                if !distinct.contains(&key) {
+                    distinct.push(key);
+                }
             }
-        }
+            distinct
+        });
+        let Ok(mut distinct) = distinct else {
+            return Err(SubmitError::KeyPanicked(f));
+        };
         let handle = &self.handle;
         let registry = &handle.registry;
-        admit_then(self, f, false, wrap, |entry| match distinct.len() {
-            0 => match entry {
-                ClosureEntry::One { task, .. } => registry.schedule(Job::Task(task)),
-                ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
-            },
-            1 => {
-                let key = distinct.pop().expect("one key");
-                handle.lanes.submit(registry, key, entry)
-            }
-            _ => match entry {
-                ClosureEntry::One { task, .. } => {
-                    submit_many(&handle.lanes, registry, distinct, task)
+        admit_then(self, f, false, wrap, |make| match distinct.len() {
+            0 => match make() {
+                (out, ClosureEntry::One { task, .. }) => {
+                    registry.schedule(Job::Task(task));
+                    Ok(out)
                 }
-                ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
+                (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
             },
+            1 => match distinct.pop() {
+                Some(key) => handle.lanes.submit(registry, key, make),
+                None => unreachable!("one key"),
+            },
+            _ => submit_many(&handle.lanes, registry, distinct, make),
         })
     }
 
