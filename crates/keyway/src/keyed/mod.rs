@@ -29,7 +29,7 @@ use crate::lane::{
     admit_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures, KeyPanicked,
     LaneCore, LaneTable, MakeEntry,
 };
-use crate::pool::registry::{Job, Registry};
+use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::Pool;
 use crate::task::{Task, TaskHandle};
@@ -60,8 +60,17 @@ impl MultiTask {
             // ours to pop any more.
             return;
         }
-        for lane in &self.lanes {
-            lane.pass_barrier(self, &worker.registry);
+        // Restart the lanes with more work; this worker continues the last of them itself
+        // (no scheduler round-trip), up to a small nesting depth.
+        let mut more = self.lanes.iter().filter_map(|lane| lane.pass_barrier(self));
+        let mut next = more.next();
+        for lane in more {
+            if let Some(prev) = next.replace(lane) {
+                worker.registry.schedule(Job::Lane(prev));
+            }
+        }
+        if let Some(lane) = next {
+            continue_inline(lane, worker);
         }
     }
 
@@ -69,6 +78,32 @@ impl MultiTask {
     pub(crate) fn take_task(&self) -> Option<Task> {
         self.task.lock().take()
     }
+}
+
+thread_local! {
+    /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
+    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
+/// once (its head may be another multi-key task, whose completion may continue inline again —
+/// bounded, so the stack stays flat), or queue it when already nested deep.
+fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
+    const MAX_DEPTH: u32 = 4;
+    let depth = INLINE_DEPTH.with(|d| d.get());
+    if depth >= MAX_DEPTH || worker.registry.is_stopping() {
+        worker.registry.schedule(Job::Lane(lane));
+        return;
+    }
+    INLINE_DEPTH.with(|d| d.set(depth + 1));
+    struct Reset(u32);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = INLINE_DEPTH.try_with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(depth);
+    LaneJob::run_batch(lane, worker);
 }
 
 /// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
@@ -131,12 +166,26 @@ where
         waiting: AtomicUsize::new(lanes.len()),
         lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
     });
-    let pushed: SmallVec<[_; 4]> = multi
+    let mut pushed: SmallVec<[_; 4]> = multi
         .lanes
         .iter()
         .map(|lane| lane.push(table, ClosureEntry::Many(multi.clone())))
         .collect();
     drop(guards);
+    // Rule 6, common case: every lane that was idle has the task at its head already. One of
+    // them is queued and arrives as usual; the others park at once (counted arrived here, before
+    // that job exists, so the count cannot reach zero without it): one job, not one per key.
+    let mut fresh = pushed.iter_mut().filter(|p| p.was_idle());
+    if fresh.next().is_some() {
+        let mut parked = 0;
+        for p in fresh {
+            p.park();
+            parked += 1;
+        }
+        if parked > 0 {
+            multi.waiting.fetch_sub(parked, Ordering::AcqRel);
+        }
+    }
     for p in pushed {
         table.after_push(registry, p);
     }

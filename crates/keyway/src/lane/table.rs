@@ -106,6 +106,19 @@ pub(crate) struct Pushed<S: LaneKind> {
     replaced: Option<S::Entry>,
 }
 
+impl<S: LaneKind> Pushed<S> {
+    /// The push turned the lane from idle to scheduled: its new entry is at the head.
+    pub(crate) fn was_idle(&self) -> bool {
+        self.schedule.is_some()
+    }
+
+    /// Rule 6: the lane stays scheduled without a job — parked at the multi-key task this push
+    /// put at its head, as if its runner had arrived there.
+    pub(crate) fn park(&mut self) {
+        self.schedule = None;
+    }
+}
+
 impl<S: LaneKind> LaneTable<S> {
     pub(crate) fn new(kind: S, threads: usize) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
@@ -409,10 +422,11 @@ impl<S: LaneKind> LaneCore<S> {
         Taken::Entries
     }
 
-    /// Rule 6: the multi-key task at this lane's head is done: pop it and restart the lane. If
+    /// Rule 6: the multi-key task at this lane's head is done: pop it. Returns the lane if it
+    /// has more work (still scheduled: the caller restarts it), else frees it if idle. If
     /// `shutdown_now` already drained the lane (called from inside the task), there is nothing
     /// to pop and the lane stays as the drain left it.
-    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>, registry: &Arc<Registry>) {
+    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>) -> Option<Arc<Self>> {
         let idle = {
             let mut st = self.state.lock();
             let at_head = st
@@ -421,7 +435,7 @@ impl<S: LaneKind> LaneCore<S> {
                 .and_then(S::barrier)
                 .is_some_and(|m| Arc::ptr_eq(m, multi));
             if !at_head {
-                return;
+                return None;
             }
             st.queue.pop_front();
             if st.queue.is_empty() {
@@ -431,8 +445,11 @@ impl<S: LaneKind> LaneCore<S> {
             }
         };
         match idle {
-            Some(table) => self.release(table),
-            None => registry.schedule(Job::Lane(self.clone())),
+            Some(table) => {
+                self.release(table);
+                None
+            }
+            None => Some(self.clone()),
         }
     }
 }
