@@ -127,9 +127,13 @@ fn dropping_every_handle_without_shutdown_frees_everything() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = live_bytes();
     for _ in 0..20 {
-        let pool = fixed_pool(2);
-        let (lane, typed) = exercise(&pool, true);
+        let pool = fixed_pool(1);
+        // The work runs after the last handle is gone (and after the pool closed), so the lanes
+        // go idle when nobody sweeps any more: only the absence of a cycle frees them.
+        let gate = common::hold_workers(&pool, 1);
+        let (lane, typed) = exercise(&pool, false);
         drop((lane, typed, pool));
+        gate.open();
     }
     all_freed("dropped pools", before, SLACK);
 }
@@ -154,12 +158,14 @@ fn shutdown_from_inside_a_pool_task_frees_everything() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = live_bytes();
     for _ in 0..20 {
-        let pool = fixed_pool(2);
-        let (lane, typed) = exercise(&pool, true);
+        let pool = fixed_pool(1);
+        let gate = common::hold_workers(&pool, 1);
+        // Runs right after the held task, before the lanes below: they go idle after it.
         let p = pool.clone();
-        pool.execute_sequential(Counted::new(5), move || p.shutdown())
-            .unwrap();
+        pool.execute(move || p.shutdown()).unwrap();
+        let (lane, typed) = exercise(&pool, false);
         drop((lane, typed, pool));
+        gate.open();
     }
     all_freed("shutdown inside a task", before, SLACK);
 }

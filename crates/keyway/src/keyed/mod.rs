@@ -17,6 +17,9 @@
 #[cfg(test)]
 mod test;
 
+#[cfg(all(test, loom))]
+mod loom_keyed;
+
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
