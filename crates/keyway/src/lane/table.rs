@@ -399,26 +399,29 @@ impl<S: LaneKind> LaneCore<S> {
     /// that could be replaced). Empty: the lane is turned off (rule 2).
     fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken<S> {
         let mut st = self.state.lock();
-        while chunk.len() < max {
-            match st.queue.front() {
-                None => break,
-                Some(e) if S::barrier(e).is_some() => {
-                    if chunk.is_empty() {
-                        // Rule 6: the lane parks at a multi-key task; `scheduled` stays on.
-                        let multi = S::barrier(e).cloned();
-                        return multi.map_or(Taken::Entries, Taken::Barrier);
-                    }
-                    break;
+        let len = st.queue.len();
+        let mut take = 0;
+        while take < max.min(len) {
+            let e = &st.queue[take];
+            if let Some(multi) = S::barrier(e) {
+                if take == 0 {
+                    // Rule 6: the lane parks at a multi-key task; it stays scheduled.
+                    return Taken::Barrier(multi.clone());
                 }
-                Some(e) if !chunk.is_empty() && st.queue.len() == 1 && S::is_coalescing(e) => break,
-                Some(_) => chunk.extend(st.queue.pop_front()),
+                break;
             }
+            if take > 0 && take == len - 1 && S::is_coalescing(e) {
+                break;
+            }
+            take += 1;
         }
-        if chunk.is_empty() {
-            // Rule 2: only the lane's runner turns `scheduled` off, and only while it sees the
-            // queue empty under the lane lock.
+        if take == 0 {
+            // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
+            // empty under the lane lock.
             return Taken::Empty(st.table.take());
         }
+        // Reversed: the runner pops the next entry to run from the back.
+        chunk.extend(st.queue.drain(..take).rev());
         Taken::Entries
     }
 
@@ -462,6 +465,13 @@ struct Running<S: LaneKind> {
     ran: Cell<usize>,
 }
 
+impl<S: LaneKind> Running<S> {
+    /// The next entry of the chunk (no borrow is held while it runs).
+    fn next(&self) -> Option<S::Entry> {
+        self.chunk.borrow_mut().pop()
+    }
+}
+
 impl<S: LaneKind> Held for Running<S> {
     /// Rule 5 under `shutdown_now`: the entries not started go back to the front, in order.
     fn put_back(&self) -> usize {
@@ -488,9 +498,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         while left > 0 {
             let taken = {
                 let mut chunk = running.chunk.borrow_mut();
-                let taken = lane.take_chunk(left.min(CHUNK), &mut chunk);
-                chunk.reverse();
-                taken
+                lane.take_chunk(left.min(CHUNK), &mut chunk)
             };
             match taken {
                 Taken::Entries => {}
@@ -505,23 +513,20 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                     return;
                 }
             }
-            let mut ran = 0;
             {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = held::hold(&running);
-                loop {
-                    let next = running.chunk.borrow_mut().pop();
-                    let Some(entry) = next else { break };
+                while let Some(entry) = running.next() {
                     worker.run_one(|| lane.kind.run(lane.key.get(), entry));
-                    ran += 1;
                     running.ran.set(running.ran.get() + 1);
                     if worker.registry.is_stopping() {
                         break;
                     }
                 }
             }
+            let ran = running.ran.take();
             left = left.saturating_sub(ran);
-            worker.tasks_done(running.ran.take());
+            worker.tasks_done(ran);
             if worker.registry.is_stopping() {
                 // `shutdown_now`: the untouched entries go back, in order, for the drain (which
                 // runs once this worker has exited).
