@@ -69,13 +69,32 @@ pub enum SubmitError<T> {
     /// The pool holds as many queued tasks as its configured capacity; the task is handed back.
     #[error("the pool is full: its capacity of queued tasks is reached")]
     Full(T),
+    /// The context key's `Hash`, `Eq` or `Drop` panicked while the pool looked its lane up; the
+    /// task is handed back, and the pool is unharmed.
+    ///
+    /// ```
+    /// use std::hash::{Hash, Hasher};
+    /// #[derive(PartialEq, Eq)]
+    /// struct Bad;
+    /// impl Hash for Bad {
+    ///     fn hash<H: Hasher>(&self, _: &mut H) {
+    ///         panic!("no hash for you")
+    ///     }
+    /// }
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let err = pool.execute_sequential(Bad, || ()).unwrap_err();
+    /// assert!(matches!(err, keyway::SubmitError::KeyPanicked(_)));
+    /// pool.shutdown(); // nothing was left half-admitted
+    /// ```
+    #[error("the context key's Hash, Eq or Drop panicked; the task is handed back")]
+    KeyPanicked(T),
 }
 
 impl<T> SubmitError<T> {
     /// Gives back the refused task (or message).
     pub fn into_inner(self) -> T {
         match self {
-            SubmitError::Shutdown(t) | SubmitError::Full(t) => t,
+            SubmitError::Shutdown(t) | SubmitError::Full(t) | SubmitError::KeyPanicked(t) => t,
         }
     }
 }
@@ -85,6 +104,7 @@ impl<T> fmt::Debug for SubmitError<T> {
         match self {
             SubmitError::Shutdown(_) => f.write_str("Shutdown(..)"),
             SubmitError::Full(_) => f.write_str("Full(..)"),
+            SubmitError::KeyPanicked(_) => f.write_str("KeyPanicked(..)"),
         }
     }
 }

@@ -73,34 +73,55 @@ fn order_with_sequential_tasks_is_kept() {
 }
 
 /// Under contention from several submitters with the lane running, the newest coalescing task
-/// of each burst still runs last.
+/// of each burst still runs last; sequential tasks mixed in at random all run, and each
+/// submitter's tasks run in its submission order. 100 seeds per run.
 #[test]
 fn newest_always_runs_under_contention() {
-    for seed in 0..20u64 {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    for seed in 0..100u64 {
         let pool = keyway::Pool::builder()
-            .core_threads(2)
+            .core_threads(1 + seed as usize % 3)
             .lane_batch(1 + seed as usize % 4)
             .build()
             .unwrap();
         let last = Arc::new(Mutex::new(None));
+        // Per submitter: the last stamp that ran, and how many sequential tasks ran.
+        let seen = Arc::new(Mutex::new([(None::<u64>, 0u64); 3]));
         let producers: Vec<_> = (0..3)
             .map(|p| {
-                let (pool, last) = (pool.clone(), last.clone());
+                let (pool, last, seen) = (pool.clone(), last.clone(), seen.clone());
                 std::thread::spawn(move || {
-                    for i in 0..2_000u64 {
-                        let last = last.clone();
+                    let mut rng = SmallRng::seed_from_u64(seed * 31 + p as u64);
+                    let mut sequential = 0;
+                    for i in 0..300u64 {
+                        let (last, seen) = (last.clone(), seen.clone());
                         let stamp = (p, i);
-                        pool.execute_coalescing("feed", move || {
-                            *last.lock().unwrap() = Some(stamp)
-                        })
-                        .unwrap();
+                        let coalescing = rng.gen_bool(0.8);
+                        sequential += u64::from(!coalescing);
+                        let task = move || {
+                            let mut seen = seen.lock().unwrap();
+                            let (prev, n) = &mut seen[p];
+                            if prev.is_some_and(|prev| prev >= i) {
+                                *n = u64::MAX; // order broken: fails the count check below
+                            }
+                            *prev = Some(i);
+                            *n = n.saturating_add(u64::from(!coalescing));
+                            *last.lock().unwrap() = Some(stamp);
+                        };
+                        if coalescing {
+                            pool.execute_coalescing("feed", task).unwrap();
+                        } else {
+                            pool.execute_sequential("feed", task).unwrap();
+                        }
+                        if rng.gen_ratio(1, 50) {
+                            std::thread::yield_now();
+                        }
                     }
+                    sequential
                 })
             })
             .collect();
-        for p in producers {
-            p.join().unwrap();
-        }
+        let sequential: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
         // After every producer returned, one more update: it must be the one left standing.
         let l = last.clone();
         pool.execute_coalescing("feed", move || *l.lock().unwrap() = Some((99, 99)))
@@ -110,6 +131,11 @@ fn newest_always_runs_under_contention() {
             *last.lock().unwrap(),
             Some((99, 99)),
             "seed {seed}: last update lost"
+        );
+        let ran: Vec<u64> = seen.lock().unwrap().iter().map(|&(_, n)| n).collect();
+        assert_eq!(
+            ran, sequential,
+            "seed {seed}: a sequential task was lost or a submitter's order broken"
         );
     }
 }

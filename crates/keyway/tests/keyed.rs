@@ -119,11 +119,11 @@ fn four_submitters_two_hundred_thousand_tasks() {
     run(0, 2, 4, 200_000);
 }
 
-/// Many seeds, pool sizes and batch sizes, smaller each.
+/// Many seeds (100 per run), pool sizes and batch sizes, smaller each.
 #[test]
 fn many_seeds_never_deadlock_or_disorder() {
-    for seed in 1..=40u64 {
-        run(seed, 1 + seed as usize % 4, 2 + seed as usize % 3, 6_000);
+    for seed in 1..=100u64 {
+        run(seed, 1 + seed as usize % 4, 2 + seed as usize % 3, 2_400);
     }
 }
 

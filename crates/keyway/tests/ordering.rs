@@ -145,14 +145,14 @@ fn eight_submitters_hundred_contexts_ten_thousand_each() {
     run(1, 2, 32, 8, 100, 10_000, Via::Pool);
 }
 
-/// Many seeds, pool sizes, batch sizes and submission paths, smaller each.
+/// Many seeds (100 per run), pool sizes, batch sizes and submission paths, smaller each.
 #[test]
 fn many_seeds_sizes_and_paths() {
-    for seed in 0..12u64 {
+    for seed in 0..100u64 {
         let threads = [1, 2, 3, 4][seed as usize % 4];
         let batch = [1, 3, 32][seed as usize % 3];
         let via = [Via::Pool, Via::LaneHandle, Via::Typed][(seed / 4) as usize % 3];
-        run(seed, threads, batch, 4, 16, 2_000, via);
+        run(seed, threads, batch, 4, 16, 240, via);
     }
 }
 

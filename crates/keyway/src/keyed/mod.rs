@@ -17,6 +17,9 @@
 #[cfg(test)]
 mod test;
 
+#[cfg(all(test, loom))]
+mod loom_keyed;
+
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,8 +28,11 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::error::SubmitError;
-use crate::lane::{admit_then, plain, with_handle, ClosureEntry, Closures, LaneCore, LaneTable};
-use crate::pool::registry::{Job, Registry};
+use crate::lane::{
+    admit_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures, KeyPanicked,
+    LaneCore, LaneTable, MakeEntry,
+};
+use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::Pool;
 use crate::task::{Task, TaskHandle};
@@ -52,8 +58,22 @@ impl MultiTask {
             worker.run_one(|| task.run());
             worker.tasks_done(1);
         }
-        for lane in &self.lanes {
-            lane.pass_barrier(self, &worker.registry);
+        if worker.registry.is_stopping() {
+            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
+            // ours to pop any more.
+            return;
+        }
+        // Restart the lanes with more work; this worker continues the last of them itself
+        // (no scheduler round-trip), up to a small nesting depth.
+        let mut more = self.lanes.iter().filter_map(|lane| lane.pass_barrier(self));
+        let mut next = more.next();
+        for lane in more {
+            if let Some(prev) = next.replace(lane) {
+                worker.registry.schedule(Job::Lane(prev));
+            }
+        }
+        if let Some(lane) = next {
+            continue_inline(lane, worker);
         }
     }
 
@@ -63,22 +83,56 @@ impl MultiTask {
     }
 }
 
-/// Appends a multi-key task to the lanes of `keys` (two or more distinct keys).
-fn submit_many<K>(
+thread_local! {
+    /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
+    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
+/// once (its head may be another multi-key task, whose completion may continue inline again —
+/// bounded, so the stack stays flat), or queue it when already nested deep.
+fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
+    const MAX_DEPTH: u32 = 4;
+    let depth = INLINE_DEPTH.with(|d| d.get());
+    if depth >= MAX_DEPTH || worker.registry.is_stopping() {
+        worker.registry.schedule(Job::Lane(lane));
+        return;
+    }
+    INLINE_DEPTH.with(|d| d.set(depth + 1));
+    struct Reset(u32);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = INLINE_DEPTH.try_with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(depth);
+    LaneJob::run_batch(lane, worker);
+}
+
+/// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
+/// key's `Hash`, `Eq` or `Drop` is contained before anything is queued (lanes the look-up created
+/// are let go again), and `make` is then not called.
+fn submit_many<K, T>(
     table: &Arc<LaneTable<Closures>>,
     registry: &Arc<Registry>,
     keys: SmallVec<[K; 4]>,
-    task: Task,
-) where
+    make: MakeEntry<'_, T>,
+) -> Result<T, KeyPanicked>
+where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    let mut hashed: SmallVec<[(usize, u64, K); 4]> = keys
-        .into_iter()
-        .map(|k| {
-            let h = table.hash(&k);
-            (table.shard_index(h), h, k)
-        })
-        .collect();
+    let mut hashed: SmallVec<[(usize, u64, K); 4]> = SmallVec::new();
+    let mut keys = keys.into_iter();
+    for k in keys.by_ref() {
+        match catch_key(|| table.hash(&k)) {
+            Ok(h) => hashed.push((table.shard_index(h), h, k)),
+            Err(e) => {
+                drop_quietly(k);
+                drop_quietly((hashed, keys));
+                return Err(e);
+            }
+        }
+    }
     hashed.sort_by_key(|&(shard, ..)| shard);
     let mut guards = SmallVec::<[_; 4]>::new();
     for &(shard, ..) in &hashed {
@@ -86,28 +140,59 @@ fn submit_many<K>(
             guards.push((shard, table.lock_shard(shard)));
         }
     }
-    let mut lanes = SmallVec::new();
+    let mut lanes: SmallVec<[(usize, Arc<LaneCore<Closures>>); 4]> = SmallVec::new();
     let mut g = 0;
-    for (shard, hash, key) in hashed {
+    let mut hashed = hashed.into_iter();
+    for (shard, hash, key) in hashed.by_ref() {
         while guards[g].0 != shard {
             g += 1;
         }
-        lanes.push(table.lane_in(&mut guards[g].1, hash, key).clone());
+        let map = &mut *guards[g].1;
+        match catch_key(move || table.lane_in(map, hash, key).clone()) {
+            Ok(lane) => lanes.push((g, lane)),
+            Err(e) => {
+                drop_quietly(hashed);
+                // Nothing was queued: lanes the look-up created are idle again (rule 3).
+                for (g, lane) in &lanes {
+                    table.remove_if_idle(&mut guards[*g].1, lane);
+                }
+                return Err(e);
+            }
+        }
     }
+    let (out, entry) = make();
+    let ClosureEntry::One { task, .. } = entry else {
+        unreachable!("admit_then makes single entries")
+    };
     let multi = Arc::new(MultiTask {
         task: Mutex::new(Some(task)),
         waiting: AtomicUsize::new(lanes.len()),
-        lanes,
+        lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
     });
-    let pushed: SmallVec<[_; 4]> = multi
+    let mut pushed: SmallVec<[_; 4]> = multi
         .lanes
         .iter()
-        .map(|lane| lane.push(ClosureEntry::Many(multi.clone())))
+        .map(|lane| lane.push(table, ClosureEntry::Many(multi.clone())))
         .collect();
     drop(guards);
+    // Rule 6, common case: every lane that was idle has the task at its head already. One of
+    // them is queued and arrives as usual; the others park at once (counted arrived here, before
+    // that job exists, so the count cannot reach zero without it): one job, not one per key.
+    let mut fresh = pushed.iter_mut().filter(|p| p.was_idle());
+    if fresh.next().is_some() {
+        let mut parked = 0;
+        for p in fresh {
+            p.park();
+            parked += 1;
+        }
+        if parked > 0 {
+            multi.waiting.fetch_sub(parked, Ordering::AcqRel);
+        }
+    }
     for p in pushed {
         table.after_push(registry, p);
     }
+    Ok(out)
 }
 
 /// Multi-key tasks on the pool.
@@ -121,29 +206,34 @@ impl Pool {
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let mut distinct = SmallVec::<[K; 4]>::new();
-        for key in keys {
-            if !distinct.contains(&key) {
-                distinct.push(key);
+        // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
+        let distinct = catch_key(|| {
+            let mut distinct = SmallVec::<[K; 4]>::new();
+            for key in keys {
+                if !distinct.contains(&key) {
+                    distinct.push(key);
+                }
             }
-        }
+            distinct
+        });
+        let Ok(mut distinct) = distinct else {
+            return Err(SubmitError::KeyPanicked(f));
+        };
         let handle = &self.handle;
         let registry = &handle.registry;
-        admit_then(self, f, false, wrap, |entry| match distinct.len() {
-            0 => match entry {
-                ClosureEntry::One { task, .. } => registry.schedule(Job::Task(task)),
-                ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
-            },
-            1 => {
-                let key = distinct.pop().expect("one key");
-                handle.lanes.submit(registry, key, entry)
-            }
-            _ => match entry {
-                ClosureEntry::One { task, .. } => {
-                    submit_many(&handle.lanes, registry, distinct, task)
+        admit_then(self, f, false, wrap, |make| match distinct.len() {
+            0 => match make() {
+                (out, ClosureEntry::One { task, .. }) => {
+                    registry.schedule(Job::Task(task));
+                    Ok(out)
                 }
-                ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
+                (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
             },
+            1 => match distinct.pop() {
+                Some(key) => handle.lanes.submit(registry, key, make),
+                None => unreachable!("one key"),
+            },
+            _ => submit_many(&handle.lanes, registry, distinct, make),
         })
     }
 

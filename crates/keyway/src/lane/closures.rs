@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::key::KeyPanicked;
 use super::table::{LaneCore, LaneKind};
 use crate::error::SubmitError;
 use crate::keyed::MultiTask;
@@ -63,20 +64,46 @@ impl LaneKind for Closures {
     }
 }
 
-/// Admits a task and hands it to `place`, or hands it back refused.
-pub(crate) fn admit_then<F, T>(
+/// Builds a task's lane entry, once (see [`admit_then`]).
+pub(crate) type MakeEntry<'a, T> = &'a mut dyn FnMut() -> (T, ClosureEntry);
+
+/// Admits a task, then lets `place` find its lane(s) and queue it, or hands it back refused.
+///
+/// `place` calls the maker it is given once it has found the lanes (under their shard locks) and
+/// queues the entry. When a key's `Hash`, `Eq` or `Drop` panics first, `place` answers
+/// `KeyPanicked` without calling it: the admission is taken back and the task handed back.
+pub(crate) fn admit_then<F, T, W>(
     pool: &Pool,
     f: F,
     coalescing: bool,
-    wrap: impl FnOnce(F) -> (T, Task),
-    place: impl FnOnce(ClosureEntry),
-) -> Result<T, SubmitError<F>> {
-    if let Err(why) = pool.registry().admit() {
+    wrap: W,
+    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+) -> Result<T, SubmitError<F>>
+where
+    W: FnOnce(F) -> (T, Task),
+{
+    let registry = pool.registry();
+    if let Err(why) = registry.admit() {
         return Err(refused(why, f));
     }
-    let (out, task) = wrap(f);
-    place(ClosureEntry::One { task, coalescing });
-    Ok(out)
+    let mut parts = Some((f, wrap));
+    let mut make = || match parts.take() {
+        Some((f, wrap)) => {
+            let (out, task) = wrap(f);
+            (out, ClosureEntry::One { task, coalescing })
+        }
+        None => unreachable!("a task's entry is made once"),
+    };
+    match place(&mut make) {
+        Ok(out) => Ok(out),
+        Err(KeyPanicked) => {
+            registry.unadmit();
+            match parts {
+                Some((f, _)) => Err(SubmitError::KeyPanicked(f)),
+                None => unreachable!("a key panicked after the entry was queued"),
+            }
+        }
+    }
 }
 
 pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
@@ -105,8 +132,8 @@ impl Pool {
         K: Hash + Eq + Send + Sync + 'static,
     {
         let handle = &self.handle;
-        admit_then(self, f, coalescing, wrap, |entry| {
-            handle.lanes.submit(&handle.registry, ctx, entry)
+        admit_then(self, f, coalescing, wrap, |make| {
+            handle.lanes.submit(&handle.registry, ctx, make)
         })
     }
 
@@ -192,14 +219,21 @@ impl Pool {
     /// let second = pool.submit_sequential("orders", || 2).unwrap(); // same lane, same order
     /// assert_eq!((first.join().unwrap(), second.join().unwrap()), (1, 2));
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `ctx`'s `Hash`, `Eq` or `Drop` panics (the pool itself is left intact).
     pub fn lane<K>(&self, ctx: K) -> Lane<K>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        Lane {
-            core: self.handle.lanes.pin(ctx),
-            pool: self.clone(),
-            _key: PhantomData,
+        match self.handle.lanes.pin(ctx) {
+            Ok(core) => Lane {
+                core,
+                pool: self.clone(),
+                _key: PhantomData,
+            },
+            Err(KeyPanicked) => panic!("the context key's Hash, Eq or Drop panicked"),
         }
     }
 }
@@ -219,8 +253,12 @@ impl<K: 'static> Lane<K> {
         coalescing: bool,
         wrap: impl FnOnce(F) -> (T, Task),
     ) -> Result<T, SubmitError<F>> {
-        admit_then(&self.pool, f, coalescing, wrap, |entry| {
-            self.core.push_pinned(self.pool.registry(), entry)
+        let handle = &self.pool.handle;
+        admit_then(&self.pool, f, coalescing, wrap, |make| {
+            let (out, entry) = make();
+            self.core
+                .push_pinned(&handle.lanes, &handle.registry, entry);
+            Ok(out)
         })
     }
 
@@ -279,7 +317,7 @@ impl<K> Clone for Lane<K> {
 
 impl<K> Drop for Lane<K> {
     fn drop(&mut self) {
-        self.core.unpin();
+        self.core.unpin(&self.pool.handle.lanes);
     }
 }
 

@@ -4,9 +4,13 @@
 //! * `table` — one lane per context value, created on first use, freed when idle; how a lane
 //!   runs on the pool (batches, yielding) — the protocol is in `README.md` beside this file;
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
-//! * `typed` — lanes of messages for one handler: [`TypedLanes`].
+//! * `typed` — lanes of messages for one handler: [`TypedLanes`];
+//! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
+//! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
 
 mod closures;
+mod held;
+mod key;
 mod table;
 mod typed;
 
@@ -14,6 +18,7 @@ mod typed;
 mod test;
 
 pub use closures::Lane;
-pub(crate) use closures::{admit_then, plain, with_handle, ClosureEntry, Closures};
+pub(crate) use closures::{admit_then, plain, with_handle, ClosureEntry, Closures, MakeEntry};
+pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
 pub(crate) use table::{LaneCore, LaneTable, TableOps};
 pub use typed::TypedLanes;

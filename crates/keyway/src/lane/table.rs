@@ -3,8 +3,10 @@
 //! See `README.md` beside this file for the lane protocol and why it cannot strand a task.
 
 use std::any::{Any, TypeId};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -13,6 +15,9 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::held::{self, Held};
+use super::key::{catch_key, drop_quietly, KeyPanicked, LaneKey};
+use crate::error::panic_message;
 use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
@@ -64,17 +69,20 @@ pub(crate) struct ShardMap<S: LaneKind> {
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
     hasher: hashbrown::DefaultHashBuilder,
-    pub(crate) kind: S,
+    pub(crate) kind: Arc<S>,
     live: AtomicUsize,
 }
 
 /// One context's lane. Its state is guarded by `state`; its presence in the table by the shard
 /// lock. Lock order: shard, then lane.
+///
+/// A lane refers to its table only while it is scheduled (`LaneState::table`): the table holds
+/// its lanes, so an idle lane holding the table would make a cycle that leaks both (rule 1).
 pub(crate) struct LaneCore<S: LaneKind> {
-    table: Arc<LaneTable<S>>,
+    kind: Arc<S>,
     hash: u64,
-    pub(crate) key: Box<dyn Any + Send + Sync>,
-    state: Mutex<LaneState<S::Entry>>,
+    key: LaneKey,
+    state: Mutex<LaneState<S>>,
     /// `Lane` handles holding this lane in the table; changed only under the shard lock when it
     /// goes to or from zero.
     pins: AtomicUsize,
@@ -82,10 +90,12 @@ pub(crate) struct LaneCore<S: LaneKind> {
     cached: AtomicBool,
 }
 
-struct LaneState<E> {
-    queue: VecDeque<E>,
-    /// Rule 1: true iff a `Job::Lane` for this lane is queued or running.
-    scheduled: bool,
+struct LaneState<S: LaneKind> {
+    queue: VecDeque<S::Entry>,
+    /// Rule 1: `Some` iff the lane is scheduled (a `Job::Lane` for it is queued or running, or it
+    /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
+    /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
+    table: Option<Arc<LaneTable<S>>>,
 }
 
 /// What a push did.
@@ -94,6 +104,19 @@ pub(crate) struct Pushed<S: LaneKind> {
     schedule: Option<Arc<LaneCore<S>>>,
     /// A pending coalescing entry the new one replaced.
     replaced: Option<S::Entry>,
+}
+
+impl<S: LaneKind> Pushed<S> {
+    /// The push turned the lane from idle to scheduled: its new entry is at the head.
+    pub(crate) fn was_idle(&self) -> bool {
+        self.schedule.is_some()
+    }
+
+    /// Rule 6: the lane stays scheduled without a job — parked at the multi-key task this push
+    /// put at its head, as if its runner had arrived there.
+    pub(crate) fn park(&mut self) {
+        self.schedule = None;
+    }
 }
 
 impl<S: LaneKind> LaneTable<S> {
@@ -109,7 +132,7 @@ impl<S: LaneKind> LaneTable<S> {
                 })
                 .collect(),
             hasher: Default::default(),
-            kind,
+            kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })
     }
@@ -123,14 +146,27 @@ impl<S: LaneKind> LaneTable<S> {
         &self.shards[self.shard_index(hash)]
     }
 
-    /// Runs `f` on the lane of `key`, created if missing, under its shard lock.
-    fn with_lane<K, R>(self: &Arc<Self>, key: K, f: impl FnOnce(&Arc<LaneCore<S>>) -> R) -> R
+    /// Runs `f` on the lane of `key`, created if missing, under its shard lock. A panic of the
+    /// key's `Hash`, `Eq` or `Drop` is contained: `f` is then not called.
+    fn with_lane<K, R>(
+        self: &Arc<Self>,
+        key: K,
+        f: impl FnOnce(&Arc<LaneCore<S>>) -> R,
+    ) -> Result<R, KeyPanicked>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let hash = self.hash(&key);
+        let hash = match catch_key(|| self.hash(&key)) {
+            Ok(hash) => hash,
+            Err(e) => {
+                drop_quietly(key);
+                return Err(e);
+            }
+        };
         let mut map = self.shard(hash).lock();
-        f(self.lane_in(&mut map, hash, key))
+        let map = &mut *map;
+        let lane = catch_key(move || self.lane_in(map, hash, key))?;
+        Ok(f(lane))
     }
 
     #[cfg(test)]
@@ -158,11 +194,7 @@ impl<S: LaneKind> LaneTable<S> {
         K: Hash + Eq + Send + Sync + 'static,
     {
         let ShardMap { lanes, cached } = map;
-        let entry = lanes.entry(
-            hash,
-            |l| l.key.downcast_ref::<K>() == Some(&key),
-            |l| l.hash,
-        );
+        let entry = lanes.entry(hash, |l| l.key::<K>() == Some(&key), |l| l.hash);
         let lane = match entry {
             Entry::Occupied(o) => {
                 let lane = o.into_mut();
@@ -174,12 +206,12 @@ impl<S: LaneKind> LaneTable<S> {
             Entry::Vacant(v) => {
                 self.live.fetch_add(1, Ordering::Relaxed);
                 v.insert(Arc::new(LaneCore {
-                    table: self.clone(),
+                    kind: self.kind.clone(),
                     hash,
-                    key: Box::new(key),
+                    key: LaneKey::new(key),
                     state: Mutex::new(LaneState {
                         queue: VecDeque::new(),
-                        scheduled: false,
+                        table: None,
                     }),
                     pins: AtomicUsize::new(0),
                     cached: AtomicBool::new(false),
@@ -190,29 +222,44 @@ impl<S: LaneKind> LaneTable<S> {
         lane
     }
 
-    /// Queues `entry` on the lane of `key` (the task was already admitted).
-    pub(crate) fn submit<K>(self: &Arc<Self>, registry: &Arc<Registry>, key: K, entry: S::Entry)
+    /// Queues the entry `make` builds on the lane of `key` (the task was already admitted).
+    /// `make` runs once the lane is found, under its shard lock; when the key's `Hash`, `Eq` or
+    /// `Drop` panics it is not called, and the caller takes the admission back.
+    pub(crate) fn submit<K, R>(
+        self: &Arc<Self>,
+        registry: &Arc<Registry>,
+        key: K,
+        make: impl FnOnce() -> (R, S::Entry),
+    ) -> Result<R, KeyPanicked>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let pushed = self.with_lane(key, |lane| lane.push(entry));
+        let (out, pushed) = self.with_lane(key, |lane| {
+            let (out, entry) = make();
+            (out, lane.push(self, entry))
+        })?;
         self.after_push(registry, pushed);
+        Ok(out)
     }
 
-    /// Completes a push outside the locks: abandons what it replaced, queues the lane if it
-    /// became scheduled.
+    /// Completes a push outside the locks: queues the lane if it became scheduled, abandons what
+    /// it replaced (a panic of its `Drop` is reported, and the task still counts as finished).
     pub(crate) fn after_push(&self, registry: &Arc<Registry>, pushed: Pushed<S>) {
-        if let Some(old) = pushed.replaced {
-            self.kind.abandon(old, Abandon::Coalesced);
-            registry.task_done();
-        }
         if let Some(lane) = pushed.schedule {
             registry.schedule(Job::Lane(lane));
+        }
+        if let Some(old) = pushed.replaced {
+            let kind = &self.kind;
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| kind.abandon(old, Abandon::Coalesced)))
+            {
+                registry.report_panic(PanicReport::new(panic_message(&*p).to_owned()));
+            }
+            registry.task_done();
         }
     }
 
     /// The lane of `key`, pinned in the table until `unpin`.
-    pub(crate) fn pin<K>(self: &Arc<Self>, key: K) -> Arc<LaneCore<S>>
+    pub(crate) fn pin<K>(self: &Arc<Self>, key: K) -> Result<Arc<LaneCore<S>>, KeyPanicked>
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
@@ -222,6 +269,35 @@ impl<S: LaneKind> LaneTable<S> {
         })
     }
 
+    /// Rule 3: an idle, unpinned `lane` leaves the table (or the idle cache keeps it). Called
+    /// under the lane's shard lock (`map`).
+    pub(crate) fn remove_if_idle(&self, map: &mut ShardMap<S>, lane: &Arc<LaneCore<S>>) {
+        if lane.pins.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        {
+            let mut st = lane.state.lock();
+            if st.table.is_some() || !st.queue.is_empty() {
+                return;
+            }
+            if map.cached < IDLE_KEEP && !lane.cached.load(Ordering::Relaxed) {
+                // Keep it for a while (idle cache); give back a large queue buffer now.
+                st.queue.shrink_to(4);
+                lane.cached.store(true, Ordering::Relaxed);
+                map.cached += 1;
+                return;
+            }
+        }
+        if lane.cached.load(Ordering::Relaxed) {
+            return; // already kept
+        }
+        if let Ok(entry) = map.lanes.find_entry(lane.hash, |l| Arc::ptr_eq(l, lane)) {
+            entry.remove();
+            self.live.fetch_sub(1, Ordering::Relaxed);
+            map.shrink();
+        }
+    }
+
     fn shards(&self) -> impl Iterator<Item = &Shard<S>> {
         self.shards.iter()
     }
@@ -229,7 +305,7 @@ impl<S: LaneKind> LaneTable<S> {
 
 impl<S: LaneKind> LaneCore<S> {
     /// Appends `entry` (replacing a pending coalescing entry at the back if `entry` coalesces).
-    pub(crate) fn push(self: &Arc<Self>, entry: S::Entry) -> Pushed<S> {
+    pub(crate) fn push(self: &Arc<Self>, table: &Arc<LaneTable<S>>, entry: S::Entry) -> Pushed<S> {
         let mut st = self.state.lock();
         let replaced = if S::is_coalescing(&entry) && st.queue.back().is_some_and(S::is_coalescing)
         {
@@ -238,8 +314,10 @@ impl<S: LaneKind> LaneCore<S> {
             None
         };
         st.queue.push_back(entry);
-        let schedule = !st.scheduled;
-        st.scheduled = true;
+        let schedule = st.table.is_none();
+        if schedule {
+            st.table = Some(table.clone());
+        }
         drop(st);
         Pushed {
             schedule: schedule.then(|| self.clone()),
@@ -247,10 +325,15 @@ impl<S: LaneKind> LaneCore<S> {
         }
     }
 
-    /// Queues `entry` on a pinned lane (no table look-up: a pinned lane stays in the table).
-    pub(crate) fn push_pinned(self: &Arc<Self>, registry: &Arc<Registry>, entry: S::Entry) {
-        let pushed = self.push(entry);
-        self.table.after_push(registry, pushed);
+    /// Queues `entry` on a pinned lane of `table` (no look-up: a pinned lane stays in the table).
+    pub(crate) fn push_pinned(
+        self: &Arc<Self>,
+        table: &Arc<LaneTable<S>>,
+        registry: &Arc<Registry>,
+        entry: S::Entry,
+    ) {
+        let pushed = self.push(table, entry);
+        table.after_push(registry, pushed);
     }
 
     /// Another handle to a pinned lane.
@@ -260,54 +343,41 @@ impl<S: LaneKind> LaneCore<S> {
     }
 
     /// A `Lane` handle let go of the lane: it may now be freed when idle.
-    pub(crate) fn unpin(self: &Arc<Self>) {
-        let map = self.table.shard(self.hash).lock();
+    pub(crate) fn unpin(self: &Arc<Self>, table: &LaneTable<S>) {
+        let mut map = table.shard(self.hash).lock();
         if self.pins.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.remove_if_idle(map);
+            table.remove_if_idle(&mut map, self);
         }
     }
 
-    /// Rule 3: an idle, unpinned lane leaves the table (under its shard lock).
-    fn release(self: &Arc<Self>) {
+    /// Rule 3: the lane went idle (its runner took `table` out of its state): it leaves the table
+    /// unless pinned. The table may be freed right here, if this lane held its last reference.
+    fn release(self: &Arc<Self>, table: Arc<LaneTable<S>>) {
         if self.pins.load(Ordering::Acquire) > 0 {
             return;
         }
-        let map = self.table.shard(self.hash).lock();
-        if self.pins.load(Ordering::Acquire) == 0 {
-            self.remove_if_idle(map);
-        }
-    }
-
-    fn remove_if_idle(self: &Arc<Self>, mut map: ShardGuard<'_, S>) {
-        {
-            let mut st = self.state.lock();
-            if st.scheduled || !st.queue.is_empty() {
-                return;
-            }
-            if map.cached < IDLE_KEEP && !self.cached.load(Ordering::Relaxed) {
-                // Keep it for a while (idle cache); give back a large queue buffer now.
-                st.queue.shrink_to(4);
-                self.cached.store(true, Ordering::Relaxed);
-                map.cached += 1;
-                return;
-            }
-        }
-        if self.cached.load(Ordering::Relaxed) {
-            return; // already kept
-        }
-        if let Ok(entry) = map.lanes.find_entry(self.hash, |l| Arc::ptr_eq(l, self)) {
-            entry.remove();
-            self.table.live.fetch_sub(1, Ordering::Relaxed);
-        }
+        let mut map = table.shard(self.hash).lock();
+        table.remove_if_idle(&mut map, self);
     }
 
     /// Runs one entry as the lane would (for entries handed back by `shutdown_now`).
     pub(crate) fn run_entry(&self, entry: S::Entry) -> Result<(), PanicReport> {
-        self.table.kind.run(&*self.key, entry)
+        self.kind.run(self.key.get(), entry)
     }
 
     pub(crate) fn key<K: 'static>(&self) -> Option<&K> {
-        self.key.downcast_ref::<K>()
+        self.key.get().downcast_ref::<K>()
+    }
+}
+
+impl<S: LaneKind> ShardMap<S> {
+    /// Gives memory back after a burst: a table a quarter full halves (defect: a shard kept the
+    /// size of its peak forever). Amortised O(1) per removal.
+    fn shrink(&mut self) {
+        let len = self.lanes.len();
+        if self.lanes.capacity() > 32 && len * 4 < self.lanes.capacity() {
+            self.lanes.shrink_to(len * 2, |l| l.hash);
+        }
     }
 }
 
@@ -316,9 +386,10 @@ impl<S: LaneKind> LaneCore<S> {
 const CHUNK: usize = 16;
 
 /// What `take_chunk` found.
-enum Taken {
+enum Taken<S: LaneKind> {
     Entries,
-    Empty,
+    /// The lane went idle; here is the table it held while scheduled.
+    Empty(Option<Arc<LaneTable<S>>>),
     Barrier(Arc<MultiTask>),
 }
 
@@ -326,61 +397,115 @@ impl<S: LaneKind> LaneCore<S> {
     /// Takes up to `max` entries from the front (rule 5: never a coalescing entry that is last in
     /// the queue unless it is the very next to run, so `push` sees every pending coalescing entry
     /// that could be replaced). Empty: the lane is turned off (rule 2).
-    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken {
+    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken<S> {
         let mut st = self.state.lock();
-        while chunk.len() < max {
-            match st.queue.front() {
-                None => break,
-                Some(e) if S::barrier(e).is_some() => {
-                    if chunk.is_empty() {
-                        // Rule 6: the lane parks at a multi-key task; `scheduled` stays on.
-                        let multi = S::barrier(e).cloned();
-                        return multi.map_or(Taken::Entries, Taken::Barrier);
-                    }
-                    break;
+        let len = st.queue.len();
+        let mut take = 0;
+        while take < max.min(len) {
+            let e = &st.queue[take];
+            if let Some(multi) = S::barrier(e) {
+                if take == 0 {
+                    // Rule 6: the lane parks at a multi-key task; it stays scheduled.
+                    return Taken::Barrier(multi.clone());
                 }
-                Some(e) if !chunk.is_empty() && st.queue.len() == 1 && S::is_coalescing(e) => break,
-                Some(_) => chunk.extend(st.queue.pop_front()),
+                break;
             }
+            if take > 0 && take == len - 1 && S::is_coalescing(e) {
+                break;
+            }
+            take += 1;
         }
-        if chunk.is_empty() {
-            // Rule 2: only the lane's runner turns `scheduled` off, and only while it sees the
-            // queue empty under the lane lock.
-            st.scheduled = false;
-            return Taken::Empty;
+        if take == 0 {
+            // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
+            // empty under the lane lock.
+            return Taken::Empty(st.table.take());
         }
+        // Reversed: the runner pops the next entry to run from the back.
+        chunk.extend(st.queue.drain(..take).rev());
         Taken::Entries
     }
 
-    /// Rule 6: the multi-key task at this lane's head is done: pop it and restart the lane.
-    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>, registry: &Arc<Registry>) {
-        let more = {
+    /// Rule 6: the multi-key task at this lane's head is done: pop it. Returns the lane if it
+    /// has more work (still scheduled: the caller restarts it), else frees it if idle. If
+    /// `shutdown_now` already drained the lane (called from inside the task), there is nothing
+    /// to pop and the lane stays as the drain left it.
+    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>) -> Option<Arc<Self>> {
+        let idle = {
             let mut st = self.state.lock();
-            let head = st.queue.pop_front();
-            debug_assert!(head
-                .as_ref()
+            let at_head = st
+                .queue
+                .front()
                 .and_then(S::barrier)
-                .is_some_and(|m| Arc::ptr_eq(m, multi)));
-            st.scheduled = !st.queue.is_empty();
-            st.scheduled
+                .is_some_and(|m| Arc::ptr_eq(m, multi));
+            if !at_head {
+                return None;
+            }
+            st.queue.pop_front();
+            if st.queue.is_empty() {
+                st.table.take()
+            } else {
+                None
+            }
         };
-        if more {
-            registry.schedule(Job::Lane(self.clone()));
-        } else {
-            self.release();
+        match idle {
+            Some(table) => {
+                self.release(table);
+                None
+            }
+            None => Some(self.clone()),
         }
+    }
+}
+
+/// A runner's lane and the chunk it took from it (reversed: the next entry to run is last).
+struct Running<S: LaneKind> {
+    lane: Arc<LaneCore<S>>,
+    chunk: RefCell<SmallVec<[S::Entry; CHUNK]>>,
+    /// Entries of the chunk that ran and are not yet counted finished.
+    ran: Cell<usize>,
+}
+
+impl<S: LaneKind> Running<S> {
+    /// The next entry of the chunk (no borrow is held while it runs).
+    fn next(&self) -> Option<S::Entry> {
+        self.chunk.borrow_mut().pop()
+    }
+}
+
+impl<S: LaneKind> Held for Running<S> {
+    /// Rule 5 under `shutdown_now`: the entries not started go back to the front, in order.
+    fn put_back(&self) -> usize {
+        let mut chunk = self.chunk.borrow_mut();
+        if !chunk.is_empty() {
+            let mut st = self.lane.state.lock();
+            for entry in chunk.drain(..) {
+                st.queue.push_front(entry);
+            }
+        }
+        self.ran.take()
     }
 }
 
 impl<S: LaneKind> LaneJob for LaneCore<S> {
     fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
+        let running = Running {
+            lane: self,
+            chunk: RefCell::new(SmallVec::new()),
+            ran: Cell::new(0),
+        };
+        let lane = &running.lane;
         let mut left = worker.registry.config.lane_batch;
-        let mut chunk = SmallVec::<[S::Entry; CHUNK]>::new();
         while left > 0 {
-            match self.take_chunk(left.min(CHUNK), &mut chunk) {
+            let taken = {
+                let mut chunk = running.chunk.borrow_mut();
+                lane.take_chunk(left.min(CHUNK), &mut chunk)
+            };
+            match taken {
                 Taken::Entries => {}
-                Taken::Empty => {
-                    self.release();
+                Taken::Empty(table) => {
+                    if let Some(table) = table {
+                        lane.release(table);
+                    }
                     return;
                 }
                 Taken::Barrier(multi) => {
@@ -388,50 +513,52 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                     return;
                 }
             }
-            left -= chunk.len();
-            let mut ran = 0;
-            let mut entries = chunk.drain(..);
-            for entry in entries.by_ref() {
-                worker.run_one(|| self.table.kind.run(&*self.key, entry));
-                ran += 1;
-                if worker.registry.is_stopping() {
-                    break;
+            {
+                // A `shutdown_now` called by one of these entries finds the rest of the chunk.
+                let _held = held::hold(&running);
+                while let Some(entry) = running.next() {
+                    worker.run_one(|| lane.kind.run(lane.key.get(), entry));
+                    running.ran.set(running.ran.get() + 1);
+                    if worker.registry.is_stopping() {
+                        break;
+                    }
                 }
             }
-            let rest: SmallVec<[S::Entry; CHUNK]> = entries.collect();
+            let ran = running.ran.take();
+            left = left.saturating_sub(ran);
             worker.tasks_done(ran);
-            if !rest.is_empty() {
-                // `shutdown_now`: put the untouched entries back, in order, for the drain.
-                let mut st = self.state.lock();
-                for entry in rest.into_iter().rev() {
-                    st.queue.push_front(entry);
-                }
+            if worker.registry.is_stopping() {
+                // `shutdown_now`: the untouched entries go back, in order, for the drain (which
+                // runs once this worker has exited).
+                running.put_back();
                 return;
             }
-            if worker.registry.is_stopping() {
-                return; // `shutdown_now` drains the rest of the lane
-            }
         }
-        let more = {
-            let mut st = self.state.lock();
-            st.scheduled = !st.queue.is_empty();
-            st.scheduled
+        let idle = {
+            let mut st = lane.state.lock();
+            if st.queue.is_empty() {
+                st.table.take()
+            } else {
+                None
+            }
         };
-        if more {
-            worker.requeue_lane(Job::Lane(self));
-        } else {
-            self.release();
+        match idle {
+            Some(table) => lane.release(table),
+            None => worker.requeue_lane(Job::Lane(running.lane)),
         }
     }
 }
 
 impl<S: LaneKind> TableOps for LaneTable<S> {
     fn drain(&self, out: &mut Vec<PendingTask>) {
+        // Called from inside a lane task, the chunk its runner holds goes back to its lane first.
+        held::put_back_held();
         for shard in self.shards() {
             let mut map = shard.lock();
             for lane in map.lanes.iter() {
                 let mut st = lane.state.lock();
-                st.scheduled = false;
+                // Not the table's last reference: the caller holds one.
+                st.table = None;
                 for entry in st.queue.drain(..) {
                     out.extend(S::pending(lane, entry).map(PendingTask::new));
                 }
@@ -441,6 +568,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
             map.cached = 0; // pinned lanes are never cached
             self.live
                 .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            map.shrink();
         }
     }
 
@@ -455,6 +583,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
             map.cached = 0;
             self.live
                 .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            map.shrink();
         }
     }
 

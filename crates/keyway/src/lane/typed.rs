@@ -142,9 +142,19 @@ where
         if let Err(why) = registry.admit() {
             return Err(refused(why, msg));
         }
-        self.table
-            .submit(registry, key, Message { msg, coalescing });
-        Ok(())
+        let mut msg = Some(msg);
+        let placed = self.table.submit(registry, key, || match msg.take() {
+            Some(msg) => ((), Message { msg, coalescing }),
+            None => unreachable!("a message's entry is made once"),
+        });
+        match (placed, msg) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some(msg)) => {
+                registry.unadmit();
+                Err(SubmitError::KeyPanicked(msg))
+            }
+            (Err(_), None) => unreachable!("a key panicked after the message was queued"),
+        }
     }
 
     /// Queues `msg` for `key`; the handler sees it after every message sent for `key` before.
