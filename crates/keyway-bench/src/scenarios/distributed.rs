@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use keyway::{Coordinator, Pool};
+use keyway::{Coordinator, ExecutorConfig, Pool, Scheduler, Timing};
 use keyway_redis::RedisCoordinator;
 use serde_json::{json, Map};
 
@@ -64,57 +64,61 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The child's rate driver (the scheduler will take its place): for each of `intervals`
-/// whole seconds, asks `coordinator` for this process's share of `limit`, runs that many tasks
-/// on `pool` spread evenly over the second (a fractional task carries over), and hands
-/// `report` the second and how many of its tasks ran. Fails if a task is refused or, at the
-/// end, if any task did not run exactly once.
+/// The child's rate driver: a keyway [`Scheduler`] whose executor has the global limit
+/// `limit` and whose `coordinator` gives this process its share of it. The executor is kept
+/// saturated (the whole run's worth of the global limit is due at once), so what runs each
+/// second is exactly what the scheduler admits under this process's share. Hands `report` each
+/// whole Unix second and how many tasks ran in it. At the end, the tasks not yet released are
+/// taken back (`shutdown_now`) and the run fails unless every scheduled task either ran exactly
+/// once or came back.
 pub fn drive(
-    coordinator: &dyn Coordinator,
+    coordinator: impl Coordinator,
     limit: f64,
     pool: &Pool,
     intervals: u64,
     mut report: impl FnMut(u64, u64),
 ) -> Result<(), String> {
+    let scheduler = Scheduler::builder(pool)
+        .interval(Duration::from_secs(1))
+        .executor(EXECUTOR, ExecutorConfig::with_tps(limit))
+        .coordinator(coordinator)
+        .build()
+        .map_err(|e| format!("building the scheduler: {e}"))?;
     let first = unix_now().floor() as u64 + 1;
-    let start = Instant::now() + Duration::from_secs_f64((first as f64 - unix_now()).max(0.0));
-    let (mut carry, mut started) = (0.0f64, 0u64);
+    // One counter per whole second of the run, plus one each side for stragglers.
+    let per_second: Arc<[AtomicU64]> = (0..intervals + 2).map(|_| AtomicU64::new(0)).collect();
     let ran_total = Arc::new(AtomicU64::new(0));
-    let mut previous: Option<(u64, Arc<AtomicU64>)> = None;
-    for k in 0..intervals {
-        let begin = start + Duration::from_secs(k);
-        std::thread::sleep(begin.saturating_duration_since(Instant::now()));
-        if let Some((second, ran)) = previous.take() {
-            report(second, ran.load(Ordering::Acquire));
-        }
-        let due = coordinator.share(EXECUTOR, limit) + carry;
-        let tasks = due.floor() as u64;
-        carry = due - tasks as f64;
-        let ran = Arc::new(AtomicU64::new(0));
-        for i in 0..tasks {
-            let at = begin + Duration::from_secs(1).mul_f64(i as f64 / tasks as f64);
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
-            let (ran, total) = (Arc::clone(&ran), Arc::clone(&ran_total));
-            pool.execute(move || {
+    let scheduled = (limit.ceil() as u64).saturating_mul(intervals + 1);
+    for _ in 0..scheduled {
+        let (per_second, total) = (Arc::clone(&per_second), Arc::clone(&ran_total));
+        scheduler
+            .execute_with(EXECUTOR, Timing::after(Duration::ZERO), move || {
                 std::hint::black_box(crate::work::spin(100));
-                ran.fetch_add(1, Ordering::AcqRel);
+                let second = (unix_now().floor() as u64 + 1).saturating_sub(first);
+                per_second[(second as usize).min(per_second.len() - 1)]
+                    .fetch_add(1, Ordering::AcqRel);
                 total.fetch_add(1, Ordering::AcqRel);
             })
             .map_err(|e| format!("a task was refused: {e}"))?;
-            started += 1;
-        }
-        previous = Some((first + k, ran));
     }
-    std::thread::sleep(
-        (start + Duration::from_secs(intervals)).saturating_duration_since(Instant::now()),
-    );
-    if let Some((second, ran)) = previous {
-        report(second, ran.load(Ordering::Acquire));
+    let start = Instant::now() + Duration::from_secs_f64((first as f64 - unix_now()).max(0.0));
+    for k in 1..=intervals {
+        // Second k-1 of the run is over once second k has begun.
+        let end = start + Duration::from_secs(k);
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        report(
+            first + k - 1,
+            per_second[k as usize].load(Ordering::Acquire),
+        );
     }
+    let handed_back = scheduler.shutdown_now().len() as u64;
+    drop(scheduler); // leaves the executor's group in Redis at once
     pool.shutdown();
     let ran = ran_total.load(Ordering::Acquire);
-    if ran != started {
-        return Err(format!("{started} tasks started but {ran} ran"));
+    if ran + handed_back != scheduled {
+        return Err(format!(
+            "{scheduled} tasks scheduled but {ran} ran and {handed_back} came back"
+        ));
     }
     Ok(())
 }
@@ -128,14 +132,11 @@ pub fn child(args: &ChildArgs) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let limit = args.limit as f64;
-    coordinator.join(EXECUTOR, limit);
     let pool = Pool::new().map_err(|e| e.to_string())?;
     println!("ready");
-    drive(&coordinator, limit, &pool, args.seconds, |second, ran| {
+    drive(coordinator, limit, &pool, args.seconds, |second, ran| {
         println!("second={second} ran={ran}");
-    })?;
-    coordinator.leave(EXECUTOR);
-    Ok(())
+    })
 }
 
 /// A `redis-server` this command started; killed when dropped.
