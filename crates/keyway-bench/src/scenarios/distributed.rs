@@ -1,8 +1,9 @@
 //! `distributed`: K processes of this very binary (the hidden `distributed-child` command)
-//! share a global limit G through one Redis, each running tasks at its `RedisCoordinator`
-//! share, spread evenly over each second. One is killed half way. Reported: the aggregate
-//! per-second deviation from G in steady state, and the seconds until the survivors carry G
-//! again. Every task a child started is checked to have run exactly once.
+//! share a global limit G through one Redis: each runs a keyway `Scheduler` whose executor has
+//! the limit G and a `RedisCoordinator`, so it runs its share, spread evenly over each interval.
+//! One is killed half way. Reported: the aggregate per-second deviation from G in steady state,
+//! and the seconds until the survivors carry G again. Every task a child scheduled is checked to
+//! have run exactly once or to have come back at the end.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
