@@ -43,9 +43,10 @@ impl LaneKind for Closures {
         }
     }
 
-    fn abandon(&self, entry: ClosureEntry, why: Abandon) {
-        if let ClosureEntry::One { task, .. } = entry {
-            task.abandon(why)
+    fn abandon(&self, entry: ClosureEntry, why: Abandon) -> Result<(), PanicReport> {
+        match entry {
+            ClosureEntry::One { task, .. } => task.abandon_reporting(why),
+            ClosureEntry::Many(_) => Ok(()),
         }
     }
 

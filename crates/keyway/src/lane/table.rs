@@ -6,7 +6,6 @@ use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -17,7 +16,6 @@ use smallvec::SmallVec;
 
 use super::held::{self, Held};
 use super::key::{catch_key, drop_quietly, KeyPanicked, LaneKey};
-use crate::error::panic_message;
 use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
@@ -29,7 +27,8 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     type Entry: Send + 'static;
     fn is_coalescing(entry: &Self::Entry) -> bool;
     fn run(&self, key: &(dyn Any + Send + Sync), entry: Self::Entry) -> Result<(), PanicReport>;
-    fn abandon(&self, entry: Self::Entry, why: Abandon);
+    /// Drops an entry unrun (never unwinds); a panic of its drop comes back as a report.
+    fn abandon(&self, entry: Self::Entry, why: Abandon) -> Result<(), PanicReport>;
     /// Packs an entry that `shutdown_now` hands back (`None`: already handed back through
     /// another lane, for a multi-key task).
     fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<Task>;
@@ -249,10 +248,8 @@ impl<S: LaneKind> LaneTable<S> {
             registry.schedule(Job::Lane(lane));
         }
         if let Some(old) = pushed.replaced {
-            let kind = &self.kind;
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| kind.abandon(old, Abandon::Coalesced)))
-            {
-                registry.report_panic(PanicReport::new(panic_message(&*p).to_owned()));
+            if let Err(report) = self.kind.abandon(old, Abandon::Coalesced) {
+                registry.report_panic(report);
             }
             registry.task_done();
         }

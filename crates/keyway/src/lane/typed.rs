@@ -43,7 +43,11 @@ where
             .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
     }
 
-    fn abandon(&self, _entry: Message<M>, _why: Abandon) {}
+    fn abandon(&self, entry: Message<M>, _why: Abandon) -> Result<(), PanicReport> {
+        // A message has no handle to tell: dropping it is all there is (contained).
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(entry)))
+            .map_err(|p| PanicReport::new(crate::error::panic_message(&*p).to_owned()))
+    }
 
     fn pending(lane: &Arc<LaneCore<Self>>, entry: Message<M>) -> Option<Task> {
         Some(Task::new(PendingMessage {
