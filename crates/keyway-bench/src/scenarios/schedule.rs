@@ -153,6 +153,7 @@ fn run_once<S: ScheduleSystem>(
     // Leaked (a bit per task): tasks hold it for 'static without a reference count per task.
     let run: &'static ScheduleRun = Box::leak(Box::new(ScheduleRun::new(tasks)));
     let system = S::build(threads)?;
+    crate::harness::ready_step();
     let start = Instant::now();
     for i in 0..tasks {
         let due = start + offset(i, tasks);
@@ -365,6 +366,7 @@ fn rate_once(
         .build()
         .map_err(|e| e.to_string())?;
     let run: &'static ScheduleRun = Box::leak(Box::new(ScheduleRun::new(tasks)));
+    crate::harness::ready_step();
     let start = Instant::now();
     let due = start + interval;
     let mut x = 0x2545_F491_4F6C_DD1Du64;
