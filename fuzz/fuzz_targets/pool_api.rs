@@ -487,6 +487,8 @@ fn tally_outcome(outcome: Result<Out, TaskError>, o: &mut Outcomes) {
         Err(TaskError::Cancelled) => o.cancelled += 1,
         Err(TaskError::Coalesced) => o.coalesced += 1,
         Err(TaskError::Rejected) => o.rejected += 1,
+        // Only a scheduled task with a timeout can time out; the target schedules none.
+        Err(TaskError::TimedOut) => panic!("a pool task reported TimedOut"),
     }
 }
 
