@@ -45,7 +45,11 @@ impl LaneKind for Closures {
 
     fn abandon(&self, entry: ClosureEntry, why: Abandon) {
         if let ClosureEntry::One { task, .. } = entry {
-            task.abandon(why)
+            // The caller (`LaneTable::after_push`) reports a panicking drop of the task it
+            // replaced as a task panic: hand the panic on to it.
+            if let Err(report) = task.try_abandon(why) {
+                std::panic::resume_unwind(Box::new(report.message().to_owned()));
+            }
         }
     }
 

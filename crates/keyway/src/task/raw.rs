@@ -133,12 +133,19 @@ impl Task {
     /// Drops the task unrun, telling its handle why. Never unwinds: a panicking capture drop
     /// is logged.
     pub(crate) fn abandon(self, why: Abandon) {
+        if let Err(report) = self.try_abandon(why) {
+            log_drop_panic(report.message());
+        }
+    }
+
+    /// Drops the task unrun, telling its handle why; a panicking capture drop comes back as a
+    /// report (for the callers that count it as a task panic).
+    pub(crate) fn try_abandon(self, why: Abandon) -> Result<(), PanicReport> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: rule 1, as in `run`.
         let abandon = || unsafe { (this.vtable.abandon)(this.data.as_mut_ptr(), why) };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(abandon)) {
-            log_drop_panic(&*payload);
-        }
+        catch_unwind(AssertUnwindSafe(abandon))
+            .map_err(|payload| PanicReport::new(panic_message(&*payload).to_owned()))
     }
 }
 
@@ -147,17 +154,14 @@ impl Drop for Task {
         // SAFETY: rule 1 — `run` and `abandon` bypass this drop, so the value is still live.
         let drop = || unsafe { (self.vtable.drop)(self.data.as_mut_ptr()) };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(drop)) {
-            log_drop_panic(&*payload);
+            log_drop_panic(panic_message(&*payload));
         }
     }
 }
 
 #[cold]
-fn log_drop_panic(payload: &(dyn std::any::Any + Send)) {
-    tracing::error!(
-        panic = panic_message(payload),
-        "keyway: dropping a task that did not run panicked"
-    );
+fn log_drop_panic(panic: &str) {
+    tracing::error!(panic, "keyway: dropping a task that did not run panicked");
 }
 
 #[cfg(test)]
