@@ -219,8 +219,9 @@ impl Drop for Out {
 // ---- the run -----------------------------------------------------------------------------------
 
 /// Input classes that can be turned off while a known defect they trip is being fixed
-/// (fuzz/README.md): keys whose `Hash` panics, keys whose `Drop` panics, `shutdown_now` called
-/// from a lane task (single- or multi-key).
+/// (fuzz/README.md; the defects they tripped are fixed, the switches stay): keys whose `Hash`
+/// panics, keys whose `Drop` panics, `shutdown_now` called from a lane task (single- or
+/// multi-key).
 fn allowed(env: &str) -> bool {
     std::env::var_os(env).is_none()
 }
@@ -487,6 +488,8 @@ fn tally_outcome(outcome: Result<Out, TaskError>, o: &mut Outcomes) {
         Err(TaskError::Cancelled) => o.cancelled += 1,
         Err(TaskError::Coalesced) => o.coalesced += 1,
         Err(TaskError::Rejected) => o.rejected += 1,
+        // Only a scheduled task with a timeout can time out; the target schedules none.
+        Err(TaskError::TimedOut) => panic!("a pool task reported TimedOut"),
     }
 }
 

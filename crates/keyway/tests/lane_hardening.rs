@@ -348,3 +348,78 @@ fn a_panicking_drop_of_a_coalesced_away_task_is_contained() {
         "each replaced task's panic reported"
     );
 }
+
+/// Counts its drops: the witness that a refused task was handed back, not leaked.
+struct Probe(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Found by the fuzz target (`fuzz/regressions/refused-with-a-key-whose-drop-panics`): a
+/// submission refused by a shut-down pool dropped its keys after the refusal was formed, so a
+/// key's panicking `Drop` unwound through the return and leaked the refused task.
+#[test]
+fn a_refused_task_whose_key_drop_panics_is_handed_back() {
+    quiet_panics();
+    let pool = fixed_pool(1);
+    pool.shutdown();
+    let bad = |id| Touchy {
+        bad_drop: true,
+        ..Touchy::new(id)
+    };
+    let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let task = |drops: &Arc<std::sync::atomic::AtomicUsize>| {
+        let probe = Probe(drops.clone());
+        move || drop(probe)
+    };
+    // Each submission path that takes a key, refused: the task comes back, nothing unwinds.
+    let refusals: Vec<Box<dyn FnOnce() -> bool>> = vec![
+        Box::new({
+            let (pool, t) = (pool.clone(), task(&drops));
+            move || {
+                matches!(
+                    pool.execute_sequential(bad(1), t),
+                    Err(SubmitError::Shutdown(_))
+                )
+            }
+        }),
+        Box::new({
+            let (pool, t) = (pool.clone(), task(&drops));
+            move || {
+                matches!(
+                    pool.submit_keyed([bad(2), bad(3)], t),
+                    Err(SubmitError::Shutdown(_))
+                )
+            }
+        }),
+        Box::new({
+            let (pool, t) = (pool.clone(), task(&drops));
+            move || {
+                matches!(
+                    pool.submit_coalescing(bad(4), t),
+                    Err(SubmitError::Shutdown(_))
+                )
+            }
+        }),
+        Box::new({
+            let pool = pool.clone();
+            let probe = Probe(drops.clone());
+            move || {
+                let lanes = pool.typed_lanes(|_: &Touchy, msg: Probe| drop(msg));
+                matches!(lanes.send(bad(5), probe), Err(SubmitError::Shutdown(_)))
+            }
+        }),
+    ];
+    let n = refusals.len();
+    for (i, refuse) in refusals.into_iter().enumerate() {
+        let out = catch_unwind(AssertUnwindSafe(refuse));
+        assert!(
+            matches!(out, Ok(true)),
+            "submission {i}: refused task not handed back"
+        );
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), n, "a refused task leaked");
+}

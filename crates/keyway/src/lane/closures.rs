@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::key::KeyPanicked;
+use super::key::{drop_quietly, KeyPanicked};
 use super::table::{LaneCore, LaneKind};
 use crate::error::SubmitError;
 use crate::keyed::MultiTask;
@@ -85,6 +85,10 @@ where
 {
     let registry = pool.registry();
     if let Err(why) = registry.admit() {
+        // `place` owns the task's keys. A key whose `Drop` panics must not unwind through this
+        // return: the refused task in the return value would leak with it (a panic while a
+        // local is dropped does not drop the value being returned).
+        drop_quietly(place);
         return Err(refused(why, f));
     }
     let mut parts = Some((f, wrap));

@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::key::drop_quietly;
 use super::table::{LaneCore, LaneKind, LaneTable};
 use crate::error::{panic_message, SubmitError};
 use crate::pool::{refused, Pool};
@@ -144,6 +145,8 @@ where
     fn push(&self, key: K, msg: M, coalescing: bool) -> Result<(), SubmitError<M>> {
         let registry = self.pool.registry();
         if let Err(why) = registry.admit() {
+            // A key whose `Drop` panics must not unwind through the return (see `admit_then`).
+            drop_quietly(key);
             return Err(refused(why, msg));
         }
         let mut msg = Some(msg);

@@ -20,6 +20,9 @@ pub(crate) mod worker;
 #[cfg(test)]
 mod test;
 
+#[cfg(all(test, loom))]
+mod loom_drain;
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::Pool;
