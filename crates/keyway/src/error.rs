@@ -49,6 +49,8 @@ pub(crate) enum BuildErrorKind {
     NulInThreadName,
     #[error("could not start a worker thread")]
     Spawn(#[source] std::io::Error),
+    #[error("stack_size ({value} bytes) must be between {min} and {max} bytes")]
+    StackSize { value: usize, min: usize, max: usize },
 }
 
 /// A task the pool refused. The task is handed back, so nothing is lost.

@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ pub(crate) struct ShardMap<S: LaneKind> {
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
-    hasher: hashbrown::DefaultHashBuilder,
+    hasher: crate::pool::KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
 }
@@ -119,7 +119,7 @@ impl<S: LaneKind> Pushed<S> {
 }
 
 impl<S: LaneKind> LaneTable<S> {
-    pub(crate) fn new(kind: S, threads: usize) -> Arc<Self> {
+    pub(crate) fn new(kind: S, threads: usize, hasher: crate::pool::KeyHasher) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
@@ -130,7 +130,7 @@ impl<S: LaneKind> LaneTable<S> {
                     }))
                 })
                 .collect(),
-            hasher: Default::default(),
+            hasher,
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })

@@ -128,6 +128,7 @@ impl Pool {
                 _types: PhantomData,
             },
             registry.config.max_threads,
+            registry.config.hasher.clone(),
         );
         registry.register_table(Arc::downgrade(&table) as _);
         TypedLanes {

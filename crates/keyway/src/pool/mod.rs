@@ -9,12 +9,14 @@
 
 mod builder;
 mod counter;
+mod hasher;
 mod monitor;
 mod progress;
 pub(crate) mod registry;
 mod reserved;
 mod sleep;
 mod stats;
+mod threads;
 pub(crate) mod worker;
 
 #[cfg(test)]
@@ -45,6 +47,7 @@ pub(crate) mod test_support {
 }
 
 pub use builder::PoolBuilder;
+pub(crate) use hasher::KeyHasher;
 pub use stats::{LaneDepth, Stats};
 pub use worker::blocking;
 
@@ -78,6 +81,9 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
 #[derive(Clone)]
+#[doc(alias = "ThreadPool")]
+#[doc(alias = "Runtime")]
+#[doc(alias = "ExecutorService")]
 pub struct Pool {
     pub(crate) handle: Arc<PoolHandle>,
 }
@@ -114,7 +120,11 @@ impl Pool {
     pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
         let monitor = Parker::new();
         let registry = Arc::new(Registry::new(config, monitor.unparker().clone()));
-        let lanes = LaneTable::new(Closures, registry.config.max_threads);
+        let lanes = LaneTable::new(
+            Closures,
+            registry.config.max_threads,
+            registry.config.hasher.clone(),
+        );
         registry.register_table(Arc::downgrade(&lanes) as _);
         let pool = Pool {
             handle: Arc::new(PoolHandle {
@@ -125,8 +135,7 @@ impl Pool {
         registry.start_core()?;
         let name = format!("{}-monitor", registry.config.thread_name);
         let watched = registry.clone();
-        let monitor = std::thread::Builder::new()
-            .name(name)
+        let monitor = threads::builder(&registry.config, name)
             .spawn(move || monitor::run(watched, monitor))
             .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
         registry.set_monitor(monitor);
@@ -147,6 +156,7 @@ impl Pool {
     /// pool.execute(move || tx.send("hello").unwrap()).unwrap();
     /// assert_eq!(rx.recv().unwrap(), "hello");
     /// ```
+    #[doc(alias = "spawn")]
     pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -166,6 +176,8 @@ impl Pool {
     /// let handle = pool.submit(|| 2 + 2).unwrap();
     /// assert_eq!(handle.join().unwrap(), 4);
     /// ```
+    #[doc(alias = "spawn")]
+    #[doc(alias = "spawn_blocking")]
     pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -196,6 +208,7 @@ impl Pool {
     /// }
     /// assert_ne!(rx.recv().unwrap(), me); // it ran on the reserved thread
     /// ```
+    #[doc(alias = "try_spawn")]
     pub fn try_execute<F>(&self, f: F) -> Result<(), TryExecuteError<F>>
     where
         F: FnOnce() + Send + 'static,

@@ -347,9 +347,8 @@ impl Registry {
         };
         self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
         let registry = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("{}-{}", self.config.thread_name, slot))
-            .spawn(move || {
+        let name = format!("{}-{}", self.config.thread_name, slot);
+        let spawned = super::threads::builder(&self.config, name).spawn(move || {
                 // The slot's parts are always home while the slot is free (see `slot_vacated`).
                 let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
                     registry.free_slots.lock().push(slot);

@@ -111,9 +111,8 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
         });
     let Ok(n) = got else { return };
     let r = registry.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("{}-reserved-{n}", registry.config.thread_name))
-        .spawn(move || run(&r));
+    let name = format!("{}-reserved-{n}", registry.config.thread_name);
+    let spawned = super::threads::builder(&registry.config, name).spawn(move || run(&r));
     match spawned {
         Ok(handle) => registry.keep_handle(handle),
         Err(e) => {
@@ -125,6 +124,7 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
 
 fn run(registry: &Arc<Registry>) {
     super::worker::set_reserved_of(Arc::as_ptr(registry));
+    let _hooks = super::threads::Hooks::start(registry);
     let seat = Seat::for_this_thread();
     // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
     // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off
