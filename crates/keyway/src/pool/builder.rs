@@ -182,7 +182,9 @@ impl PoolBuilder {
     }
 
     /// Called on the worker thread with each panic a task raises (after the task's handle, if
-    /// any, has it). A panic in the hook itself is caught and logged.
+    /// any, has it), and with each panic of an [`on_thread_start`](Self::on_thread_start) or
+    /// [`on_thread_stop`](Self::on_thread_stop) hook (its message then starts with the hook's
+    /// name). A panic in the hook itself is caught and logged.
     #[doc(alias = "panic_handler")]
     pub fn panic_hook(mut self, hook: impl Fn(&PanicReport) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Arc::new(hook));

@@ -212,6 +212,12 @@ impl Registry {
 
     pub(crate) fn report_panic(&self, report: PanicReport) {
         self.panicked.fetch_add(1, Ordering::Relaxed);
+        self.notify_panic(report);
+    }
+
+    /// Logs `report` and passes it to the panic hook, without counting a panicked task (a
+    /// thread hook's panic goes here).
+    pub(crate) fn notify_panic(&self, report: PanicReport) {
         tracing::error!(message = report.message(), "keyway task panicked");
         if let Some(hook) = &self.config.panic_hook {
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {

@@ -3,7 +3,8 @@
 //! Every thread the pool starts gets the configured stack size. The hooks run on the threads
 //! that run tasks — core and auxiliary workers, reserved threads — once at start, before the
 //! first task, and once at exit, after the last; the monitor runs no task and gets no hooks.
-//! A panic in a hook is caught and reported like a task's panic; the thread goes on.
+//! A panic in a hook is caught and reported to the panic hook (not counted as a panicked task);
+//! the thread goes on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -53,6 +54,6 @@ fn run_hook(registry: &Registry, hook: Option<&ThreadHook>, which: &str) {
         if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
             std::mem::forget(again);
         }
-        registry.report_panic(PanicReport::new(message));
+        registry.notify_panic(PanicReport::new(message));
     }
 }
