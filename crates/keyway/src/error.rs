@@ -50,7 +50,11 @@ pub(crate) enum BuildErrorKind {
     #[error("could not start a worker thread")]
     Spawn(#[source] std::io::Error),
     #[error("stack_size ({value} bytes) must be between {min} and {max} bytes")]
-    StackSize { value: usize, min: usize, max: usize },
+    StackSize {
+        value: usize,
+        min: usize,
+        max: usize,
+    },
 }
 
 /// A task the pool refused. The task is handed back, so nothing is lost.

@@ -114,18 +114,31 @@ fn hooks_run_once_per_task_thread_around_its_tasks() {
         gate.open();
         pool.shutdown();
 
-        assert_eq!(misplaced.load(Ordering::SeqCst), 0, "a task ran before its thread's start hook");
+        assert_eq!(
+            misplaced.load(Ordering::SeqCst),
+            0,
+            "a task ran before its thread's start hook"
+        );
         let threads = journal.threads.lock().unwrap();
         let prefix = format!("hooks{round}-");
         let mut reserved = 0;
         let mut workers = 0;
         for (id, seen) in threads.iter() {
-            assert!(seen.name.starts_with(&prefix), "{id:?}: {seen:?} is not a pool thread");
-            assert!(!seen.name.ends_with("-monitor"), "the monitor ran a hook: {seen:?}");
+            assert!(
+                seen.name.starts_with(&prefix),
+                "{id:?}: {seen:?} is not a pool thread"
+            );
+            assert!(
+                !seen.name.ends_with("-monitor"),
+                "the monitor ran a hook: {seen:?}"
+            );
             assert_eq!(seen.starts.len(), 1, "{seen:?}");
             assert_eq!(seen.stops.len(), 1, "{seen:?}");
             let (start, stop) = (seen.starts[0], seen.stops[0]);
-            assert!(seen.tasks.iter().all(|&t| start < t && t < stop), "{seen:?}");
+            assert!(
+                seen.tasks.iter().all(|&t| start < t && t < stop),
+                "{seen:?}"
+            );
             if seen.name.contains("-reserved-") {
                 reserved += 1;
             } else {
@@ -179,7 +192,10 @@ fn retiring_threads_call_the_stop_hook() {
             stops.load(Ordering::SeqCst) + 1 == starts.load(Ordering::SeqCst)
         });
     }
-    assert!(starts.load(Ordering::SeqCst) >= 4, "no auxiliary thread was started");
+    assert!(
+        starts.load(Ordering::SeqCst) >= 4,
+        "no auxiliary thread was started"
+    );
     pool.shutdown();
     assert_eq!(starts.load(Ordering::SeqCst), stops.load(Ordering::SeqCst));
 }
@@ -206,7 +222,9 @@ fn panicking_hooks_are_reported_and_threads_go_on() {
         .panic_hook(move |r| log.lock().unwrap().push(r.message().to_owned()))
         .build()
         .unwrap();
-    let handles: Vec<_> = (0..100u64).map(|i| pool.submit(move || i * 2).unwrap()).collect();
+    let handles: Vec<_> = (0..100u64)
+        .map(|i| pool.submit(move || i * 2).unwrap())
+        .collect();
     let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(sum, 99 * 100);
     pool.shutdown();
@@ -245,7 +263,10 @@ fn stack_size_is_honoured_by_deep_recursion() {
         .stack_size(256 << 20)
         .build()
         .unwrap();
-    assert_eq!(pool.submit(|| depth(DEEP)).unwrap().join().unwrap(), DEEP as u64);
+    assert_eq!(
+        pool.submit(|| depth(DEEP)).unwrap().join().unwrap(),
+        DEEP as u64
+    );
     let lane = pool.submit_sequential("deep", || depth(DEEP)).unwrap();
     assert_eq!(lane.join().unwrap(), DEEP as u64);
     let keyed = pool.submit_keyed([1, 2], || depth(DEEP)).unwrap();
@@ -262,7 +283,15 @@ fn stack_size_is_honoured_by_deep_recursion() {
 
 #[test]
 fn stack_sizes_out_of_range_are_typed_errors() {
-    for bytes in [0, 1, 4096, 64 * 1024 - 1, (1 << 30) + 1, usize::MAX / 2, usize::MAX] {
+    for bytes in [
+        0,
+        1,
+        4096,
+        64 * 1024 - 1,
+        (1 << 30) + 1,
+        usize::MAX / 2,
+        usize::MAX,
+    ] {
         let err = Pool::builder().stack_size(bytes).build().unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("stack_size"), "{bytes}: {msg}");

@@ -40,9 +40,9 @@ impl KeyHasher {
     pub(crate) fn hash_one<T: Hash>(&self, value: T) -> u64 {
         match self {
             KeyHasher::Fast(build) => build.hash_one(value),
-            KeyHasher::Custom(build) => build.hash_with(&mut |mut hasher: &mut dyn Hasher| {
-                value.hash(&mut hasher)
-            }),
+            KeyHasher::Custom(build) => {
+                build.hash_with(&mut |mut hasher: &mut dyn Hasher| value.hash(&mut hasher))
+            }
         }
     }
 }

@@ -34,7 +34,11 @@ pub(crate) struct Hooks<'a> {
 
 impl<'a> Hooks<'a> {
     pub(crate) fn start(registry: &'a Registry) -> Self {
-        run_hook(registry, registry.config.on_thread_start.as_ref(), "on_thread_start");
+        run_hook(
+            registry,
+            registry.config.on_thread_start.as_ref(),
+            "on_thread_start",
+        );
         Hooks { registry }
     }
 }
@@ -42,7 +46,11 @@ impl<'a> Hooks<'a> {
 impl Drop for Hooks<'_> {
     fn drop(&mut self) {
         let registry = self.registry;
-        run_hook(registry, registry.config.on_thread_stop.as_ref(), "on_thread_stop");
+        run_hook(
+            registry,
+            registry.config.on_thread_stop.as_ref(),
+            "on_thread_stop",
+        );
     }
 }
 
