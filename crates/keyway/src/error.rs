@@ -12,9 +12,8 @@ use std::time::Duration;
 /// let err = keyway::Pool::builder().core_threads(0).build().unwrap_err();
 /// assert!(err.to_string().contains("core_threads"));
 /// ```
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct BuildError(#[from] BuildErrorKind);
+#[derive(Debug)]
+pub struct BuildError(BuildErrorKind);
 
 impl BuildError {
     pub(crate) fn new(kind: BuildErrorKind) -> Self {
@@ -22,34 +21,32 @@ impl BuildError {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 pub(crate) enum BuildErrorKind {
-    #[error("core_threads must be at least 1")]
     ZeroCoreThreads,
-    #[error("max_threads must be at least 1")]
     ZeroMaxThreads,
-    #[error("core_threads ({core}) is greater than max_threads ({max})")]
-    CoreAboveMax { core: usize, max: usize },
-    #[error("{setting} must be longer than zero (got {value:?})")]
+    CoreAboveMax {
+        core: usize,
+        max: usize,
+    },
     ZeroDuration {
         setting: &'static str,
         value: Duration,
     },
-    #[error("min_reserved_threads ({min}) is greater than reserved_threads ({max})")]
-    MinReservedAboveMax { min: usize, max: usize },
-    #[error("{setting} must be at least 1")]
-    ZeroCount { setting: &'static str },
-    #[error("{setting} ({value}) is more than the {limit} threads a pool may have")]
+    MinReservedAboveMax {
+        min: usize,
+        max: usize,
+    },
+    ZeroCount {
+        setting: &'static str,
+    },
     TooManyThreads {
         setting: &'static str,
         value: usize,
         limit: usize,
     },
-    #[error("thread_name must not contain a NUL byte")]
     NulInThreadName,
-    #[error("could not start a worker thread")]
-    Spawn(#[source] std::io::Error),
-    #[error("stack_size ({value} bytes) must be between {min} and {max} bytes")]
+    Spawn(std::io::Error),
     StackSize {
         value: usize,
         min: usize,
@@ -67,13 +64,10 @@ pub(crate) enum BuildErrorKind {
 /// let task = err.into_inner();
 /// task(); // still ours to run
 /// ```
-#[derive(thiserror::Error)]
 pub enum SubmitError<T> {
     /// The pool was shut down; the task is handed back.
-    #[error("the pool is shut down and accepts no more tasks")]
     Shutdown(T),
     /// The pool holds as many queued tasks as its configured capacity; the task is handed back.
-    #[error("the pool is full: its capacity of queued tasks is reached")]
     Full(T),
     /// The context key's `Hash`, `Eq` or `Drop` panicked while the pool looked its lane up; the
     /// task is handed back, and the pool is unharmed.
@@ -92,7 +86,6 @@ pub enum SubmitError<T> {
     /// assert!(matches!(err, keyway::SubmitError::KeyPanicked(_)));
     /// pool.shutdown(); // nothing was left half-admitted
     /// ```
-    #[error("the context key's Hash, Eq or Drop panicked; the task is handed back")]
     KeyPanicked(T),
 }
 
@@ -123,14 +116,11 @@ impl<T> fmt::Debug for SubmitError<T> {
 /// let err = pool.try_execute(|| ()).unwrap_err();
 /// assert!(matches!(err, keyway::TryExecuteError::Busy(_)));
 /// ```
-#[derive(thiserror::Error)]
 pub enum TryExecuteError<T> {
     /// No reserved thread was idle to take the task now; the task is handed back (nothing was
     /// queued).
-    #[error("no reserved thread is idle to take the task now")]
     Busy(T),
     /// The pool was shut down; the task is handed back.
-    #[error("the pool is shut down and accepts no more tasks")]
     Shutdown(T),
 }
 
@@ -155,23 +145,17 @@ impl<T> fmt::Debug for TryExecuteError<T> {
 /// Why a [`TaskHandle`](crate::TaskHandle) has no value: the task did not run to completion.
 ///
 /// `Ok(value)` from a handle means the task *ran*; each variant here is one of the other outcomes.
-#[derive(thiserror::Error)]
 pub enum TaskError {
     /// The task panicked; the payload is the one `panic!` was given.
-    #[error("the task panicked: {}", panic_message(.0.as_ref()))]
     Panicked(Box<dyn Any + Send + 'static>),
     /// The task was cancelled through its handle before it started.
-    #[error("the task was cancelled before it started")]
     Cancelled,
     /// A newer coalescing task of the same context replaced this one before it started.
-    #[error("the task was replaced by a newer coalescing task of its context")]
     Coalesced,
     /// The task was accepted but never ran: it was handed back by
     /// [`Pool::shutdown_now`](crate::Pool::shutdown_now) and then dropped.
-    #[error("the task was handed back at shutdown and dropped without running")]
     Rejected,
     /// A scheduled task's timeout passed before it could start, so it was not run.
-    #[error("the task's timeout passed before it could start; it was not run")]
     TimedOut,
 }
 
@@ -215,3 +199,114 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
         "<non-string panic payload>"
     }
 }
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
+impl From<BuildErrorKind> for BuildError {
+    fn from(kind: BuildErrorKind) -> Self {
+        BuildError(kind)
+    }
+}
+
+impl fmt::Display for BuildErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroCoreThreads => f.write_str("core_threads must be at least 1"),
+            Self::ZeroMaxThreads => f.write_str("max_threads must be at least 1"),
+            Self::CoreAboveMax { core, max } => {
+                write!(
+                    f,
+                    "core_threads ({core}) is greater than max_threads ({max})"
+                )
+            }
+            Self::ZeroDuration { setting, value } => {
+                write!(f, "{setting} must be longer than zero (got {value:?})")
+            }
+            Self::MinReservedAboveMax { min, max } => write!(
+                f,
+                "min_reserved_threads ({min}) is greater than reserved_threads ({max})"
+            ),
+            Self::ZeroCount { setting } => write!(f, "{setting} must be at least 1"),
+            Self::TooManyThreads {
+                setting,
+                value,
+                limit,
+            } => write!(
+                f,
+                "{setting} ({value}) is more than the {limit} threads a pool may have"
+            ),
+            Self::NulInThreadName => f.write_str("thread_name must not contain a NUL byte"),
+            Self::Spawn(_) => f.write_str("could not start a worker thread"),
+            Self::StackSize { value, min, max } => write!(
+                f,
+                "stack_size ({value} bytes) must be between {min} and {max} bytes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildErrorKind {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl<T> fmt::Display for SubmitError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubmitError::Shutdown(_) => "the pool is shut down and accepts no more tasks",
+            SubmitError::Full(_) => "the pool is full: its capacity of queued tasks is reached",
+            SubmitError::KeyPanicked(_) => {
+                "the context key's Hash, Eq or Drop panicked; the task is handed back"
+            }
+        })
+    }
+}
+
+impl<T> std::error::Error for SubmitError<T> {}
+
+impl<T> fmt::Display for TryExecuteError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TryExecuteError::Busy(_) => "no reserved thread is idle to take the task now",
+            TryExecuteError::Shutdown(_) => "the pool is shut down and accepts no more tasks",
+        })
+    }
+}
+
+impl<T> std::error::Error for TryExecuteError<T> {}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Panicked(p) => {
+                write!(f, "the task panicked: {}", panic_message(p.as_ref()))
+            }
+            TaskError::Cancelled => f.write_str("the task was cancelled before it started"),
+            TaskError::Coalesced => {
+                f.write_str("the task was replaced by a newer coalescing task of its context")
+            }
+            TaskError::Rejected => {
+                f.write_str("the task was handed back at shutdown and dropped without running")
+            }
+            TaskError::TimedOut => {
+                f.write_str("the task's timeout passed before it could start; it was not run")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
