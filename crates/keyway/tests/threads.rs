@@ -251,10 +251,12 @@ fn stack_size_is_honoured_by_deep_recursion() {
         // 1 KiB per frame the optimiser cannot remove: 32,768 frames need over 32 MiB.
         let frame = std::hint::black_box([n as u8; 1024]);
         if n == 0 {
-            0
-        } else {
-            1 + depth(n - 1) + u64::from(std::hint::black_box(frame)[0] & 0)
+            return 0;
         }
+        let below = depth(n - 1);
+        // Used after the call, so the frame is live through the recursion.
+        std::hint::black_box(&frame);
+        below + 1
     }
     const DEEP: u32 = 1 << 15;
     let pool = Pool::builder()
