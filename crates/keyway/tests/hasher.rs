@@ -204,3 +204,30 @@ fn random_state_runs_multi_key_transfers() {
     assert_eq!(total, 100 * ACCOUNTS as i64);
     pool.shutdown();
 }
+
+/// One hasher (one seed) per pool: a typed lane's `LaneDepth::context_hash` is the key's
+/// `Pool::context_hash`, so a user can tell which key is backed up.
+#[test]
+fn typed_lanes_hash_keys_as_the_pool_does() {
+    for pool in [
+        Pool::builder().core_threads(1).build().unwrap(),
+        Pool::builder()
+            .core_threads(1)
+            .hasher(RandomState::new())
+            .build()
+            .unwrap(),
+    ] {
+        let gate = Gate::new();
+        let g = gate.clone();
+        let lanes = pool.typed_lanes(move |_: &u64, _: u32| g.wait());
+        for m in 0..10 {
+            lanes.send(5, m).unwrap();
+        }
+        let deepest = &pool.stats().largest_lanes;
+        assert_eq!(deepest.len(), 1, "{deepest:?}");
+        assert_eq!(deepest[0].context_hash, pool.context_hash(&5u64));
+        gate.open();
+        drop(lanes);
+        pool.shutdown();
+    }
+}
