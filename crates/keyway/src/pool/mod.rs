@@ -135,7 +135,8 @@ impl Pool {
         registry.start_core()?;
         let name = format!("{}-monitor", registry.config.thread_name);
         let watched = registry.clone();
-        let monitor = threads::builder(&registry.config, name)
+        let monitor = threads::builder(&registry.config)
+            .name(name)
             .spawn(move || monitor::run(watched, monitor))
             .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
         registry.set_monitor(monitor);

@@ -353,19 +353,20 @@ impl Registry {
         };
         self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
         let registry = self.clone();
-        let name = format!("{}-{}", self.config.thread_name, slot);
-        let spawned = super::threads::builder(&self.config, name).spawn(move || {
-            // The slot's parts are always home while the slot is free (see `slot_vacated`).
-            let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
-                registry.free_slots.lock().push(slot);
-                registry.live.fetch_sub(1, Ordering::AcqRel);
-                return;
-            };
-            let cx = WorkerCtx::new(registry.clone(), slot, deque);
-            let retired = worker::run(&cx, &parker);
-            let deque = cx.into_deque();
-            registry.slot_vacated(slot, deque, parker, retired);
-        });
+        let spawned = super::threads::builder(&self.config)
+            .name(format!("{}-{}", self.config.thread_name, slot))
+            .spawn(move || {
+                // The slot's parts are always home while the slot is free (see `slot_vacated`).
+                let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
+                    registry.free_slots.lock().push(slot);
+                    registry.live.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                };
+                let cx = WorkerCtx::new(registry.clone(), slot, deque);
+                let retired = worker::run(&cx, &parker);
+                let deque = cx.into_deque();
+                registry.slot_vacated(slot, deque, parker, retired);
+            });
         match spawned {
             Ok(handle) => {
                 self.keep_handle(handle);

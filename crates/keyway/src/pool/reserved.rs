@@ -111,8 +111,9 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
         });
     let Ok(n) = got else { return };
     let r = registry.clone();
-    let name = format!("{}-reserved-{n}", registry.config.thread_name);
-    let spawned = super::threads::builder(&registry.config, name).spawn(move || run(&r));
+    let spawned = super::threads::builder(&registry.config)
+        .name(format!("{}-reserved-{n}", registry.config.thread_name))
+        .spawn(move || run(&r));
     match spawned {
         Ok(handle) => registry.keep_handle(handle),
         Err(e) => {

@@ -17,9 +17,9 @@ use crate::task::PanicReport;
 /// A hook run on a pool thread as it starts or stops.
 pub(crate) type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
 
-/// A thread builder with the pool's settings and this thread's `name`.
-pub(crate) fn builder(config: &Config, name: String) -> std::thread::Builder {
-    let builder = std::thread::Builder::new().name(name);
+/// A thread builder with the pool's settings (the caller names the thread).
+pub(crate) fn builder(config: &Config) -> std::thread::Builder {
+    let builder = std::thread::Builder::new();
     match config.stack_size {
         Some(size) => builder.stack_size(size),
         None => builder,
