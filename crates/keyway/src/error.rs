@@ -145,6 +145,7 @@ impl<T> fmt::Debug for TryExecuteError<T> {
 /// Why a [`TaskHandle`](crate::TaskHandle) has no value: the task did not run to completion.
 ///
 /// `Ok(value)` from a handle means the task *ran*; each variant here is one of the other outcomes.
+#[doc(alias = "JoinError")]
 pub enum TaskError {
     /// The task panicked; the payload is the one `panic!` was given.
     Panicked(Box<dyn Any + Send + 'static>),

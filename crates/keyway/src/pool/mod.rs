@@ -272,6 +272,7 @@ impl Pool {
     /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
     /// any number of callers, inside tasks or outside, may call it at once; each returns, and
     /// each unstarted task is handed back to exactly one of them.
+    #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
         registry.stop();
