@@ -272,14 +272,15 @@ impl PoolBuilder {
 
     /// The hasher for context keys (of context lanes, multi-key tasks and typed lanes).
     ///
-    /// The default is [hashbrown]'s (foldhash), seeded at random per pool: several times
-    /// faster than SipHash on short keys, but not built to resist *hash flooding*. When keys
-    /// come from clients (a user id, a connection's address, a header), a client that can
-    /// make many keys collide makes every submission in their shard walk a long chain under
-    /// the shard's lock. A keyed hasher such as the standard library's
+    /// The default is [hashbrown]'s (foldhash), seeded at random per pool: on short keys it
+    /// is about ten times faster than SipHash, but it is not built to resist *hash flooding*.
+    /// When keys come from clients (a user id, a connection's address, a header), a client who
+    /// can make many keys hash alike puts them all in one shard of the lane table, behind one
+    /// lock, where every lookup probes past the others: submissions slow down for everyone,
+    /// though order and results stay right. A keyed hasher such as the standard library's
     /// [`RandomState`](std::collections::hash_map::RandomState) (SipHash-1-3 with a random
-    /// 128-bit key) makes such collisions impractical to find, for a slower hash on every
-    /// submission. Any `BuildHasher` works; it is also what
+    /// 128-bit key) makes such keys impractical to find, for a slower hash on every submission
+    /// that names a context. Any `BuildHasher` works; it is also what
     /// [`Pool::context_hash`](crate::Pool::context_hash) uses. A hasher that panics is
     /// contained like a key whose `Hash` panics
     /// ([`SubmitError::KeyPanicked`](crate::SubmitError::KeyPanicked)).
