@@ -275,9 +275,10 @@ impl PoolBuilder {
     /// The default is [hashbrown]'s (foldhash), seeded at random per pool: on short keys it
     /// takes several times fewer instructions than SipHash, but it is not built to resist
     /// *hash flooding*. When keys come from clients (a user id, a connection's address, a
-    /// header), a client who can make many keys hash alike puts them all in one shard of the lane table, behind one
-    /// lock, where every lookup probes past the others: submissions slow down for everyone,
-    /// though order and results stay right. A keyed hasher such as the standard library's
+    /// header), a client who can make many keys hash alike puts them all in one shard of the
+    /// lane table, behind one lock, where every lookup probes past the others: submissions
+    /// slow down for everyone, though order and results stay right. A keyed hasher such as the
+    /// standard library's
     /// [`RandomState`](std::collections::hash_map::RandomState) (SipHash-1-3 with a random
     /// 128-bit key) makes such keys impractical to find, for a slower hash on every submission
     /// that names a context. Any `BuildHasher` works; it is also what
