@@ -58,7 +58,7 @@ mod sequencer;
 mod strategy;
 mod task;
 
-pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
+pub use error::{BuildError, PanicPayload, SubmitError, SubmitErrorKind, TaskError, TryExecuteError};
 pub use lane::{Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
 pub use schedule::{

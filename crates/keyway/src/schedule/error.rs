@@ -16,6 +16,7 @@ use std::time::Duration;
 /// assert!(err.to_string().contains("emails"));
 /// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A TPS limit was negative, NaN or infinite (use [`ExecutorConfig::unlimited`] for no
     /// limit, and `0.0` to pause an executor).
@@ -61,6 +62,7 @@ pub enum ConfigError {
 /// assert_eq!(task(), 1); // still ours
 /// ```
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError<F> {
     /// No executor has this name; the task is handed back.
     #[error("no executor is named {0:?}")]
