@@ -1,0 +1,172 @@
+//! Who waits for the pool to change: submitters waiting for room under `capacity` (threads and
+//! futures), and callers of `wait_idle`.
+//!
+//! Protocol (no lost wake-up, the Dekker pattern the admission counters already use):
+//!
+//! 1. A waiter *registers* (raises `room` or `idle`, SeqCst) before it looks at the pool (tries
+//!    to admit, or reads `pending`), and records the `releases` generation under the lock.
+//! 2. Whoever lowers `queued` or `pending` does so with a SeqCst (or acquire-release, in the
+//!    same modification order as the waiter's own admission) read-modify-write, *then* reads the
+//!    registration counts; when any is raised it takes the lock, bumps `releases` and wakes
+//!    everyone registered.
+//! 3. A waiter that found no room (or a busy pool) sleeps only while `releases` is still the
+//!    generation it recorded before looking, and looks again after every wake-up.
+//!
+//! Either the waiter's look sees the release, or the releaser's read sees the registration and
+//! bumps the generation, which the waiter checks under the lock before it sleeps.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::task::Waker;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+pub(crate) struct Waiters {
+    room: AtomicUsize,
+    idle: AtomicUsize,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+struct State {
+    releases: u64,
+    next_id: u64,
+    wakers: Vec<(u64, Waker)>,
+}
+
+/// A registration for room (Rule 1); dropping it deregisters.
+pub(crate) struct RoomWait<'a> {
+    waiters: &'a Waiters,
+    pub(crate) generation: u64,
+    id: Option<u64>,
+}
+
+impl Waiters {
+    pub(crate) fn new() -> Self {
+        Waiters {
+            room: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            state: Mutex::new(State {
+                releases: 0,
+                next_id: 0,
+                wakers: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Rule 2: `queued` or `pending` just dropped (or the pool closed); wakes every waiter.
+    pub(crate) fn released(&self) {
+        if self.room.load(SeqCst) == 0 && self.idle.load(SeqCst) == 0 {
+            return;
+        }
+        let wakers: Vec<Waker> = {
+            let mut st = self.state.lock();
+            st.releases = st.releases.wrapping_add(1);
+            self.changed.notify_all();
+            st.wakers.iter().map(|(_, w)| w.clone()).collect()
+        };
+        // Outside the lock: a waker runs the executor's code.
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Rule 1 for a submitter: registers before the caller tries to admit.
+    pub(crate) fn wait_for_room(&self) -> RoomWait<'_> {
+        let st = self.state.lock();
+        self.room.fetch_add(1, SeqCst);
+        RoomWait {
+            waiters: self,
+            generation: st.releases,
+            id: None,
+        }
+    }
+
+    /// Blocks until `is_idle` holds, or `deadline` passes (false then). Rule 1 and 3.
+    pub(crate) fn wait_idle(&self, deadline: Option<Instant>, is_idle: impl Fn() -> bool) -> bool {
+        let mut st = self.state.lock();
+        self.idle.fetch_add(1, SeqCst);
+        let idle = loop {
+            let generation = st.releases;
+            if is_idle() {
+                break true;
+            }
+            // Rule 3: sleep only while no release happened since the look.
+            if !self.sleep_while(&mut st, generation, deadline) {
+                break is_idle();
+            }
+        };
+        self.idle.fetch_sub(1, SeqCst);
+        idle
+    }
+
+    /// Sleeps while the generation is `generation`; false once `deadline` passed.
+    fn sleep_while(
+        &self,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+        generation: u64,
+        deadline: Option<Instant>,
+    ) -> bool {
+        while st.releases == generation {
+            match deadline {
+                Some(d) => {
+                    if self.changed.wait_until(st, d).timed_out() {
+                        return st.releases != generation;
+                    }
+                }
+                None => self.changed.wait(st),
+            }
+        }
+        true
+    }
+}
+
+impl RoomWait<'_> {
+    /// Rule 3, blocking: after a look that found no room, sleeps until the next release (true)
+    /// or the deadline (false); the caller then looks again.
+    pub(crate) fn sleep(&mut self, deadline: Option<Instant>) -> bool {
+        let mut st = self.waiters.state.lock();
+        let woke = self
+            .waiters
+            .sleep_while(&mut st, self.generation, deadline);
+        self.generation = st.releases;
+        woke
+    }
+
+    /// Rule 3, async: after a look that found no room, true if a release already happened (look
+    /// again now); otherwise stores `waker` for the next release and returns false.
+    pub(crate) fn park(&mut self, waker: &Waker) -> bool {
+        let mut st = self.waiters.state.lock();
+        if st.releases != self.generation {
+            self.generation = st.releases;
+            return true;
+        }
+        match self.id {
+            Some(id) => {
+                if let Some((_, w)) = st.wakers.iter_mut().find(|(i, _)| *i == id) {
+                    if !w.will_wake(waker) {
+                        *w = waker.clone();
+                    }
+                }
+            }
+            None => {
+                let id = st.next_id;
+                st.next_id = st.next_id.wrapping_add(1);
+                st.wakers.push((id, waker.clone()));
+                self.id = Some(id);
+            }
+        }
+        false
+    }
+}
+
+impl Drop for RoomWait<'_> {
+    fn drop(&mut self) {
+        let mut st = self.waiters.state.lock();
+        if let Some(id) = self.id {
+            st.wakers.retain(|(i, _)| *i != id);
+        }
+        self.waiters.room.fetch_sub(1, SeqCst);
+    }
+}
