@@ -161,11 +161,17 @@ impl Registry {
             return Err(Refusal::Shutdown);
         }
         if let Some(cap) = self.config.capacity {
-            if self.queued.fetch_add(1, Ordering::AcqRel) >= cap {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
+            // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
+            // room, and wakes no submitter waiting for room (`waiters.rs`).
+            let taken = self
+                .queued
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                    (q < cap).then_some(q + 1)
+                });
+            if taken.is_err() {
                 self.accepted.decr();
                 // An idle waiter may have seen this admission pending.
-                self.waiters.released();
+                self.waiters.released_idle();
                 return Err(Refusal::Full);
             }
         }

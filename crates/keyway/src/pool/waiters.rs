@@ -4,13 +4,16 @@
 //! Protocol (no lost wake-up, the Dekker pattern the admission counters already use):
 //!
 //! 1. A waiter *registers* (raises `room` or `idle`, SeqCst) before it looks at the pool (tries
-//!    to admit, or reads `pending`), and records the `releases` generation under the lock.
-//! 2. Whoever lowers `queued` or `pending` does so with a SeqCst (or acquire-release, in the
-//!    same modification order as the waiter's own admission) read-modify-write, *then* reads the
-//!    registration counts; when any is raised it takes the lock, bumps `releases` and wakes
-//!    everyone registered.
-//! 3. A waiter that found no room (or a busy pool) sleeps only while `releases` is still the
-//!    generation it recorded before looking, and looks again after every wake-up.
+//!    to admit, or reads `pending`), and records its generation (`room_releases` or
+//!    `idle_releases`) under the lock.
+//! 2. Whoever lowers `queued` (room) or `pending` (idle) does so with a SeqCst (or
+//!    acquire-release, in the same modification order as the waiter's own admission)
+//!    read-modify-write, *then* reads the registration count; when it is raised it takes the
+//!    lock, bumps that generation and wakes everyone registered. A refused admission never
+//!    raises `queued` (it is a compare-and-swap), so it frees no room and bumps nothing: a
+//!    waiter's own failed look does not wake it.
+//! 3. A waiter that found no room (or a busy pool) sleeps only while its generation is still
+//!    the one it recorded before looking, and looks again after every wake-up.
 //!
 //! Either the waiter's look sees the release, or the releaser's read sees the registration and
 //! bumps the generation, which the waiter checks under the lock before it sleeps.
@@ -29,7 +32,8 @@ pub(crate) struct Waiters {
 }
 
 struct State {
-    releases: u64,
+    room_releases: u64,
+    idle_releases: u64,
     next_id: u64,
     wakers: Vec<(u64, Waker)>,
 }
@@ -47,7 +51,8 @@ impl Waiters {
             room: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
             state: Mutex::new(State {
-                releases: 0,
+                room_releases: 0,
+                idle_releases: 0,
                 next_id: 0,
                 wakers: Vec::new(),
             }),
@@ -55,14 +60,15 @@ impl Waiters {
         }
     }
 
-    /// Rule 2: `queued` or `pending` just dropped (or the pool closed); wakes every waiter.
+    /// Rule 2: `queued` and `pending` just dropped (or the pool closed); wakes every waiter.
     pub(crate) fn released(&self) {
-        if self.room.load(SeqCst) == 0 && self.idle.load(SeqCst) == 0 {
+        self.released_idle();
+        if self.room.load(SeqCst) == 0 {
             return;
         }
         let wakers: Vec<Waker> = {
             let mut st = self.state.lock();
-            st.releases = st.releases.wrapping_add(1);
+            st.room_releases = st.room_releases.wrapping_add(1);
             self.changed.notify_all();
             st.wakers.iter().map(|(_, w)| w.clone()).collect()
         };
@@ -72,13 +78,23 @@ impl Waiters {
         }
     }
 
+    /// Rule 2: `pending` alone dropped (a refused admission was taken back); wakes `wait_idle`.
+    pub(crate) fn released_idle(&self) {
+        if self.idle.load(SeqCst) == 0 {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.idle_releases = st.idle_releases.wrapping_add(1);
+        self.changed.notify_all();
+    }
+
     /// Rule 1 for a submitter: registers before the caller tries to admit.
     pub(crate) fn wait_for_room(&self) -> RoomWait<'_> {
         let st = self.state.lock();
         self.room.fetch_add(1, SeqCst);
         RoomWait {
             waiters: self,
-            generation: st.releases,
+            generation: st.room_releases,
             id: None,
         }
     }
@@ -88,12 +104,12 @@ impl Waiters {
         let mut st = self.state.lock();
         self.idle.fetch_add(1, SeqCst);
         let idle = loop {
-            let generation = st.releases;
+            let generation = st.idle_releases;
             if is_idle() {
                 break true;
             }
             // Rule 3: sleep only while no release happened since the look.
-            if !self.sleep_while(&mut st, generation, deadline) {
+            if !self.sleep_while(&mut st, |st| st.idle_releases == generation, deadline) {
                 break is_idle();
             }
         };
@@ -101,18 +117,18 @@ impl Waiters {
         idle
     }
 
-    /// Sleeps while the generation is `generation`; false once `deadline` passed.
+    /// Sleeps while `unchanged` holds; false once `deadline` passed with it still holding.
     fn sleep_while(
         &self,
         st: &mut parking_lot::MutexGuard<'_, State>,
-        generation: u64,
+        unchanged: impl Fn(&State) -> bool,
         deadline: Option<Instant>,
     ) -> bool {
-        while st.releases == generation {
+        while unchanged(st) {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(st, d).timed_out() {
-                        return st.releases != generation;
+                        return !unchanged(st);
                     }
                 }
                 None => self.changed.wait(st),
@@ -127,10 +143,11 @@ impl RoomWait<'_> {
     /// or the deadline (false); the caller then looks again.
     pub(crate) fn sleep(&mut self, deadline: Option<Instant>) -> bool {
         let mut st = self.waiters.state.lock();
+        let generation = self.generation;
         let woke = self
             .waiters
-            .sleep_while(&mut st, self.generation, deadline);
-        self.generation = st.releases;
+            .sleep_while(&mut st, |st| st.room_releases == generation, deadline);
+        self.generation = st.room_releases;
         woke
     }
 
@@ -138,8 +155,8 @@ impl RoomWait<'_> {
     /// again now); otherwise stores `waker` for the next release and returns false.
     pub(crate) fn park(&mut self, waker: &Waker) -> bool {
         let mut st = self.waiters.state.lock();
-        if st.releases != self.generation {
-            self.generation = st.releases;
+        if st.room_releases != self.generation {
+            self.generation = st.room_releases;
             return true;
         }
         match self.id {
