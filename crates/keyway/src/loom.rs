@@ -79,6 +79,10 @@ pub(crate) mod cell {
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
         }
+        /// The contents, by value.
+        pub(crate) fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
     }
 }
 
