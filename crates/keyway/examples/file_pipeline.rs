@@ -21,10 +21,16 @@ const LINES: usize = 20_000;
 
 /// The work: uneven on purpose, so later lines often finish before earlier ones.
 fn transform(line: String) -> String {
-    let n: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let n: u64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let mut x = n;
     for _ in 0..(n % 64) * 200 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
     }
     format!("{} -> {:016x}", line.to_uppercase(), x)
 }
@@ -65,7 +71,9 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
     let panics = sequencer.panicked();
 
     let mut bad = write_errors.load(Ordering::Relaxed) + refused + panics as usize;
-    let written: Vec<String> = BufReader::new(File::open(&output)?).lines().collect::<Result<_, _>>()?;
+    let written: Vec<String> = BufReader::new(File::open(&output)?)
+        .lines()
+        .collect::<Result<_, _>>()?;
     if written.len() != LINES {
         eprintln!("expected {LINES} lines, found {}", written.len());
         bad += 1;

@@ -188,7 +188,10 @@ fn waiting_inside_a_task_does_not_deadlock() {
     let h = pool
         .submit(move || matches!(inner.execute_wait(|| ()), Err(SubmitError::Full(_))))
         .unwrap();
-    assert!(h.join().unwrap(), "a full pool refuses its own task's wait at once");
+    assert!(
+        h.join().unwrap(),
+        "a full pool refuses its own task's wait at once"
+    );
     pool.shutdown();
 }
 

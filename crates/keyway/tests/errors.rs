@@ -28,7 +28,9 @@ fn with_anyhow(pool: &Pool) -> anyhow::Result<u32> {
 fn with_boxed(pool: &Pool) -> Result<u32, Box<dyn Error + Send + Sync>> {
     let handle = pool.submit(|| 40)?;
     let not_sync = std::cell::Cell::new(2u32);
-    let other = pool.submit(move || not_sync.get()).map_err(SubmitErrorKind::from)?;
+    let other = pool
+        .submit(move || not_sync.get())
+        .map_err(SubmitErrorKind::from)?;
     Ok(handle.join()? + other.join()?)
 }
 

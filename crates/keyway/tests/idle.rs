@@ -137,7 +137,8 @@ fn drop_of_the_last_handle_inside_a_task_does_not_deadlock() {
     drop(after_tx);
     drop(pool); // not the last handle: returns at once
     gate.open();
-    done.recv_timeout(HANG).expect("the drop inside the task returned");
+    done.recv_timeout(HANG)
+        .expect("the drop inside the task returned");
     // Every accepted task still ran, in the background.
     assert_eq!(after.iter().count(), 10);
 }
@@ -153,7 +154,11 @@ fn shutdown_timeout_extremes() {
     assert!(pool.execute(|| ()).is_err(), "intake stopped");
     gate.open();
     assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
-    assert_eq!(pool.shutdown_timeout(Duration::ZERO), Ok(()), "already done");
+    assert_eq!(
+        pool.shutdown_timeout(Duration::ZERO),
+        Ok(()),
+        "already done"
+    );
 }
 
 #[test]

@@ -67,7 +67,11 @@ fn finish_with_nothing_dropped_and_panicking_items() {
 #[test]
 fn in_flight_bound_holds_under_many_producers() {
     for max in [1usize, 2, 3, 4] {
-        let pool = Pool::builder().core_threads(4).max_threads(8).build().unwrap();
+        let pool = Pool::builder()
+            .core_threads(4)
+            .max_threads(8)
+            .build()
+            .unwrap();
         let inside = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let (i2, m2) = (inside.clone(), most.clone());
