@@ -407,7 +407,8 @@ impl fmt::Debug for TaskError {
 ///
 /// ```
 /// let pool = keyway::Pool::new().unwrap();
-/// match pool.submit(|| -> () { panic!("bad input {}", 17) }).unwrap().join() {
+/// let task = || -> () { std::panic::panic_any(String::from("bad input 17")) };
+/// match pool.submit(task).unwrap().join() {
 ///     Err(keyway::TaskError::Panicked(mut payload)) => {
 ///         assert_eq!(payload.message(), "bad input 17");
 ///         assert!(payload.get_mut().is::<String>());

@@ -3,7 +3,6 @@
 //! the thread that finishes the turn before it.
 
 use std::fmt;
-use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -141,18 +140,20 @@ impl Flight {
     }
 }
 
-/// An item's hold on the map's state: released (the state first, then the count) when the
-/// item's task is done with it, on whichever thread that happens.
+/// An item's hold on the map's state: released when the item's task is done with it, on
+/// whichever thread that happens. Fields drop in declaration order: the state first, then the
+/// count, so `finish` never sees an empty flight while an item still holds the state.
 struct InFlight<F, S> {
-    shared: ManuallyDrop<Arc<Shared<F, S>>>,
-    flight: std::sync::Arc<Flight>,
+    shared: Arc<Shared<F, S>>,
+    _leave: Leave,
 }
 
-impl<F, S> Drop for InFlight<F, S> {
+/// Leaves the flight when dropped.
+struct Leave(std::sync::Arc<Flight>);
+
+impl Drop for Leave {
     fn drop(&mut self) {
-        // SAFETY: `shared` is dropped here only, once, and never used after.
-        unsafe { ManuallyDrop::drop(&mut self.shared) };
-        self.flight.leave();
+        self.0.leave();
     }
 }
 
@@ -317,8 +318,8 @@ impl<F, S> OrderedMap<F, S> {
         self.flight.enter();
         let ticket = self.sequencer.next_ticket();
         let held = InFlight {
-            shared: ManuallyDrop::new(Arc::clone(&self.shared)),
-            flight: std::sync::Arc::clone(&self.flight),
+            shared: Arc::clone(&self.shared),
+            _leave: Leave(std::sync::Arc::clone(&self.flight)),
         };
         move || match panic::catch_unwind(AssertUnwindSafe(|| (held.shared.f)(item))) {
             Ok(output) => {
