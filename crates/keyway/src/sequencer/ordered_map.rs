@@ -321,20 +321,26 @@ impl<F, S> OrderedMap<F, S> {
             shared: Arc::clone(&self.shared),
             _leave: Leave(std::sync::Arc::clone(&self.flight)),
         };
-        move || match panic::catch_unwind(AssertUnwindSafe(|| (held.shared.f)(item))) {
-            Ok(output) => {
-                let _ = ticket.run(move || {
-                    // SAFETY: we are inside a turn of this map's sequencer; turns never overlap
-                    // and each happens-before the next (sequencer Rule 2), so this is the only
-                    // access to the sink now.
-                    held.shared.sink.with_mut(|sink| unsafe { (*sink)(output) });
-                });
-            }
-            Err(payload) => {
-                if let Some(inner) = &ticket.inner {
-                    inner.report(ticket.number, payload);
+        move || {
+            // Whole, not just the fields used (closures capture disjoint fields): the hold must
+            // travel with the task, and into its turn.
+            let held = held;
+            match panic::catch_unwind(AssertUnwindSafe(|| (held.shared.f)(item))) {
+                Ok(output) => {
+                    let _ = ticket.run(move || {
+                        let held = held;
+                        // SAFETY: we are inside a turn of this map's sequencer; turns never
+                        // overlap and each happens-before the next (sequencer Rule 2), so this
+                        // is the only access to the sink now.
+                        held.shared.sink.with_mut(|sink| unsafe { (*sink)(output) });
+                    });
                 }
-                ticket.skip();
+                Err(payload) => {
+                    if let Some(inner) = &ticket.inner {
+                        inner.report(ticket.number, payload);
+                    }
+                    ticket.skip();
+                }
             }
         }
     }
