@@ -162,10 +162,11 @@ impl Registry {
         }
         if let Some(cap) = self.config.capacity {
             // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
-            // room, and wakes no submitter waiting for room (`waiters.rs`).
+            // room, and wakes no submitter waiting for room. SeqCst, failure included: a
+            // refused look is one side of the waiters' Dekker pattern (`waiters.rs`, Rule 2).
             let taken = self
                 .queued
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
                     (q < cap).then_some(q + 1)
                 });
             if taken.is_err() {
@@ -181,7 +182,7 @@ impl Registry {
     /// Takes back an admission whose task was handed back before it was queued.
     pub(crate) fn unadmit(&self) {
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.queued.fetch_sub(1, Ordering::SeqCst);
         }
         self.accepted.decr();
         self.wake_if_drained();
@@ -201,7 +202,7 @@ impl Registry {
             return;
         }
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(n, Ordering::AcqRel);
+            self.queued.fetch_sub(n, Ordering::SeqCst);
         }
         self.finished.add(n as u64);
         self.wake_if_drained();

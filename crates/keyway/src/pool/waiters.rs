@@ -6,12 +6,14 @@
 //! 1. A waiter *registers* (raises `room` or `idle`, SeqCst) before it looks at the pool (tries
 //!    to admit, or reads `pending`), and records its generation (`room_releases` or
 //!    `idle_releases`) under the lock.
-//! 2. Whoever lowers `queued` (room) or `pending` (idle) does so with a SeqCst (or
-//!    acquire-release, in the same modification order as the waiter's own admission)
-//!    read-modify-write, *then* reads the registration count; when it is raised it takes the
-//!    lock, bumps that generation and wakes everyone registered. A refused admission never
-//!    raises `queued` (it is a compare-and-swap), so it frees no room and bumps nothing: a
-//!    waiter's own failed look does not wake it.
+//! 2. Whoever lowers `queued` (room) or `pending` (idle) does so with a SeqCst
+//!    read-modify-write, *then* reads the registration count (SeqCst); when it is raised it
+//!    takes the lock, bumps that generation and wakes everyone registered. The waiter's look
+//!    (the admission's compare-and-swap on `queued`, its failure included, or the reads of the
+//!    `pending` stripes) is SeqCst too: of the four accesses, one total order, so the look
+//!    cannot miss the release while the releaser misses the registration. A refused admission
+//!    never raises `queued` (it is a compare-and-swap), so it frees no room and bumps nothing:
+//!    a waiter's own failed look does not wake it.
 //! 3. A waiter that found no room (or a busy pool) sleeps only while its generation is still
 //!    the one it recorded before looking, and looks again after every wake-up.
 //!
