@@ -87,9 +87,7 @@ fn many_producers_every_task_once_never_above_capacity() {
                                 .wait_for_room(task, HANG, |t| pool.execute(t))
                                 .expect("room came within HANG"),
                             1 => pool
-                                .wait_for_room(task, HANG, |t| {
-                                    pool.execute_sequential(id % 3, t)
-                                })
+                                .wait_for_room(task, HANG, |t| pool.execute_sequential(id % 3, t))
                                 .unwrap(),
                             2 => block_on(pool.wait_for_room_async(task, |t| pool.submit(t)))
                                 .map(drop)

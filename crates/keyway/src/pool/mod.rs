@@ -26,6 +26,9 @@ mod test;
 #[cfg(all(test, loom))]
 mod loom_drain;
 
+#[cfg(all(test, loom))]
+mod loom_waiters;
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::Pool;

@@ -20,11 +20,11 @@
 //! Either the waiter's look sees the release, or the releaser's read sees the registration and
 //! bumps the generation, which the waiter checks under the lock before it sleeps.
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::Waker;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use crate::loom::sync::{Condvar, Mutex, MutexGuard};
 
 pub(crate) struct Waiters {
     room: AtomicUsize,
@@ -65,7 +65,7 @@ impl Waiters {
     /// Rule 2: `queued` and `pending` just dropped (or the pool closed); wakes every waiter.
     pub(crate) fn released(&self) {
         self.released_idle();
-        if self.room.load(SeqCst) == 0 {
+        if registered(&self.room) == 0 {
             return;
         }
         let wakers: Vec<Waker> = {
@@ -82,7 +82,7 @@ impl Waiters {
 
     /// Rule 2: `pending` alone dropped (a refused admission was taken back); wakes `wait_idle`.
     pub(crate) fn released_idle(&self) {
-        if self.idle.load(SeqCst) == 0 {
+        if registered(&self.idle) == 0 {
             return;
         }
         let mut st = self.state.lock();
@@ -111,44 +111,61 @@ impl Waiters {
                 break true;
             }
             // Rule 3: sleep only while no release happened since the look.
-            if !self.sleep_while(&mut st, |st| st.idle_releases == generation, deadline) {
+            let woke;
+            (st, woke) = self.sleep_while(st, |st| st.idle_releases == generation, deadline);
+            if !woke {
                 break is_idle();
             }
         };
+        drop(st);
         self.idle.fetch_sub(1, SeqCst);
         idle
     }
 
     /// Sleeps while `unchanged` holds; false once `deadline` passed with it still holding.
-    fn sleep_while(
+    fn sleep_while<'a>(
         &self,
-        st: &mut parking_lot::MutexGuard<'_, State>,
+        mut st: MutexGuard<'a, State>,
         unchanged: impl Fn(&State) -> bool,
         deadline: Option<Instant>,
-    ) -> bool {
-        while unchanged(st) {
+    ) -> (MutexGuard<'a, State>, bool) {
+        while unchanged(&st) {
             match deadline {
                 Some(d) => {
-                    if self.changed.wait_until(st, d).timed_out() {
-                        return !unchanged(st);
+                    let timed_out;
+                    (st, timed_out) = self.changed.wait_until(st, d);
+                    if timed_out {
+                        let woke = !unchanged(&st);
+                        return (st, woke);
                     }
                 }
-                None => self.changed.wait(st),
+                None => st = self.changed.wait(st),
             }
         }
-        true
+        (st, true)
     }
+}
+
+/// Rule 2's read of a registration count. loom treats `SeqCst` as `AcqRel`, under which the
+/// Dekker argument does not hold; as in the other models, under loom the read is a
+/// read-modify-write, which always sees the latest value: the order C11 gives the real `SeqCst`
+/// load.
+fn registered(count: &AtomicUsize) -> usize {
+    #[cfg(loom)]
+    return count.fetch_add(0, SeqCst);
+    #[cfg(not(loom))]
+    count.load(SeqCst)
 }
 
 impl RoomWait<'_> {
     /// Rule 3, blocking: after a look that found no room, sleeps until the next release (true)
     /// or the deadline (false); the caller then looks again.
     pub(crate) fn sleep(&mut self, deadline: Option<Instant>) -> bool {
-        let mut st = self.waiters.state.lock();
+        let st = self.waiters.state.lock();
         let generation = self.generation;
-        let woke = self
-            .waiters
-            .sleep_while(&mut st, |st| st.room_releases == generation, deadline);
+        let (st, woke) =
+            self.waiters
+                .sleep_while(st, |st| st.room_releases == generation, deadline);
         self.generation = st.room_releases;
         woke
     }
