@@ -58,9 +58,12 @@ mod sequencer;
 mod strategy;
 mod task;
 
-pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
+pub use error::{
+    BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
+    TryExecuteError,
+};
 pub use lane::{Lane, TypedLanes};
-pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,

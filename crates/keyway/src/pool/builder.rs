@@ -146,8 +146,13 @@ impl PoolBuilder {
         self
     }
 
-    /// The most accepted tasks that may wait to run; beyond it submissions are refused with
-    /// [`SubmitError::Full`](crate::SubmitError::Full), task handed back. Default: unbounded.
+    /// The most accepted tasks not yet done: queued (on the pool, in a context's lane, or a
+    /// multi-key task waiting for its keys) *or running* — a task holds its place until it
+    /// returns. Beyond it submissions are refused with
+    /// [`SubmitError::Full`](crate::SubmitError::Full), task handed back; to wait for room
+    /// instead, use [`Pool::execute_wait`](crate::Pool::execute_wait),
+    /// [`Pool::wait_for_room`](crate::Pool::wait_for_room) or its async form. Default:
+    /// unbounded.
     pub fn capacity(mut self, n: usize) -> Self {
         self.capacity = Some(n);
         self

@@ -16,6 +16,7 @@ use std::time::Duration;
 /// assert!(err.to_string().contains("emails"));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A TPS limit was negative, NaN or infinite (use [`ExecutorConfig::unlimited`] for no
     /// limit, and `0.0` to pause an executor).
@@ -54,6 +55,7 @@ pub enum ConfigError {
 /// let task = err.into_inner();
 /// assert_eq!(task(), 1); // still ours
 /// ```
+#[non_exhaustive]
 pub enum ScheduleError<F> {
     /// No executor has this name; the task is handed back.
     UnknownExecutor(String, F),

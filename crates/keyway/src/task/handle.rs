@@ -301,7 +301,7 @@ where
             Err(payload) => {
                 let report = PanicReport::new(panic_message(&*payload).to_owned());
                 self.shared
-                    .transition_to_finished(Err(TaskError::Panicked(payload)));
+                    .transition_to_finished(Err(TaskError::panicked(payload)));
                 Err(report)
             }
         })
