@@ -59,7 +59,7 @@ mod strategy;
 mod task;
 
 pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
-pub use lane::{Lane, TypedLanes};
+pub use lane::{Contexts, KeyState, Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,

@@ -81,6 +81,14 @@ impl MultiTask {
     pub(crate) fn take_task(&self) -> Option<Task> {
         self.task.lock().take()
     }
+
+    /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
+    pub(crate) fn contexts(&self) -> crate::task::LaneRefs {
+        self.lanes
+            .iter()
+            .map(|lane| lane.clone() as Arc<dyn crate::task::ContextOf>)
+            .collect()
+    }
 }
 
 thread_local! {
