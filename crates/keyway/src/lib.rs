@@ -9,9 +9,12 @@
 //! one task; reserved threads for [`Pool::try_execute`], which starts a task now or refuses at
 //! once. Statistics in [`Stats`].
 //!
-//! ## Context lanes ([`Pool::execute_sequential`], [`Pool::execute_coalescing`], [`Lane`], [`TypedLanes`])
+//! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`KeyState`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
-//! coalescing task replaces its context's older pending one. Idle lanes are freed.
+//! coalescing task replaces its context's older pending one; a flush waits for one context.
+//! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
+//! are different contexts): [`Pool::contexts`] fixes the key type once. Typed lanes queue
+//! messages for one handler, and can own a state per key ([`Pool::typed_lanes_with_state`]).
 //!
 //! ## Multi-key tasks ([`Pool::execute_keyed`], [`Pool::submit_keyed`])
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
@@ -40,7 +43,8 @@
 //!
 //! ```
 //! let pool = keyway::Pool::new()?;
-//! let total = pool.submit_sequential("account-1", || 40 + 2)?;
+//! let accounts = pool.contexts::<u64>();
+//! let total = accounts.submit_sequential(1, || 40 + 2)?;
 //! assert_eq!(total.join()?, 42);
 //! pool.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -252,6 +252,10 @@ impl Pool {
     /// [`execute_sequential`](Pool::execute_sequential) on that key (same lane, same order). A
     /// task waiting for a busy key holds no thread.
     ///
+    /// A context's type is part of its identity: keys `1u32` and `1u64` are different keys, and
+    /// tasks holding one do not exclude tasks holding the other. [`Pool::contexts`] fixes the key
+    /// type once (`pool.contexts::<u64>().execute_keyed([from, to], f)`).
+    ///
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// let pool = keyway::Pool::new().unwrap();
