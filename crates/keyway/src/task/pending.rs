@@ -172,8 +172,9 @@ impl PendingTask {
     /// ```
     /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
     /// let (go, wait) = std::sync::mpsc::channel::<()>();
+    /// let wait = std::sync::Mutex::new(wait);
     /// let chat = pool.typed_lanes(move |_user: &u32, text: String| {
-    ///     if text == "first" { wait.recv().unwrap(); } // holds the only thread
+    ///     if text == "first" { wait.lock().unwrap().recv().unwrap(); } // holds the only thread
     /// });
     /// chat.send(1, "first".to_string()).unwrap();
     /// chat.send(1, "saved for later".to_string()).unwrap();
