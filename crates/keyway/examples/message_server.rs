@@ -24,12 +24,15 @@ struct Session {
     out_of_order: u64,
 }
 
+/// What a session leaves behind: its first and last message, and how many came out of order.
+type Saved = (u64, u64, u64);
+
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let pool = Pool::new()?;
 
     // When a quiet client's lane is freed (or at shutdown), its session is saved here: the only
     // shared lock, taken once per session rather than once per message.
-    let saved: Arc<Mutex<HashMap<u64, Vec<(u64, u64, u64)>>>> = Arc::default();
+    let saved: Arc<Mutex<HashMap<u64, Vec<Saved>>>> = Arc::default();
     let store = saved.clone();
     let sessions = KeyState::new(|_client: &u64| Session::default()).on_idle(
         move |client: &u64, s: Session| {
