@@ -345,3 +345,43 @@ fn on_idle_may_panic_or_send_to_its_own_lanes() {
     pool.shutdown();
     assert_eq!(pool.stats().live_lanes, 0);
 }
+
+/// A handler that calls `shutdown_now` and runs what it gets back: a message of its own key
+/// finds the state held by the handler itself and is refused (reported, not a deadlock);
+/// another key's message runs with its own state.
+#[test]
+fn a_handler_running_its_own_keys_handed_back_message_is_refused_not_deadlocked() {
+    let pool = common::fixed_pool(1);
+    let gate = common::hold_workers(&pool, 1);
+    let (stopper, done) = (pool.clone(), Latch::new(1));
+    let finished = done.clone();
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let out = results.clone();
+    let lanes = pool.typed_lanes_with_state(
+        KeyState::new(|_: &u32| 0u32),
+        move |key: &u32, count: &mut u32, msg: &'static str| {
+            *count += 1;
+            if msg == "stop" {
+                for task in stopper.shutdown_now() {
+                    let k = *task.context::<u32>().unwrap();
+                    let ran = task.run();
+                    out.lock()
+                        .unwrap()
+                        .push((k, ran.map_err(|r| r.message().to_owned())));
+                }
+                finished.count_down();
+            }
+            assert_eq!(*key, if msg == "other" { 2 } else { 1 });
+        },
+    );
+    lanes.send(1, "stop").unwrap();
+    lanes.send(1, "mine").unwrap();
+    lanes.send(2, "other").unwrap();
+    gate.open();
+    done.wait();
+    let mut results = results.lock().unwrap().clone();
+    results.sort_by_key(|(k, _)| *k);
+    assert_eq!(results.len(), 2);
+    assert!(results[0].1.as_ref().unwrap_err().contains("own handler"));
+    assert_eq!(results[1], (2, Ok(())));
+}

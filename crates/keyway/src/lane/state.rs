@@ -119,7 +119,20 @@ impl<K, S> Keyed<K, S> {
         spec: &KeyState<K, S>,
         f: impl FnOnce(&K, &mut S),
     ) -> Result<(), PanicReport> {
-        let mut slot = self.slot.lock();
+        let me = self as *const Self as *const ();
+        let mut slot = match self.slot.try_lock() {
+            Some(slot) => slot,
+            // Busy: another thread runs a handed-back message of this key (wait for it), or this
+            // very thread is inside this key's handler, which ran one of its own handed-back
+            // messages (waiting would deadlock: refused instead).
+            None if IN_HANDLER.with(|h| h.get()) == me => {
+                if catch_unwind(AssertUnwindSafe(move || drop(f))).is_err() {
+                    tracing::error!("keyway: dropping a message panicked (contained)");
+                }
+                return Err(PanicReport::new(REENTERED.to_owned()));
+            }
+            None => self.slot.lock(),
+        };
         let slot_ref = match &mut *slot {
             Some(slot) => slot,
             empty => match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
@@ -136,7 +149,10 @@ impl<K, S> Keyed<K, S> {
                 }
             },
         };
-        match catch_unwind(AssertUnwindSafe(|| f(&self.key, &mut slot_ref.state))) {
+        let outer = IN_HANDLER.with(|h| h.replace(me));
+        let ran = catch_unwind(AssertUnwindSafe(|| f(&self.key, &mut slot_ref.state)));
+        IN_HANDLER.with(|h| h.set(outer));
+        match ran {
             Ok(()) => Ok(()),
             Err(payload) => {
                 let broken = slot.take();
@@ -150,12 +166,33 @@ impl<K, S> Keyed<K, S> {
     }
 }
 
+/// What a message run from inside its own key's handler gets (see `with_state`).
+const REENTERED: &str =
+    "keyway: a key's message was run inside that key's own handler, which holds its state";
+
+thread_local! {
+    /// The `Keyed` whose handler runs on this thread now (innermost), to tell a re-entrant run.
+    static IN_HANDLER: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
 fn report(payload: Box<dyn std::any::Any + Send>) -> PanicReport {
     PanicReport::new(panic_message(&*payload).to_owned())
 }
 
 impl<K, S> Drop for Keyed<K, S> {
     fn drop(&mut self) {
+        // Most `Keyed`s dropped are look-up keys of a send, with no state: keep that path short.
+        if self.slot.get_mut().is_some() {
+            self.release();
+        }
+    }
+}
+
+impl<K, S> Keyed<K, S> {
+    /// The lane is freed: its state goes to `on_idle`, or is dropped.
+    #[cold]
+    #[inline(never)]
+    fn release(&mut self) {
         let Some(Slot { state, on_idle }) = self.slot.get_mut().take() else {
             return;
         };
