@@ -285,3 +285,24 @@ fn handed_back_messages_run_with_their_state() {
     let seen: Vec<_> = rx.try_iter().collect();
     assert_eq!(seen.last(), Some(&(9, vec![0, 1, 2])));
 }
+
+/// A typed lane's flush handed back by `shutdown_now` says its key, is no message, and tells
+/// its handle `Rejected` when dropped.
+#[test]
+fn typed_flush_handed_back_by_shutdown_now() {
+    let pool = common::fixed_pool(1);
+    let lanes = pool.typed_lanes(|_: &u16, _: u8| ());
+    let gate = common::hold_workers(&pool, 1);
+    lanes.send(4, 1).unwrap();
+    let flush = lanes.flush(4).unwrap();
+    let pending = common::shutdown_now_while_held(&pool, &gate);
+    assert_eq!(pending.len(), 2);
+    let mut pending = pending.into_iter();
+    assert_eq!(pending.next().unwrap().into_message::<u8>().ok(), Some(1));
+    let Err(flush_task) = pending.next().unwrap().into_message::<u8>() else {
+        panic!("a flush came back as a message")
+    };
+    assert_eq!(flush_task.context::<u16>(), Some(&4));
+    drop(flush_task);
+    assert!(matches!(flush.join(), Err(TaskError::Rejected)));
+}
