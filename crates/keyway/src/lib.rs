@@ -39,7 +39,8 @@
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
-//! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
+//! [`SubmitError`]; `shutdown_now` hands back every task that had not started, saying which
+//! context it was queued in (and a typed lane's message as itself).
 //!
 //! ```
 //! let pool = keyway::Pool::new()?;

@@ -140,6 +140,9 @@ impl Drop for PendingTask {
 
 impl std::fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PendingTask(..)")
+        f.debug_struct("PendingTask")
+            .field("context_hashes", &self.context_hashes().collect::<Vec<_>>())
+            .field("message", &matches!(self.task, Some(Work::Message(_))))
+            .finish_non_exhaustive()
     }
 }
