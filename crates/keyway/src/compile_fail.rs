@@ -1,4 +1,4 @@
-//! What must not compile: tasks that cannot cross threads.
+//! What must not compile: tasks that cannot cross threads, and keys of the wrong type.
 //!
 //! A task that is not `Send` is refused at compile time:
 //!
@@ -62,4 +62,16 @@
 //! let handle = pool.submit(|| 1).unwrap();
 //! shareable(&handle.abort_handle());
 //! # handle.join().unwrap();
+//! ```
+//!
+//! A bank whose audits hold every account as a `u64` cannot key a transfer by `usize` accounts
+//! once its contexts are typed (with the untyped API, the two would be different lanes and the
+//! audits would see transfers half done):
+//!
+//! ```compile_fail,E0271
+//! let pool = keyway::Pool::new().unwrap();
+//! let accounts = pool.contexts::<u64>();
+//! accounts.execute_keyed(0..100u64, || { /* audit: sum every balance */ }).unwrap();
+//! let (from, to): (usize, usize) = (3, 4);
+//! accounts.execute_keyed([from, to], || { /* move money */ }).unwrap();
 //! ```

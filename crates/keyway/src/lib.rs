@@ -9,9 +9,12 @@
 //! one task; reserved threads for [`Pool::try_execute`], which starts a task now or refuses at
 //! once. Statistics in [`Stats`].
 //!
-//! ## Context lanes ([`Pool::execute_sequential`], [`Pool::execute_coalescing`], [`Lane`], [`TypedLanes`])
+//! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`KeyState`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
-//! coalescing task replaces its context's older pending one. Idle lanes are freed.
+//! coalescing task replaces its context's older pending one; a flush waits for one context.
+//! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
+//! are different contexts): [`Pool::contexts`] fixes the key type once. Typed lanes queue
+//! messages for one handler, and can own a state per key ([`Pool::typed_lanes_with_state`]).
 //!
 //! ## Multi-key tasks ([`Pool::execute_keyed`], [`Pool::submit_keyed`])
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
@@ -36,11 +39,13 @@
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
-//! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
+//! [`SubmitError`]; `shutdown_now` hands back every task that had not started, saying which
+//! context it was queued in (and a typed lane's message as itself).
 //!
 //! ```
 //! let pool = keyway::Pool::new()?;
-//! let total = pool.submit_sequential("account-1", || 40 + 2)?;
+//! let accounts = pool.contexts::<u64>();
+//! let total = accounts.submit_sequential(1, || 40 + 2)?;
 //! assert_eq!(total.join()?, 42);
 //! pool.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -62,7 +67,7 @@ pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,
 };
-pub use lane::{Lane, TypedLanes};
+pub use lane::{Contexts, KeyState, Lane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,

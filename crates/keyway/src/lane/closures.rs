@@ -10,7 +10,7 @@ use super::table::{LaneCore, LaneKind};
 use crate::error::SubmitError;
 use crate::keyed::MultiTask;
 use crate::pool::{refused, Pool};
-use crate::task::{Abandon, PanicReport, Plain, Task, TaskHandle};
+use crate::task::{Abandon, ContextOf, PanicReport, PendingTask, Plain, Task, TaskHandle};
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
@@ -50,10 +50,16 @@ impl LaneKind for Closures {
         }
     }
 
-    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<Task> {
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<PendingTask> {
         match entry {
-            ClosureEntry::One { task, .. } => Some(task),
-            ClosureEntry::Many(multi) => multi.take_task(),
+            ClosureEntry::One { task, .. } => {
+                let context = lane.clone() as Arc<dyn ContextOf>;
+                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
+            }
+            ClosureEntry::Many(multi) => {
+                let task = multi.take_task()?;
+                Some(PendingTask::in_contexts(task, multi.contexts()))
+            }
         }
     }
 
@@ -111,6 +117,15 @@ where
     }
 }
 
+/// The same refusal without the task (a flush's no-op task is of no use to the caller).
+pub(crate) fn unit_error<F>(err: SubmitError<F>) -> SubmitError<()> {
+    match err {
+        SubmitError::Shutdown(_) => SubmitError::Shutdown(()),
+        SubmitError::Full(_) => SubmitError::Full(()),
+        SubmitError::KeyPanicked(_) => SubmitError::KeyPanicked(()),
+    }
+}
+
 pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
     ((), Task::new(Plain(f)))
 }
@@ -148,6 +163,14 @@ impl Pool {
     /// "Submission order" is happens-before order: a task submitted after another submission
     /// for the same context has returned (on any thread) runs after it.
     ///
+    /// # A context's type is part of its identity
+    ///
+    /// Contexts are equal when they have the same type *and* compare equal: `"a"` and
+    /// `String::from("a")` are different contexts, and so are `1u32` and `1u64` — their tasks
+    /// run in different lanes, in parallel, with no warning. Fix the key type once with
+    /// [`Pool::contexts`], which takes `K` only:
+    /// `let accounts = pool.contexts::<u64>(); accounts.execute_sequential(7, f)`.
+    ///
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// let pool = keyway::Pool::new().unwrap();
@@ -180,6 +203,9 @@ impl Pool {
     /// Runs `f` in the lane of `ctx` (same lane and order as its sequential tasks), except that
     /// when the lane's last pending task is a coalescing task that has not started, `f`
     /// replaces it. The newest coalescing task always runs: the last update is never lost.
+    ///
+    /// A context's type is part of its identity (`"a"` and `String::from("a")` are different
+    /// contexts): see [`execute_sequential`](Pool::execute_sequential) and [`Pool::contexts`].
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -217,6 +243,9 @@ impl Pool {
     /// A handle on the lane of `ctx`, for a caller that submits to one context often: it skips
     /// the context look-up on each submission. The lane stays allocated while a handle exists.
     ///
+    /// A context's type is part of its identity (`"a"` and `String::from("a")` are different
+    /// contexts): see [`execute_sequential`](Pool::execute_sequential) and [`Pool::contexts`].
+    ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
     /// let lane = pool.lane("orders");
@@ -240,6 +269,36 @@ impl Pool {
             },
             Err(KeyPanicked) => panic!("the context key's Hash, Eq or Drop panicked"),
         }
+    }
+
+    /// A handle that completes once every task submitted to `ctx` before this call has run (or
+    /// was cancelled, coalesced away or panicked); tasks submitted after are not waited for.
+    /// The pool keeps running: this waits for one context, not for the pool.
+    ///
+    /// The flush is a no-op task in the context's lane, so it is refused like a task (after
+    /// shutdown, or when the pool is full), a later coalescing task does not replace one
+    /// submitted before the flush, and after [`shutdown_now`](Pool::shutdown_now) the handle
+    /// says [`TaskError::Rejected`](crate::TaskError::Rejected) once the handed-back flush is
+    /// dropped. A context's type is part of its identity: `flush("a")` does not wait for tasks
+    /// of `String::from("a")`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let done = Arc::new(AtomicU32::new(0));
+    /// for _ in 0..100 {
+    ///     let done = done.clone();
+    ///     pool.execute_sequential("uploads", move || { done.fetch_add(1, Ordering::SeqCst); }).unwrap();
+    /// }
+    /// pool.flush("uploads").unwrap().join().unwrap();
+    /// assert_eq!(done.load(Ordering::SeqCst), 100); // and the pool is still running
+    /// ```
+    pub fn flush<K>(&self, ctx: K) -> Result<TaskHandle<()>, SubmitError<()>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
+        self.submit_sequential(ctx, || ()).map_err(unit_error)
     }
 }
 
@@ -299,6 +358,24 @@ impl<K: 'static> Lane<K> {
         T: Send + 'static,
     {
         self.push(f, true, with_handle)
+    }
+
+    /// A handle that completes once every task submitted to this lane before has run (see
+    /// [`Pool::flush`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane(42u64);
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for i in 0..10 {
+    ///     let tx = tx.clone();
+    ///     lane.execute(move || tx.send(i).unwrap()).unwrap();
+    /// }
+    /// lane.flush().unwrap().join().unwrap();
+    /// assert_eq!(rx.try_iter().count(), 10);
+    /// ```
+    pub fn flush(&self) -> Result<TaskHandle<()>, SubmitError<()>> {
+        self.submit(|| ()).map_err(unit_error)
     }
 
     /// The lane's context.

@@ -20,7 +20,7 @@ use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::LaneDepth;
-use crate::task::{Abandon, PanicReport, PendingTask, Task};
+use crate::task::{Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
 pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
@@ -31,10 +31,20 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn abandon(&self, entry: Self::Entry, why: Abandon) -> Result<(), PanicReport>;
     /// Packs an entry that `shutdown_now` hands back (`None`: already handed back through
     /// another lane, for a multi-key task).
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<Task>;
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<PendingTask>;
     /// The multi-key task this entry stands for in the lane, if it is one (rule 6).
     fn barrier(_entry: &Self::Entry) -> Option<&Arc<MultiTask>> {
         None
+    }
+    /// The key the user gave, from the key the table stores (a kind may store it wrapped).
+    fn context_key(key: &(dyn Any + Send + Sync)) -> &(dyn Any + Send + Sync) {
+        key
+    }
+    /// The type that identifies a context whose stored key is a `Q`: the user's key type, so a
+    /// context hashes as [`Pool::context_hash`](crate::Pool::context_hash) says whichever way
+    /// the kind wraps it (the wrapper must hash as the key does).
+    fn context_type<Q: 'static>() -> TypeId {
+        TypeId::of::<Q>()
     }
 }
 
@@ -137,7 +147,7 @@ impl<S: LaneKind> LaneTable<S> {
     }
 
     pub(crate) fn hash<K: Hash + 'static>(&self, key: &K) -> u64 {
-        self.hasher.hash_one((TypeId::of::<K>(), key))
+        self.hasher.hash_one((S::context_type::<K>(), key))
     }
 
     fn shard(&self, hash: u64) -> &Shard<S> {
@@ -557,15 +567,19 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 // Not the table's last reference: the caller holds one.
                 st.table = None;
                 for entry in st.queue.drain(..) {
-                    out.extend(S::pending(lane, entry).map(PendingTask::new));
+                    out.extend(S::pending(lane, entry));
                 }
             }
-            let before = map.lanes.len();
-            map.lanes.retain(|l| l.pins.load(Ordering::Acquire) > 0);
+            let freed: Vec<_> = map
+                .lanes
+                .extract_if(|l| l.pins.load(Ordering::Acquire) == 0)
+                .collect();
             map.cached = 0; // pinned lanes are never cached
-            self.live
-                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
             map.shrink();
+            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
+            drop(map);
+            drop(freed);
         }
     }
 
@@ -575,12 +589,16 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
             if map.cached == 0 {
                 continue;
             }
-            let before = map.lanes.len();
-            map.lanes.retain(|l| !l.cached.load(Ordering::Relaxed));
+            let freed: Vec<_> = map
+                .lanes
+                .extract_if(|l| l.cached.load(Ordering::Relaxed))
+                .collect();
             map.cached = 0;
-            self.live
-                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
             map.shrink();
+            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
+            drop(map);
+            drop(freed);
         }
     }
 
@@ -606,5 +624,16 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 out.truncate(start + n);
             }
         }
+    }
+}
+
+/// What a task handed back from this lane by `shutdown_now` says of its context.
+impl<S: LaneKind> ContextOf for LaneCore<S> {
+    fn context_hash(&self) -> u64 {
+        self.hash
+    }
+
+    fn context_key(&self) -> &(dyn Any + Send + Sync) {
+        S::context_key(self.key.get())
     }
 }

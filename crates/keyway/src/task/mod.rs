@@ -6,11 +6,13 @@
 
 mod abort;
 mod handle;
+mod pending;
 mod raw;
 
 pub use abort::AbortHandle;
 pub use handle::TaskHandle;
 pub(crate) use handle::WithHandle;
+pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Work};
 pub(crate) use raw::Task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -107,19 +109,24 @@ impl<F: FnOnce() + Send> Runnable for Plain<F> {
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 pub struct PendingTask {
-    task: Option<Task>,
+    task: Option<Work>,
+    /// The lane(s) the task was queued in (none for a plain task); see `pending.rs`.
+    contexts: LaneRefs,
 }
 
 impl PendingTask {
     pub(crate) fn new(task: Task) -> Self {
-        PendingTask { task: Some(task) }
+        PendingTask {
+            task: Some(Work::Task(task)),
+            contexts: LaneRefs::new(),
+        }
     }
 
     /// Runs the task on the calling thread. A panic is caught: it goes to the task's handle, if
     /// it has one, and comes back here as its report.
     pub fn run(mut self) -> Result<(), PanicReport> {
         match self.task.take() {
-            Some(task) => task.run(),
+            Some(work) => work.run(),
             None => Ok(()),
         }
     }
@@ -127,14 +134,17 @@ impl PendingTask {
 
 impl Drop for PendingTask {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abandon(Abandon::Rejected);
+        if let Some(work) = self.task.take() {
+            work.abandon(Abandon::Rejected);
         }
     }
 }
 
 impl std::fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PendingTask(..)")
+        f.debug_struct("PendingTask")
+            .field("context_hashes", &self.context_hashes().collect::<Vec<_>>())
+            .field("message", &matches!(self.task, Some(Work::Message(_))))
+            .finish_non_exhaustive()
     }
 }
