@@ -120,6 +120,16 @@ impl<S: LaneKind> Pushed<S> {
 
 impl<S: LaneKind> LaneTable<S> {
     pub(crate) fn new(kind: S, threads: usize) -> Arc<Self> {
+        Self::with_hasher(kind, threads, Default::default())
+    }
+
+    /// A table hashing keys with `hasher`: every table of one pool shares its pool's hasher, so
+    /// a key hashes the same in each (what `Pool::context_hash` and `LaneDepth` rely on).
+    pub(crate) fn with_hasher(
+        kind: S,
+        threads: usize,
+        hasher: hashbrown::DefaultHashBuilder,
+    ) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
@@ -130,10 +140,15 @@ impl<S: LaneKind> LaneTable<S> {
                     }))
                 })
                 .collect(),
-            hasher: Default::default(),
+            hasher,
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })
+    }
+
+    /// The hasher this table's keys go through.
+    pub(crate) fn hasher(&self) -> &hashbrown::DefaultHashBuilder {
+        &self.hasher
     }
 
     pub(crate) fn hash<K: Hash + 'static>(&self, key: &K) -> u64 {
@@ -359,7 +374,9 @@ impl<S: LaneKind> LaneCore<S> {
 
     /// Runs one entry as the lane would (for entries handed back by `shutdown_now`).
     pub(crate) fn run_entry(&self, entry: S::Entry) -> Result<(), PanicReport> {
-        self.kind.run(self.key.get(), entry)
+        self.kind
+            .run(self.key.get(), entry)
+            .map_err(|r| r.in_context(self.hash))
     }
 
     pub(crate) fn key<K: 'static>(&self) -> Option<&K> {
@@ -514,7 +531,9 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = held::hold(&running);
                 while let Some(entry) = running.next() {
-                    worker.run_one(|| lane.kind.run(lane.key.get(), entry));
+                    worker.run_one(|| {
+                        (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
+                    });
                     running.ran.set(running.ran.get() + 1);
                     if worker.registry.is_stopping() {
                         break;

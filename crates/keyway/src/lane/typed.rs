@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::key::drop_quietly;
 use super::table::{LaneCore, LaneKind, LaneTable};
-use crate::error::{panic_message, SubmitError};
+use crate::error::SubmitError;
 use crate::pool::{refused, Pool};
 use crate::task::{Abandon, PanicReport, Runnable, Task};
 
@@ -41,7 +41,7 @@ where
             unreachable!("a typed lane table only holds keys of its own type")
         };
         catch_unwind(AssertUnwindSafe(|| (self.handler)(key, entry.msg)))
-            .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
+            .map_err(PanicReport::from_payload)
     }
 
     fn abandon(&self, entry: Message<M>, _why: Abandon) -> Result<(), PanicReport> {
@@ -122,12 +122,14 @@ impl Pool {
         H: Fn(&K, M) + Send + Sync + 'static,
     {
         let registry = self.registry();
-        let table = LaneTable::new(
+        let table = LaneTable::with_hasher(
             Typed {
                 handler: Box::new(handler),
                 _types: PhantomData,
             },
             registry.config.max_threads,
+            // The pool's hasher: a key's `LaneDepth::context_hash` is `Pool::context_hash(&key)`.
+            self.handle.lanes.hasher().clone(),
         );
         registry.register_table(Arc::downgrade(&table) as _);
         TypedLanes {

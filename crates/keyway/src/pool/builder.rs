@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) reserved_idle_timeout: Duration,
     pub(crate) thread_name: String,
     pub(crate) panic_hook: Option<PanicHook>,
+    /// The pool's name in its tracing span and events (default: `thread_name`).
+    pub(crate) name: String,
 }
 
 /// Configures and builds a [`Pool`].
@@ -63,6 +65,7 @@ pub struct PoolBuilder {
     reserved_idle_timeout: Option<Duration>,
     thread_name: Option<String>,
     panic_hook: Option<PanicHook>,
+    name: Option<String>,
 }
 
 impl PoolBuilder {
@@ -154,6 +157,23 @@ impl PoolBuilder {
     /// Prefix of the worker threads' names. Default: `"keyway"`. Must not contain a NUL byte.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = Some(prefix.into());
+        self
+    }
+
+    /// The pool's name: the `pool` field of its tracing events and of the `keyway_pool` span
+    /// its threads run in, so that a subscriber can tell pools apart and filter on one (see the
+    /// crate docs' "Observability" section). Default: the [`thread_name`](Self::thread_name)
+    /// prefix. Any string, empty included.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().name("orders").build().unwrap();
+    /// assert_eq!(pool.name(), "orders");
+    /// let unnamed = keyway::Pool::builder().thread_name("io").build().unwrap();
+    /// assert_eq!(unnamed.name(), "io");
+    /// # pool.shutdown(); unnamed.shutdown();
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -262,6 +282,7 @@ impl PoolBuilder {
             return err(BuildErrorKind::NulInThreadName);
         }
         Ok(Config {
+            name: self.name.unwrap_or_else(|| thread_name.clone()),
             reserved_threads: reserved,
             min_reserved_threads: min_reserved,
             reserved_idle_timeout: checked[3],
@@ -287,6 +308,7 @@ impl std::fmt::Debug for PoolBuilder {
             .field("keep_alive", &self.keep_alive)
             .field("lane_batch", &self.lane_batch)
             .field("capacity", &self.capacity)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }

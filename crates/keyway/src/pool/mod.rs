@@ -32,7 +32,7 @@ pub(crate) mod test_support {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let s = pool.stats();
-            if s.queued_tasks == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
+            if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
                 return;
             }
             assert!(
@@ -288,7 +288,11 @@ impl Pool {
             }
             std::thread::yield_now();
         }
-        tracing::debug!(handed_back = pending.len(), "keyway shutdown_now");
+        tracing::debug!(
+            pool = registry.name(),
+            handed_back = pending.len(),
+            "keyway shutdown_now"
+        );
         pending
     }
 
@@ -303,9 +307,31 @@ impl Pool {
         stats::snapshot(self.registry())
     }
 
-    /// The hash keyway gives context `ctx` (as [`LaneDepth::context_hash`] reports it).
+    /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`],
+    /// [`PanicReport::context_hash`](crate::PanicReport::context_hash) and the `context_hash`
+    /// field of the pool's tracing events report it: compare to find which of your contexts
+    /// that is. Stable for the pool's life, and the same for a typed lane's key of the same type
+    /// ([`Pool::typed_lanes`]); it differs between pools, and between key types (`"a"` and
+    /// `String::from("a")` are two contexts).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.context_hash(&42u64), pool.context_hash(&42u64));
+    /// assert_ne!(pool.context_hash(&"a"), pool.context_hash(&String::from("a")));
+    /// ```
     pub fn context_hash<K: Hash + 'static>(&self, ctx: &K) -> u64 {
         self.handle.lanes.hash(ctx)
+    }
+
+    /// The pool's name, from [`PoolBuilder::name`] (default: the
+    /// [`thread_name`](PoolBuilder::thread_name) prefix, `"keyway"`).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.name(), "keyway");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.registry().name()
     }
 
     fn on_own_thread(&self) -> bool {
