@@ -84,8 +84,8 @@ where
     fn abandon(self, _why: Abandon) {}
 }
 
-/// Lanes of messages for one handler, for processing each key's messages in order (the seed's
-/// "server handling each client's messages"). `send(key, msg)` queues the message itself; the
+/// Lanes of messages for one handler, for processing each key's messages in order (a server
+/// handling each client's messages, say). `send(key, msg)` queues the message itself; the
 /// handler runs as `handler(&key, msg)`, one message at a time per key, in send order.
 ///
 /// Cheap to clone; every clone feeds the same lanes.
