@@ -102,11 +102,25 @@ pub(crate) fn refused<T>(why: Refusal, task: T) -> SubmitError<T> {
 
 impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new()?;
+    /// assert!(pool.stats().core_threads >= 1); // one per available core
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn new() -> Result<Pool, BuildError> {
         PoolBuilder::new().build()
     }
 
     /// A builder to configure a pool.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).name("orders").build()?;
+    /// assert_eq!((pool.stats().core_threads, pool.name()), (2, "orders"));
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn builder() -> PoolBuilder {
         PoolBuilder::new()
     }
@@ -239,6 +253,20 @@ impl Pool {
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
     /// cannot wait for itself). Calling it again is harmless.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// for i in 0..100 {
+    ///     let ran = ran.clone();
+    ///     pool.execute_sequential(i % 3, move || { ran.fetch_add(1, Ordering::Relaxed); }).unwrap();
+    /// }
+    /// pool.shutdown(); // returns once all 100 have run
+    /// assert_eq!(ran.load(Ordering::Relaxed), 100);
+    /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
+    /// ```
     pub fn shutdown(&self) {
         let registry = self.registry();
         registry.close();
@@ -258,6 +286,28 @@ impl Pool {
     /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
     /// any number of callers, inside tasks or outside, may call it at once; each returns, and
     /// each unstarted task is handed back to exactly one of them.
+    ///
+    /// ```
+    /// use std::sync::mpsc::channel;
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (started_tx, started) = channel();
+    /// let (release, gate) = channel::<()>();
+    /// pool.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the only worker is busy: what follows waits
+    /// let saved = pool.submit_sequential("client-1", || "saved").unwrap();
+    /// let dropped = pool.submit_sequential("client-1", || "dropped").unwrap();
+    /// // `shutdown_now` waits for the running task: call it on another thread, then release it.
+    /// let stopper = { let pool = pool.clone(); std::thread::spawn(move || pool.shutdown_now()) };
+    /// while !pool.is_shutdown() { std::thread::yield_now(); } // intake has stopped
+    /// release.send(()).unwrap();
+    /// let pending = stopper.join().unwrap();
+    /// assert_eq!(pending.len(), 2); // neither had started; one context: in lane order
+    /// let mut pending = pending.into_iter();
+    /// pending.next().unwrap().run().unwrap(); // run one here, on this thread
+    /// drop(pending); // drop the other: its handle says `Rejected`
+    /// assert_eq!(saved.join().unwrap(), "saved");
+    /// assert!(dropped.join().is_err());
+    /// ```
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
         registry.stop();
@@ -298,11 +348,29 @@ impl Pool {
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called
     /// (or the last handle dropped).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert!(!pool.is_shutdown());
+    /// pool.shutdown();
+    /// assert!(pool.is_shutdown());
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         self.registry().is_closed()
     }
 
     /// A snapshot of the pool's threads, tasks and lanes.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    /// pool.submit(|| ()).unwrap().join().unwrap();
+    /// pool.shutdown();
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.completed_tasks, stats.unfinished_tasks()), (1, 0));
+    /// println!("{stats}"); // one line, for a log
+    /// ```
+    ///
+    /// The crate docs' "Observability" section shows a backed-up lane found through `stats`.
     pub fn stats(&self) -> Stats {
         stats::snapshot(self.registry())
     }
