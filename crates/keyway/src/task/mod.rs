@@ -267,6 +267,8 @@ impl PendingTask {
 
     /// Runs the task on the calling thread. A panic is caught: it goes to the task's handle, if
     /// it has one, and comes back here as its report.
+    ///
+    /// See [`PendingTask`]'s example (and [`PanicReport::take_payload`]'s, for a task that panics).
     pub fn run(mut self) -> Result<(), PanicReport> {
         match self.task.take() {
             Some(task) => task.run(),
