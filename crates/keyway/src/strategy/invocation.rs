@@ -61,9 +61,13 @@ pub enum InvocationType {
 /// ```
 pub trait Invocable: Send + 'static {
     /// Whether running this task may block.
+    ///
+    /// See [`Invocable`]'s example.
     fn invocation_type(&self) -> InvocationType;
 
     /// Runs the task.
+    ///
+    /// See [`Invocable`]'s example.
     fn run(self);
 }
 

@@ -98,6 +98,8 @@ use crate::loom::sync::Arc;
 /// ```
 pub trait Executor: Send + Sync + 'static {
     /// Queue `task` to run on a pool thread. Err gives the task back (pool shut down or full).
+    ///
+    /// See [`Executor`]'s example.
     #[allow(clippy::type_complexity)]
     fn execute(
         &self,
@@ -111,6 +113,8 @@ pub trait Executor: Send + Sync + 'static {
     /// production over this way are left to the thread that takes it, so that thread must not
     /// wait in a queue: a queued hand-off would leave those requests unserved until it starts.
     /// An `Err` must mean the task will never run.
+    ///
+    /// See [`Executor`]'s example.
     #[allow(clippy::type_complexity)]
     fn try_execute(
         &self,

@@ -36,6 +36,8 @@ pub trait Producer: Send + 'static {
     type Task: Invocable;
 
     /// The next task, or `None` if there is nothing to do right now.
+    ///
+    /// See [`Producer`]'s example.
     fn produce(&mut self) -> Option<Self::Task>;
 }
 
