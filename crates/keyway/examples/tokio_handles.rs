@@ -82,7 +82,10 @@ async fn run(pool: keyway::Pool) -> Result<(), Box<dyn Error>> {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let slow = pool.submit(move || rx.recv().is_ok())?;
     let timed = tokio::time::timeout(std::time::Duration::from_millis(20), slow).await;
-    check(timed.is_err(), "the slow task finished before its gate opened".into())?;
+    check(
+        timed.is_err(),
+        "the slow task finished before its gate opened".into(),
+    )?;
     drop(tx);
     Ok(())
 }

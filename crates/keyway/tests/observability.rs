@@ -101,7 +101,11 @@ fn panic_reports_name_the_context_thread_and_payload_under_contention() {
     }
     pool.shutdown();
     let reports = reports.lock().unwrap();
-    assert_eq!(reports.len() as u64, KEYS * 2, "two panicking rounds per key");
+    assert_eq!(
+        reports.len() as u64,
+        KEYS * 2,
+        "two panicking rounds per key"
+    );
     for r in reports.iter() {
         let key = r
             .take_payload()
@@ -188,7 +192,11 @@ fn pool_names_default_to_the_thread_prefix_and_take_any_string() {
         .unwrap();
     assert_eq!(pool.name(), "io");
     pool.shutdown();
-    let pool = Pool::builder().core_threads(1).name(long.clone()).build().unwrap();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .name(long.clone())
+        .build()
+        .unwrap();
     assert_eq!(pool.name(), long);
     pool.shutdown();
 }

@@ -67,7 +67,11 @@ impl Subscriber for Sub {
         let span = ENTERED
             .with(|e| e.borrow().last().copied())
             .and_then(|id| self.0.spans.lock().unwrap().get(&id).cloned());
-        self.0.events.lock().unwrap().push(Captured { fields, span });
+        self.0
+            .events
+            .lock()
+            .unwrap()
+            .push(Captured { fields, span });
     }
     fn enter(&self, id: &Id) {
         ENTERED.with(|e| e.borrow_mut().push(id.into_u64()));
@@ -129,7 +133,10 @@ fn events_name_the_pool_the_context_and_the_panic_without_the_reserved_field() {
         if pool == "orders" {
             assert!(f["thread"].starts_with("ord-"), "{f:?}");
             let hash: u64 = f["context_hash"].parse().unwrap();
-            if let Some(key) = text.strip_prefix("oops ").and_then(|k| k.parse::<u32>().ok()) {
+            if let Some(key) = text
+                .strip_prefix("oops ")
+                .and_then(|k| k.parse::<u32>().ok())
+            {
                 assert_eq!(hash, orders.context_hash(&key), "{f:?}");
                 typed_keys_seen += 1;
             } else {
@@ -137,7 +144,10 @@ fn events_name_the_pool_the_context_and_the_panic_without_the_reserved_field() {
             }
         } else {
             assert_eq!(pool, "other");
-            assert!(!f.contains_key("context_hash"), "a plain task has no context: {f:?}");
+            assert!(
+                !f.contains_key("context_hash"),
+                "a plain task has no context: {f:?}"
+            );
         }
     }
     assert_eq!(typed_keys_seen, 16);

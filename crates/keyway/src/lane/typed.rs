@@ -143,7 +143,7 @@ impl Pool {
             },
             registry.config.max_threads,
             // The pool's hasher: a key's `LaneDepth::context_hash` is `Pool::context_hash(&key)`.
-            self.handle.lanes.hasher().clone(),
+            *self.handle.lanes.hasher(),
         );
         registry.register_table(Arc::downgrade(&table) as _);
         TypedLanes {

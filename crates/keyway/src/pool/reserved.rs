@@ -178,7 +178,10 @@ fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
                                     (n > min).then(|| n - 1)
                                 });
                         if left.is_ok() {
-                            tracing::debug!(pool = registry.name(), "keyway reserved thread retired");
+                            tracing::debug!(
+                                pool = registry.name(),
+                                "keyway reserved thread retired"
+                            );
                             *counted = false;
                             return;
                         }

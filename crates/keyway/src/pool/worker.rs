@@ -303,8 +303,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 let ran =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
                 if let Err(payload) = ran {
-                    cx.registry
-                        .report_panic(PanicReport::from_payload(payload));
+                    cx.registry.report_panic(PanicReport::from_payload(payload));
                 }
             }
             None => match cx.idle(parker) {
