@@ -200,3 +200,11 @@ fn pool_names_default_to_the_thread_prefix_and_take_any_string() {
     assert_eq!(pool.name(), long);
     pool.shutdown();
 }
+
+#[test]
+fn reports_and_stats_stay_send_sync_and_clone() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<PanicReport>(); // the payload is behind a lock: a report is still `Sync`
+    shareable::<keyway::Stats>();
+    shareable::<keyway::LaneDepth>();
+}

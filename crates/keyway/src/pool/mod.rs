@@ -1,4 +1,4 @@
-//! The elastic pool every part of keyway runs on (SPEC §2, §8).
+//! The elastic pool every part of keyway runs on.
 //!
 //! * `registry` — what the threads share: queues, slots, counters, flags, accounting rules;
 //! * `worker` — a worker thread's loop, and [`blocking`];

@@ -1,4 +1,4 @@
-//! Reserved threads (SPEC §2, Jetty's `ReservedThreadExecutor`): idle threads parked for a
+//! Reserved threads (Jetty's `ReservedThreadExecutor`): idle threads parked for a
 //! hand-off, so that `try_execute` starts a task *now* or refuses at once. It never queues.
 //!
 //! * A reserved thread is started lazily: a `try_execute` that finds none idle refuses and starts

@@ -1,4 +1,4 @@
-//! How many tasks went each way (SPEC §6 "counts how many tasks went each way").
+//! How many tasks went each way.
 //!
 //! Most counters are written only by the thread that owns production, so they are bumped with a
 //! plain load and store, no read-modify-write (README.md, Rule 10): consecutive owners are

@@ -1,4 +1,4 @@
-//! The execution strategy: Jetty's adaptive "eat what you kill" (SPEC §6).
+//! The execution strategy: Jetty's adaptive "eat what you kill".
 //!
 //! A [`Producer`] yields tasks (a selector's ready connections, a connection's frames, …); an
 //! [`AdaptiveStrategy`] consumes them. A task consumed by the thread that produced it runs with
