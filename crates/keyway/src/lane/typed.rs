@@ -84,9 +84,9 @@ where
     fn abandon(self, _why: Abandon) {}
 }
 
-/// Lanes of messages for one handler, for processing each key's messages in order (a server
-/// handling each client's messages, say). `send(key, msg)` queues the message itself; the
-/// handler runs as `handler(&key, msg)`, one message at a time per key, in send order.
+/// Lanes of messages for one handler, for processing each key's messages in order — a server
+/// handling each client's messages, say. `send(key, msg)` queues the message itself; the handler
+/// runs as `handler(&key, msg)`, one message at a time per key, in send order.
 ///
 /// Cheap to clone; every clone feeds the same lanes.
 ///
@@ -115,20 +115,6 @@ where
 
 impl Pool {
     /// Lanes of messages of type `M`, keyed by `K`, all handled by `handler`.
-    ///
-    /// ```
-    /// use std::sync::mpsc::channel;
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let (tx, rx) = channel();
-    /// let tx = std::sync::Mutex::new(tx);
-    /// let chat = pool.typed_lanes(move |room: &String, line: String| {
-    ///     tx.lock().unwrap().send(format!("{room}: {line}")).unwrap();
-    /// });
-    /// chat.send("rust".to_string(), "hello".to_string()).unwrap();
-    /// chat.send("rust".to_string(), "world".to_string()).unwrap();
-    /// assert_eq!(rx.recv().unwrap(), "rust: hello");
-    /// assert_eq!(rx.recv().unwrap(), "rust: world"); // same key: in send order
-    /// ```
     pub fn typed_lanes<K, M, H>(&self, handler: H) -> TypedLanes<K, M>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -181,57 +167,17 @@ where
     }
 
     /// Queues `msg` for `key`; the handler sees it after every message sent for `key` before.
-    ///
-    /// ```
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let lanes = pool.typed_lanes(|_key: &u32, _msg: &'static str| ());
-    /// lanes.send(1, "queued").unwrap();
-    /// pool.shutdown();
-    /// let refused = lanes.send(1, "late").unwrap_err();
-    /// assert_eq!(refused.into_inner(), "late"); // the message comes back
-    /// ```
     pub fn send(&self, key: K, msg: M) -> Result<(), SubmitError<M>> {
         self.push(key, msg, false)
     }
 
     /// Queues `msg` for `key`, replacing the key's last pending message if that one was also
     /// sent with `send_coalescing` and has not started.
-    ///
-    /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
-    /// let shown = Arc::new(Mutex::new(Vec::new()));
-    /// let log = shown.clone();
-    /// let (started_tx, started) = std::sync::mpsc::channel();
-    /// let (release, gate) = std::sync::mpsc::channel::<()>();
-    /// let gate = Mutex::new(Some((started_tx, gate)));
-    /// let prices = pool.typed_lanes(move |pair: &&str, price: f64| {
-    ///     if let Some((started_tx, gate)) = gate.lock().unwrap().take() {
-    ///         started_tx.send(()).unwrap(); // the first message holds the lane until released
-    ///         gate.recv().unwrap();
-    ///     }
-    ///     log.lock().unwrap().push((*pair, price));
-    /// });
-    /// prices.send("EURUSD", 1.09).unwrap();
-    /// started.recv().unwrap();
-    /// for price in [1.10, 1.11, 1.12] {
-    ///     prices.send_coalescing("EURUSD", price).unwrap(); // each replaces the pending one
-    /// }
-    /// release.send(()).unwrap();
-    /// pool.shutdown();
-    /// assert_eq!(*shown.lock().unwrap(), [("EURUSD", 1.09), ("EURUSD", 1.12)]);
-    /// ```
     pub fn send_coalescing(&self, key: K, msg: M) -> Result<(), SubmitError<M>> {
         self.push(key, msg, true)
     }
 
     /// The pool these lanes run on.
-    ///
-    /// ```
-    /// let pool = keyway::Pool::builder().name("chat").build().unwrap();
-    /// let lanes = pool.typed_lanes(|_: &u8, _: ()| ());
-    /// assert_eq!(lanes.pool().name(), "chat");
-    /// ```
     pub fn pool(&self) -> &Pool {
         &self.pool
     }

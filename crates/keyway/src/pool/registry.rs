@@ -64,6 +64,8 @@ pub(crate) struct Slot {
 
 pub(crate) struct Registry {
     pub(crate) config: Config,
+    /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
+    pub(crate) span: tracing::Span,
     pub(crate) injector: Injector<Job>,
     pub(crate) slots: Box<[Slot]>,
     free_slots: Mutex<Vec<usize>>,
@@ -88,8 +90,6 @@ pub(crate) struct Registry {
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
-    /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
-    pub(crate) span: tracing::Span,
 }
 
 /// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
