@@ -29,3 +29,37 @@
 //! let pool = keyway::Pool::new().unwrap();
 //! let lanes = pool.typed_lanes(|_k: &u8, _m: std::rc::Rc<u8>| ());
 //! ```
+//!
+//! A builder whose result is dropped configures nothing: `#[must_use]` says so (the same lines
+//! compile once the builder is used).
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! keyway::Pool::builder().core_threads(2).stack_size(1 << 20);
+//! ```
+//!
+//! ```
+//! #![deny(unused_must_use)]
+//! let pool = keyway::Pool::builder().core_threads(2).stack_size(1 << 20).build().unwrap();
+//! # pool.shutdown();
+//! ```
+//!
+//! An abort handle that is asked for and dropped at once is a mistake:
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! let pool = keyway::Pool::new().unwrap();
+//! let handle = pool.submit(|| 1).unwrap();
+//! handle.abort_handle();
+//! # handle.join().unwrap();
+//! ```
+//!
+//! An abort handle can be moved to other threads and shared (`Clone + Send + Sync`):
+//!
+//! ```
+//! fn shareable<T: Clone + Send + Sync + 'static>(_: &T) {}
+//! let pool = keyway::Pool::new().unwrap();
+//! let handle = pool.submit(|| 1).unwrap();
+//! shareable(&handle.abort_handle());
+//! # handle.join().unwrap();
+//! ```

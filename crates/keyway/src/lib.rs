@@ -92,9 +92,12 @@ mod sequencer;
 mod strategy;
 mod task;
 
-pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
+pub use error::{
+    BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
+    TryExecuteError,
+};
 pub use lane::{Lane, TypedLanes};
-pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,
@@ -107,7 +110,7 @@ pub use strategy::{
     DispatchError, DispatchOutcome, Executor, Invocable, InvocationType, ModeCounts,
     ProduceOutcome, Producer,
 };
-pub use task::{PanicReport, PendingTask, TaskHandle};
+pub use task::{AbortHandle, PanicReport, PendingTask, TaskHandle};
 
 /// The README's example, run as a doctest so it cannot rot.
 #[cfg(doctest)]

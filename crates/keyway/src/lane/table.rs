@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ pub(crate) struct ShardMap<S: LaneKind> {
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
-    hasher: hashbrown::DefaultHashBuilder,
+    hasher: crate::pool::KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
 }
@@ -119,17 +119,7 @@ impl<S: LaneKind> Pushed<S> {
 }
 
 impl<S: LaneKind> LaneTable<S> {
-    pub(crate) fn new(kind: S, threads: usize) -> Arc<Self> {
-        Self::with_hasher(kind, threads, Default::default())
-    }
-
-    /// A table hashing keys with `hasher`: every table of one pool shares its pool's hasher, so
-    /// a key hashes the same in each (what `Pool::context_hash` and `LaneDepth` rely on).
-    pub(crate) fn with_hasher(
-        kind: S,
-        threads: usize,
-        hasher: hashbrown::DefaultHashBuilder,
-    ) -> Arc<Self> {
+    pub(crate) fn new(kind: S, threads: usize, hasher: crate::pool::KeyHasher) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
@@ -144,11 +134,6 @@ impl<S: LaneKind> LaneTable<S> {
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })
-    }
-
-    /// The hasher this table's keys go through.
-    pub(crate) fn hasher(&self) -> &hashbrown::DefaultHashBuilder {
-        &self.hasher
     }
 
     pub(crate) fn hash<K: Hash + 'static>(&self, key: &K) -> u64 {

@@ -122,14 +122,13 @@ impl Pool {
         H: Fn(&K, M) + Send + Sync + 'static,
     {
         let registry = self.registry();
-        let table = LaneTable::with_hasher(
+        let table = LaneTable::new(
             Typed {
                 handler: Box::new(handler),
                 _types: PhantomData,
             },
             registry.config.max_threads,
-            // The pool's hasher: a key's `LaneDepth::context_hash` is `Pool::context_hash(&key)`.
-            *self.handle.lanes.hasher(),
+            registry.config.hasher.clone(),
         );
         registry.register_table(Arc::downgrade(&table) as _);
         TypedLanes {

@@ -20,6 +20,7 @@ use super::counter::Striped;
 use super::progress::Progress;
 use super::reserved::Reserved;
 use super::sleep::Sleep;
+use super::waiters::Waiters;
 use super::worker::{self, WorkerCtx};
 use crate::error::{BuildError, BuildErrorKind};
 use crate::lane::TableOps;
@@ -90,6 +91,8 @@ pub(crate) struct Registry {
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+    /// Submitters waiting for room, callers of `wait_idle`.
+    pub(crate) waiters: Waiters,
 }
 
 /// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
@@ -146,6 +149,7 @@ impl Registry {
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
+            waiters: Waiters::new(),
         }
     }
 
@@ -161,9 +165,18 @@ impl Registry {
             return Err(Refusal::Shutdown);
         }
         if let Some(cap) = self.config.capacity {
-            if self.queued.fetch_add(1, Ordering::AcqRel) >= cap {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
+            // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
+            // room, and wakes no submitter waiting for room. SeqCst, failure included: a
+            // refused look is one side of the waiters' Dekker pattern (`waiters.rs`, Rule 2).
+            let taken = self
+                .queued
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
+                    (q < cap).then_some(q + 1)
+                });
+            if taken.is_err() {
                 self.accepted.decr();
+                // An idle waiter may have seen this admission pending.
+                self.waiters.released_idle();
                 return Err(Refusal::Full);
             }
         }
@@ -173,7 +186,7 @@ impl Registry {
     /// Takes back an admission whose task was handed back before it was queued.
     pub(crate) fn unadmit(&self) {
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.queued.fetch_sub(1, Ordering::SeqCst);
         }
         self.accepted.decr();
         self.wake_if_drained();
@@ -193,7 +206,7 @@ impl Registry {
             return;
         }
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(n, Ordering::AcqRel);
+            self.queued.fetch_sub(n, Ordering::SeqCst);
         }
         self.finished.add(n as u64);
         self.wake_if_drained();
@@ -202,10 +215,12 @@ impl Registry {
     /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
     /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
     /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
+    /// Also wakes whoever waits for room or for the pool to go idle (`waiters.rs`, Rule 2).
     fn wake_if_drained(&self) {
         if self.is_closed() && self.pending() == 0 {
             self.notify_all();
         }
+        self.waiters.released();
     }
 
     /// Accepted tasks not yet done.
@@ -221,6 +236,12 @@ impl Registry {
 
     pub(crate) fn report_panic(&self, report: PanicReport) {
         self.panicked.fetch_add(1, Ordering::Relaxed);
+        self.notify_panic(report);
+    }
+
+    /// Logs `report` and passes it to the panic hook, without counting a panicked task (a
+    /// thread hook's panic goes here).
+    pub(crate) fn notify_panic(&self, report: PanicReport) {
         // Not `message`: tracing reserves that name for the event's own message.
         tracing::error!(
             pool = self.name(),
@@ -380,7 +401,7 @@ impl Registry {
         };
         self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
         let registry = self.clone();
-        let spawned = std::thread::Builder::new()
+        let spawned = super::threads::builder(&self.config)
             .name(format!("{}-{}", self.config.thread_name, slot))
             .spawn(move || {
                 let _span = registry.span.clone().entered();
@@ -468,6 +489,8 @@ impl Registry {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.notify_all();
+        // Submitters waiting for room learn that the pool is shut down.
+        self.waiters.released();
     }
 
     pub(crate) fn stop(&self) {
@@ -519,12 +542,33 @@ impl Registry {
     /// Blocks until every worker and reserved thread has exited, except those inside
     /// `shutdown_now` (the caller's own among them); an outside caller then joins them all.
     pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
+        self.wait_for_exit_until(own, None);
+    }
+
+    /// As [`wait_for_exit`](Self::wait_for_exit), giving up at `deadline` (false then; nothing
+    /// is joined).
+    pub(crate) fn wait_for_exit_until(
+        &self,
+        own: worker::OwnThread,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         let mut threads = self.threads.lock();
         while self.live.load(Ordering::Acquire) > self.stoppers[0].load(Ordering::SeqCst)
             || self.reserved.live.load(Ordering::Acquire) > self.stoppers[1].load(Ordering::SeqCst)
         {
-            self.exited
-                .wait_for(&mut threads, std::time::Duration::from_millis(100));
+            let step = std::time::Duration::from_millis(100);
+            match deadline {
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    self.exited.wait_for(&mut threads, step.min(d - now));
+                }
+                None => {
+                    self.exited.wait_for(&mut threads, step);
+                }
+            }
         }
         if own == worker::OwnThread::None {
             // Join outside the lock: an exiting thread takes it in `slot_vacated`.
@@ -540,6 +584,7 @@ impl Registry {
                 let _ = monitor.join();
             }
         }
+        true
     }
 
     // ---- lane tables --------------------------------------------------------------------

@@ -114,7 +114,7 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
         });
     let Ok(n) = got else { return };
     let r = registry.clone();
-    let spawned = std::thread::Builder::new()
+    let spawned = super::threads::builder(&registry.config)
         .name(format!("{}-reserved-{n}", registry.config.thread_name))
         .spawn(move || run(&r));
     match spawned {
@@ -133,6 +133,7 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
 fn run(registry: &Arc<Registry>) {
     let _span = registry.span.clone().entered();
     super::worker::set_reserved_of(Arc::as_ptr(registry));
+    let _hooks = super::threads::Hooks::start(registry);
     let seat = Seat::for_this_thread();
     // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
     // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off

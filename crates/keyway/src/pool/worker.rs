@@ -289,6 +289,7 @@ pub(crate) fn park_idle(
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
+    let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
         match cx.find_job() {
             Some(job) => {
@@ -313,6 +314,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             },
         }
     };
+    drop(hooks);
     CURRENT.with(|c| *c.borrow_mut() = None);
     CURRENT_REGISTRY.with(|r| r.set(std::ptr::null()));
     retired
@@ -334,6 +336,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
 /// tx.send(1).unwrap();
 /// assert_eq!(slow.join().unwrap(), 1);
 /// ```
+#[doc(alias = "block_in_place")]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
     let Some(cx) = cx else {

@@ -41,6 +41,7 @@ pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 ///     .unwrap();
 /// # scheduler.shutdown();
 /// ```
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct SchedulerBuilder {
     pool: Pool,
     interval: Duration,

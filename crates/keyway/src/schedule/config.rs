@@ -31,6 +31,7 @@ pub enum PriorityOrder {
 /// # let _ = payments;
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "an ExecutorConfig does nothing until given to `SchedulerBuilder::executor`"]
 pub struct ExecutorConfig {
     pub(crate) tps: Option<f64>,
     pub(crate) timeout: Option<Duration>,
@@ -144,6 +145,7 @@ impl ExecutorConfig {
 /// # let _ = (soon, then);
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[must_use = "a Timing does nothing until given to `Scheduler::schedule_with`"]
 pub struct Timing {
     pub(crate) due: Due,
     pub(crate) priority: i64,

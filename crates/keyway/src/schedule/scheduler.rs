@@ -541,6 +541,7 @@ impl Scheduler {
     /// for task in pending { task.run().unwrap(); } // run here, now
     /// assert_eq!(handle.join().unwrap(), 7);
     /// ```
+    #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         self.inner.shared.stop_now.store(true, Ordering::SeqCst);
         self.close();

@@ -415,8 +415,7 @@ pub enum DispatchOutcome {
 /// // Production is not stuck: the caller can still produce.
 /// assert_eq!(strategy.produce(), keyway::ProduceOutcome::Exhausted);
 /// ```
-#[derive(Debug, thiserror::Error)]
-#[error("the executor refused the production run (shut down or full)")]
+#[derive(Debug)]
 pub struct DispatchError {
     _private: (),
 }
@@ -426,3 +425,11 @@ impl DispatchError {
         DispatchError { _private: () }
     }
 }
+
+impl fmt::Display for DispatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the executor refused the production run (shut down or full)")
+    }
+}
+
+impl std::error::Error for DispatchError {}

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{Abandon, PanicReport, Runnable};
+use super::abort::Abortable;
+use super::{Abandon, AbortHandle, PanicReport, Runnable};
 use crate::error::{panic_message, TaskError};
 
 /// The handle of a task submitted with one of the `submit*` methods.
@@ -29,6 +30,7 @@ use crate::error::{panic_message, TaskError};
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 #[must_use = "dropping a TaskHandle detaches the task; use execute* if no result is wanted"]
+#[doc(alias = "JoinHandle")]
 pub struct TaskHandle<T> {
     shared: Arc<Shared<T>>,
 }
@@ -61,6 +63,28 @@ impl<T> Shared<T> {
         } else {
             false
         }
+    }
+
+    /// Queued → Finished as cancelled; false if the task already started or finished.
+    fn cancel(&self) -> bool {
+        let waker = {
+            let mut st = self.state.lock();
+            if st.stage != Stage::Queued {
+                return false;
+            }
+            st.stage = Stage::Finished;
+            st.result = Some(Err(TaskError::Cancelled));
+            st.waker.take()
+        };
+        self.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        true
+    }
+
+    fn is_finished(&self) -> bool {
+        self.state.lock().stage == Stage::Finished
     }
 
     /// Any stage → Finished with `result`; a second finish is ignored.
@@ -185,21 +209,9 @@ impl<T> TaskHandle<T> {
     /// tx.send(()).unwrap();
     /// assert!(matches!(queued.join(), Err(keyway::TaskError::Cancelled)));
     /// ```
+    #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
-        let waker = {
-            let mut st = self.shared.state.lock();
-            if st.stage != Stage::Queued {
-                return false;
-            }
-            st.stage = Stage::Finished;
-            st.result = Some(Err(TaskError::Cancelled));
-            st.waker.take()
-        };
-        self.shared.done.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
-        true
+        self.shared.cancel()
     }
 
     /// True once the task has an outcome (ran, panicked, cancelled, coalesced or rejected).
@@ -214,7 +226,36 @@ impl<T> TaskHandle<T> {
     /// assert!(handle.join().unwrap()); // now `join` does not block
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.shared.state.lock().stage == Stage::Finished
+        self.shared.is_finished()
+    }
+
+    /// A handle that can cancel this task from anywhere, also once this `TaskHandle` has been
+    /// moved into an `.await` (see [`AbortHandle`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let handle = pool.submit(|| 1).unwrap();
+    /// let abort = handle.abort_handle();
+    /// assert_eq!(handle.join().unwrap(), 1);
+    /// assert!(abort.is_finished());
+    /// assert!(!abort.abort()); // too late: it ran
+    /// ```
+    #[must_use = "an AbortHandle does nothing unless `abort` is called"]
+    pub fn abort_handle(&self) -> AbortHandle
+    where
+        T: Send + 'static,
+    {
+        AbortHandle::new(self.shared.clone())
+    }
+}
+
+impl<T: Send> Abortable for Shared<T> {
+    fn abort(&self) -> bool {
+        self.cancel()
+    }
+
+    fn is_finished(&self) -> bool {
+        Shared::is_finished(self)
     }
 }
 
@@ -290,7 +331,7 @@ where
             Err(payload) => {
                 let report = PanicReport::new(panic_message(&*payload).to_owned());
                 self.shared
-                    .transition_to_finished(Err(TaskError::Panicked(payload)));
+                    .transition_to_finished(Err(TaskError::panicked(payload)));
                 Err(report)
             }
         })

@@ -4,9 +4,11 @@
 //! with a reason (its handle then says why). Nothing else happens to a task, which is what makes
 //! "no accepted task is ever lost" checkable.
 
+mod abort;
 mod handle;
 mod raw;
 
+pub use abort::AbortHandle;
 pub use handle::TaskHandle;
 pub(crate) use handle::WithHandle;
 pub(crate) use raw::Task;
