@@ -204,6 +204,13 @@ pub enum TryExecuteError<T> {
 
 impl<T> TryExecuteError<T> {
     /// Gives back the task.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+    /// let task = pool.try_execute(|| ()).unwrap_err().into_inner();
+    /// pool.execute(task).unwrap(); // queue it instead
+    /// # pool.shutdown();
+    /// ```
     pub fn into_inner(self) -> T {
         match self {
             TryExecuteError::Busy(t) | TryExecuteError::Shutdown(t) => t,

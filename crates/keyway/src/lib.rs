@@ -50,6 +50,39 @@
 //! pool.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Observability ([`Stats`], [`PanicReport`], [`observability`])
+//! [`Pool::stats`] says what the pool is doing (`{}` prints it on one line); its deepest lanes
+//! name their context by [`Pool::context_hash`]; [`PoolBuilder::panic_hook`] sees each panic
+//! with its context, thread and payload; `tracing` events carry the pool's
+//! [name](PoolBuilder::name), and its threads run in a `keyway_pool` span to filter on. The
+//! [`observability`] page lists every event and field.
+//!
+//! ```
+//! use std::sync::mpsc::channel;
+//! let pool = keyway::Pool::builder().name("orders").core_threads(1).max_threads(1).build()?;
+//! let (started_tx, started) = channel();
+//! let (release, gate) = channel::<()>();
+//! pool.execute_sequential("acct-7", move || {
+//!     started_tx.send(()).unwrap();
+//!     gate.recv().unwrap(); // a slow task holds its lane
+//! })?;
+//! started.recv()?;
+//! for _ in 0..5 {
+//!     pool.execute_sequential("acct-7", || ())?;
+//! }
+//! let stats = pool.stats();
+//! println!("{stats}"); // threads: 1 core, ...; tasks: 5 waiting, 1 running, ...
+//! assert_eq!((stats.running_tasks, stats.waiting_tasks), (1, 5));
+//! let hot = stats.largest_lanes[0]; // which context is backed up?
+//! assert_eq!(hot.context_hash, pool.context_hash(&"acct-7"));
+//! assert_eq!(hot.queued, 5);
+//! release.send(())?;
+//! pool.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
 
 #[cfg(doctest)]
 mod compile_fail;
@@ -57,6 +90,7 @@ mod error;
 mod keyed;
 mod lane;
 pub(crate) mod loom;
+pub mod observability;
 mod pool;
 mod schedule;
 mod sequencer;

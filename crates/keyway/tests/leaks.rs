@@ -221,7 +221,7 @@ fn memory_returns_after_a_burst_of_one_shot_contexts() {
     let quiet = |pool: &Pool| {
         eventually("burst done and every lane freed", || {
             let s = pool.stats();
-            s.queued_tasks == 0 && s.live_lanes == 0
+            s.unfinished_tasks() == 0 && s.live_lanes == 0
         })
     };
     quiet(&pool);

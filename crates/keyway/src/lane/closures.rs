@@ -191,6 +191,17 @@ impl Pool {
     }
 
     /// Like [`execute_sequential`](Pool::execute_sequential), returning a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let balance = std::sync::Arc::new(std::sync::Mutex::new(100));
+    /// let b = balance.clone();
+    /// let withdrawn = pool.submit_sequential("acct-1", move || { *b.lock().unwrap() -= 30; 30 }).unwrap();
+    /// let b = balance.clone();
+    /// let after = pool.submit_sequential("acct-1", move || *b.lock().unwrap()).unwrap();
+    /// assert_eq!(withdrawn.join().unwrap(), 30);
+    /// assert_eq!(after.join().unwrap(), 70); // ran after the withdrawal
+    /// ```
     pub fn submit_sequential<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -231,6 +242,19 @@ impl Pool {
 
     /// Like [`execute_coalescing`](Pool::execute_coalescing), returning a [`TaskHandle`]; a
     /// replaced task's handle says [`TaskError::Coalesced`](crate::TaskError::Coalesced).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// pool.execute_sequential("EURUSD", move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the lane is busy: the next two wait
+    /// let old = pool.submit_coalescing("EURUSD", || 1.10).unwrap();
+    /// let new = pool.submit_coalescing("EURUSD", || 1.11).unwrap();
+    /// release.send(()).unwrap();
+    /// assert!(matches!(old.join(), Err(keyway::TaskError::Coalesced)));
+    /// assert_eq!(new.join().unwrap(), 1.11);
+    /// ```
     pub fn submit_coalescing<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -304,6 +328,15 @@ impl Pool {
 
 /// A handle on one context's lane (from [`Pool::lane`]): the same lane as
 /// `pool.execute_sequential(ctx, …)`, without looking the context up on each submission.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// let lane = pool.lane(7u64);
+/// assert_eq!(*lane.context(), 7);
+/// let handles: Vec<_> = (0..10).map(|i| lane.submit(move || i).unwrap()).collect();
+/// let out: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+/// assert_eq!(out, (0..10).collect::<Vec<_>>());
+/// ```
 pub struct Lane<K> {
     pool: Pool,
     core: Arc<LaneCore<Closures>>,
@@ -327,6 +360,17 @@ impl<K: 'static> Lane<K> {
     }
 
     /// Runs `f` in this lane, after every task submitted to it before.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("log");
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for i in 0..5 {
+    ///     let tx = tx.clone();
+    ///     lane.execute(move || tx.send(i).unwrap()).unwrap();
+    /// }
+    /// assert_eq!(rx.iter().take(5).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    /// ```
     pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -335,6 +379,12 @@ impl<K: 'static> Lane<K> {
     }
 
     /// Like [`execute`](Lane::execute), returning a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("orders");
+    /// assert_eq!(lane.submit(|| 6 * 7).unwrap().join().unwrap(), 42);
+    /// ```
     pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -344,6 +394,25 @@ impl<K: 'static> Lane<K> {
     }
 
     /// A coalescing task in this lane (see [`Pool::execute_coalescing`]).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let lane = pool.lane("gauge");
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// lane.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap();
+    /// let shown = Arc::new(Mutex::new(Vec::new()));
+    /// for v in 1..=3 {
+    ///     let shown = shown.clone();
+    ///     lane.execute_coalescing(move || shown.lock().unwrap().push(v)).unwrap();
+    /// }
+    /// release.send(()).unwrap();
+    /// drop(lane);
+    /// pool.shutdown();
+    /// assert_eq!(*shown.lock().unwrap(), [3]); // only the latest reading
+    /// ```
     pub fn execute_coalescing<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -352,6 +421,13 @@ impl<K: 'static> Lane<K> {
     }
 
     /// A coalescing task in this lane, with a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("gauge");
+    /// let latest = lane.submit_coalescing(|| 99).unwrap();
+    /// assert_eq!(latest.join().unwrap(), 99); // nothing newer replaced it
+    /// ```
     pub fn submit_coalescing<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -379,6 +455,11 @@ impl<K: 'static> Lane<K> {
     }
 
     /// The lane's context.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.lane(("user", 42)).context(), &("user", 42));
+    /// ```
     pub fn context(&self) -> &K {
         match self.core.key::<K>() {
             Some(k) => k,

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::panic_message;
 use crate::task::PanicReport;
 
 pub(crate) type Init<K, S> = dyn Fn(&K) -> S + Send + Sync + 'static;
@@ -145,7 +144,7 @@ impl<K, S> Keyed<K, S> {
                     if catch_unwind(AssertUnwindSafe(move || drop(f))).is_err() {
                         tracing::error!("keyway: dropping a message panicked (contained)");
                     }
-                    return Err(report(payload));
+                    return Err(PanicReport::from_payload(payload));
                 }
             },
         };
@@ -160,7 +159,7 @@ impl<K, S> Keyed<K, S> {
                 if catch_unwind(AssertUnwindSafe(move || drop(broken))).is_err() {
                     tracing::error!("keyway: dropping a key's state panicked (contained)");
                 }
-                Err(report(payload))
+                Err(PanicReport::from_payload(payload))
             }
         }
     }
@@ -173,10 +172,6 @@ const REENTERED: &str =
 thread_local! {
     /// The `Keyed` whose handler runs on this thread now (innermost), to tell a re-entrant run.
     static IN_HANDLER: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
-}
-
-fn report(payload: Box<dyn std::any::Any + Send>) -> PanicReport {
-    PanicReport::new(panic_message(&*payload).to_owned())
 }
 
 impl<K, S> Drop for Keyed<K, S> {

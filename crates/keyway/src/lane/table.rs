@@ -369,7 +369,9 @@ impl<S: LaneKind> LaneCore<S> {
 
     /// Runs one entry as the lane would (for entries handed back by `shutdown_now`).
     pub(crate) fn run_entry(&self, entry: S::Entry) -> Result<(), PanicReport> {
-        self.kind.run(self.key.get(), entry)
+        self.kind
+            .run(self.key.get(), entry)
+            .map_err(|r| r.in_context(self.hash))
     }
 
     pub(crate) fn key<K: 'static>(&self) -> Option<&K> {
@@ -524,7 +526,9 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = held::hold(&running);
                 while let Some(entry) = running.next() {
-                    worker.run_one(|| lane.kind.run(lane.key.get(), entry));
+                    worker.run_one(|| {
+                        (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
+                    });
                     running.ran.set(running.ran.get() + 1);
                     if worker.registry.is_stopping() {
                         break;

@@ -86,7 +86,7 @@ where
                     let mut unit = (self.state.init)(key);
                     (self.handler)(key, &mut unit, msg)
                 }))
-                .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
+                .map_err(PanicReport::from_payload)
             }
             Entry::Message { msg, .. } => Self::keyed(key)
                 .with_state(&self.state, |key, state| (self.handler)(key, state, msg)),

@@ -44,6 +44,8 @@ pub(crate) struct Config {
     pub(crate) on_thread_start: Option<ThreadHook>,
     pub(crate) on_thread_stop: Option<ThreadHook>,
     pub(crate) hasher: KeyHasher,
+    /// The pool's name in its tracing span and events (default: `thread_name`).
+    pub(crate) name: String,
 }
 
 /// Configures and builds a [`Pool`].
@@ -84,10 +86,17 @@ pub struct PoolBuilder {
     on_thread_start: Option<ThreadHook>,
     on_thread_stop: Option<ThreadHook>,
     hasher: Option<KeyHasher>,
+    name: Option<String>,
 }
 
 impl PoolBuilder {
     /// A builder with every setting at its default.
+    ///
+    /// ```
+    /// let pool = keyway::PoolBuilder::new().build().unwrap();
+    /// assert!(pool.stats().core_threads >= 1);
+    /// # pool.shutdown();
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -95,6 +104,14 @@ impl PoolBuilder {
     /// Threads that live as long as the pool. Default: the machine's available parallelism
     /// (capped by [`max_threads`](Self::max_threads) when only that is set). Must be at least 1
     /// and at most 4,096.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(3).build().unwrap();
+    /// assert_eq!(pool.stats().core_threads, 3);
+    /// assert!(keyway::Pool::builder().core_threads(0).build().is_err());
+    /// assert!(keyway::Pool::builder().core_threads(usize::MAX).build().is_err());
+    /// # pool.shutdown();
+    /// ```
     #[doc(alias = "num_threads")]
     #[doc(alias = "worker_threads")]
     pub fn core_threads(mut self, n: usize) -> Self {
@@ -104,6 +121,12 @@ impl PoolBuilder {
 
     /// The most threads the pool ever has (core and auxiliary). Default: four times the core
     /// threads, and at least 16. Must be at least `core_threads` and at most 4,096.
+    ///
+    /// ```
+    /// assert!(keyway::Pool::builder().core_threads(2).max_threads(2).build().is_ok());
+    /// assert!(keyway::Pool::builder().core_threads(4).max_threads(2).build().is_err());
+    /// assert!(keyway::Pool::builder().max_threads(0).build().is_err());
+    /// ```
     #[doc(alias = "max_blocking_threads")]
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = Some(n);
@@ -112,6 +135,12 @@ impl PoolBuilder {
 
     /// How long an auxiliary thread may stay idle before it retires. Default: 10 s. Must not be
     /// zero; `Duration::MAX` means auxiliary threads never retire.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert!(keyway::Pool::builder().keep_alive(Duration::MAX).build().is_ok()); // never retire
+    /// assert!(keyway::Pool::builder().keep_alive(Duration::ZERO).build().is_err());
+    /// ```
     pub fn keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = Some(d);
         self
@@ -119,6 +148,11 @@ impl PoolBuilder {
 
     /// After this many auxiliary threads were needed, the core grows by one thread (up to
     /// `max_threads`). Default: 10.
+    ///
+    /// ```
+    /// assert!(keyway::Pool::builder().core_growth_after(1).build().is_ok());
+    /// assert!(keyway::Pool::builder().core_growth_after(0).build().is_err());
+    /// ```
     pub fn core_growth_after(mut self, n: usize) -> Self {
         self.core_growth_after = Some(n);
         self
@@ -127,6 +161,14 @@ impl PoolBuilder {
     /// How often the monitor looks for workers stuck in one task. Default: 250 ms. Must not be
     /// zero; `Duration::MAX` turns the periodic look off (the monitor then wakes only at
     /// shutdown).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::builder().monitor_period(Duration::from_millis(50)).build().unwrap();
+    /// assert!(keyway::Pool::builder().monitor_period(Duration::MAX).build().is_ok()); // off
+    /// assert!(keyway::Pool::builder().monitor_period(Duration::ZERO).build().is_err());
+    /// # pool.shutdown();
+    /// ```
     pub fn monitor_period(mut self, d: Duration) -> Self {
         self.monitor_period = Some(d);
         self
@@ -135,12 +177,27 @@ impl PoolBuilder {
     /// A worker in one task for longer than this counts as blocked: the work queued behind it
     /// moves to free workers or to a new auxiliary thread. Default: 250 ms. Must not be zero;
     /// `Duration::MAX` means never.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// // Long tasks that do not block: tell the monitor to leave them alone for 5 s.
+    /// let pool = keyway::Pool::builder().blocked_after(Duration::from_secs(5)).build().unwrap();
+    /// assert!(keyway::Pool::builder().blocked_after(Duration::ZERO).build().is_err());
+    /// # pool.shutdown();
+    /// ```
     pub fn blocked_after(mut self, d: Duration) -> Self {
         self.blocked_after = Some(d);
         self
     }
 
     /// The most tasks a lane runs before it yields its thread to other work. Default: 32.
+    ///
+    /// ```
+    /// // 1: a lane yields its thread after every task (fairest, most hand-offs).
+    /// let pool = keyway::Pool::builder().lane_batch(1).build().unwrap();
+    /// assert!(keyway::Pool::builder().lane_batch(0).build().is_err());
+    /// # pool.shutdown();
+    /// ```
     pub fn lane_batch(mut self, n: usize) -> Self {
         self.lane_batch = Some(n);
         self
@@ -153,6 +210,21 @@ impl PoolBuilder {
     /// instead, use [`Pool::execute_wait`](crate::Pool::execute_wait),
     /// [`Pool::wait_for_room`](crate::Pool::wait_for_room) or its async form. Default:
     /// unbounded.
+    ///
+    /// ```
+    /// use std::sync::mpsc::channel;
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).capacity(2).build().unwrap();
+    /// let (started_tx, started) = channel();
+    /// let (release, gate) = channel::<()>();
+    /// pool.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap();
+    /// pool.execute(|| ()).unwrap(); // the running task and this one: 2
+    /// let refused = pool.execute(|| ()).unwrap_err();
+    /// assert!(matches!(refused, keyway::SubmitError::Full(_))); // closure handed back
+    /// release.send(()).unwrap();
+    /// # pool.shutdown();
+    /// assert!(keyway::Pool::builder().capacity(0).build().is_err());
+    /// ```
     pub fn capacity(mut self, n: usize) -> Self {
         self.capacity = Some(n);
         self
@@ -161,6 +233,15 @@ impl PoolBuilder {
     /// The most reserved threads: idle threads parked for [`Pool::try_execute`], started
     /// lazily (the first `try_execute` that finds none idle starts one) and in addition to
     /// `max_threads`. 0 makes every `try_execute` refuse. Default: 1. At most 4,096.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+    /// let back = pool.try_execute(|| ()).unwrap_err(); // nobody to start it now
+    /// assert!(matches!(back, keyway::TryExecuteError::Busy(_)));
+    /// # pool.shutdown();
+    /// ```
+    ///
+    /// [`Pool::try_execute`] shows a reserved thread taking a task.
     pub fn reserved_threads(mut self, n: usize) -> Self {
         self.reserved_threads = Some(n);
         self
@@ -168,6 +249,11 @@ impl PoolBuilder {
 
     /// Idle reserved threads retire after `reserved_idle_timeout`, down to this many.
     /// Default: 0. Must not exceed `reserved_threads`.
+    ///
+    /// ```
+    /// assert!(keyway::Pool::builder().reserved_threads(2).min_reserved_threads(1).build().is_ok());
+    /// assert!(keyway::Pool::builder().reserved_threads(1).min_reserved_threads(2).build().is_err());
+    /// ```
     pub fn min_reserved_threads(mut self, n: usize) -> Self {
         self.min_reserved_threads = Some(n);
         self
@@ -175,14 +261,45 @@ impl PoolBuilder {
 
     /// How long a reserved thread waits idle before it retires. Default: 60 s. Must not be zero;
     /// `Duration::MAX` means reserved threads never retire.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert!(keyway::Pool::builder().reserved_idle_timeout(Duration::MAX).build().is_ok());
+    /// assert!(keyway::Pool::builder().reserved_idle_timeout(Duration::ZERO).build().is_err());
+    /// ```
     pub fn reserved_idle_timeout(mut self, d: Duration) -> Self {
         self.reserved_idle_timeout = Some(d);
         self
     }
 
     /// Prefix of the worker threads' names. Default: `"keyway"`. Must not contain a NUL byte.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().thread_name("ingest").build().unwrap();
+    /// let name = pool.submit(|| std::thread::current().name().map(str::to_owned)).unwrap();
+    /// assert!(name.join().unwrap().unwrap().starts_with("ingest-"));
+    /// assert!(keyway::Pool::builder().thread_name("a\0b").build().is_err());
+    /// # pool.shutdown();
+    /// ```
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = Some(prefix.into());
+        self
+    }
+
+    /// The pool's name: the `pool` field of its tracing events and of the `keyway_pool` span
+    /// its threads run in, so that a subscriber can tell pools apart and filter on one (see the
+    /// crate docs' "Observability" section). Default: the [`thread_name`](Self::thread_name)
+    /// prefix. Any string, empty included.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().name("orders").build().unwrap();
+    /// assert_eq!(pool.name(), "orders");
+    /// let unnamed = keyway::Pool::builder().thread_name("io").build().unwrap();
+    /// assert_eq!(unnamed.name(), "io");
+    /// # pool.shutdown(); unnamed.shutdown();
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -190,6 +307,22 @@ impl PoolBuilder {
     /// any, has it), and with each panic of an [`on_thread_start`](Self::on_thread_start) or
     /// [`on_thread_stop`](Self::on_thread_stop) hook (its message then starts with the hook's
     /// name). A panic in the hook itself is caught and logged.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let panics = Arc::new(AtomicUsize::new(0));
+    /// let count = panics.clone();
+    /// let pool = keyway::Pool::builder()
+    ///     .panic_hook(move |_report| { count.fetch_add(1, Ordering::Relaxed); })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.execute(|| panic!("oops")).unwrap();
+    /// pool.shutdown();
+    /// assert_eq!(panics.load(Ordering::Relaxed), 1);
+    /// ```
+    ///
+    /// [`PanicReport`]'s example reads the context, thread and payload of a report.
     #[doc(alias = "panic_handler")]
     pub fn panic_hook(mut self, hook: impl Fn(&PanicReport) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Arc::new(hook));
@@ -309,6 +442,13 @@ impl PoolBuilder {
     }
 
     /// Checks the configuration, starts the core threads and the monitor.
+    ///
+    /// ```
+    /// let err = keyway::Pool::builder().core_threads(8).max_threads(4).build().unwrap_err();
+    /// println!("{err}"); // names the setting that cannot work
+    /// let pool = keyway::Pool::builder().core_threads(4).max_threads(8).build().unwrap();
+    /// # pool.shutdown();
+    /// ```
     pub fn build(self) -> Result<Pool, BuildError> {
         Pool::start(self.into_config()?)
     }
@@ -415,6 +555,7 @@ impl PoolBuilder {
             }
         }
         Ok(Config {
+            name: self.name.unwrap_or_else(|| thread_name.clone()),
             reserved_threads: reserved,
             min_reserved_threads: min_reserved,
             reserved_idle_timeout: checked[3],
@@ -446,6 +587,7 @@ impl std::fmt::Debug for PoolBuilder {
             .field("capacity", &self.capacity)
             .field("stack_size", &self.stack_size)
             .field("hasher", &self.hasher)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }

@@ -1,4 +1,4 @@
-//! The elastic pool every part of keyway runs on (SPEC §2, §8).
+//! The elastic pool every part of keyway runs on.
 //!
 //! * `registry` — what the threads share: queues, slots, counters, flags, accounting rules;
 //! * `worker` — a worker thread's loop, and [`blocking`];
@@ -40,7 +40,7 @@ pub(crate) mod test_support {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let s = pool.stats();
-            if s.queued_tasks == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
+            if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
                 return;
             }
             assert!(
@@ -147,11 +147,25 @@ pub(crate) fn refused<T>(why: Refusal, task: T) -> SubmitError<T> {
 
 impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new()?;
+    /// assert!(pool.stats().core_threads >= 1); // one per available core
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn new() -> Result<Pool, BuildError> {
         PoolBuilder::new().build()
     }
 
     /// A builder to configure a pool.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).name("orders").build()?;
+    /// assert_eq!((pool.stats().core_threads, pool.name()), (2, "orders"));
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn builder() -> PoolBuilder {
         PoolBuilder::new()
     }
@@ -292,6 +306,20 @@ impl Pool {
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
     /// cannot wait for itself). Calling it again is harmless.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// for i in 0..100 {
+    ///     let ran = ran.clone();
+    ///     pool.execute_sequential(i % 3, move || { ran.fetch_add(1, Ordering::Relaxed); }).unwrap();
+    /// }
+    /// pool.shutdown(); // returns once all 100 have run
+    /// assert_eq!(ran.load(Ordering::Relaxed), 100);
+    /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
+    /// ```
     pub fn shutdown(&self) {
         let registry = self.registry();
         registry.close();
@@ -404,6 +432,28 @@ impl Pool {
     /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
     /// any number of callers, inside tasks or outside, may call it at once; each returns, and
     /// each unstarted task is handed back to exactly one of them.
+    ///
+    /// ```
+    /// use std::sync::mpsc::channel;
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (started_tx, started) = channel();
+    /// let (release, gate) = channel::<()>();
+    /// pool.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the only worker is busy: what follows waits
+    /// let saved = pool.submit_sequential("client-1", || "saved").unwrap();
+    /// let dropped = pool.submit_sequential("client-1", || "dropped").unwrap();
+    /// // `shutdown_now` waits for the running task: call it on another thread, then release it.
+    /// let stopper = { let pool = pool.clone(); std::thread::spawn(move || pool.shutdown_now()) };
+    /// while !pool.is_shutdown() { std::thread::yield_now(); } // intake has stopped
+    /// release.send(()).unwrap();
+    /// let pending = stopper.join().unwrap();
+    /// assert_eq!(pending.len(), 2); // neither had started; one context: in lane order
+    /// let mut pending = pending.into_iter();
+    /// pending.next().unwrap().run().unwrap(); // run one here, on this thread
+    /// drop(pending); // drop the other: its handle says `Rejected`
+    /// assert_eq!(saved.join().unwrap(), "saved");
+    /// assert!(dropped.join().is_err());
+    /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
@@ -435,24 +485,68 @@ impl Pool {
             }
             std::thread::yield_now();
         }
-        tracing::debug!(handed_back = pending.len(), "keyway shutdown_now");
+        tracing::debug!(
+            pool = registry.name(),
+            handed_back = pending.len(),
+            "keyway shutdown_now"
+        );
         pending
     }
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called
     /// (or the last handle dropped).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert!(!pool.is_shutdown());
+    /// pool.shutdown();
+    /// assert!(pool.is_shutdown());
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         self.registry().is_closed()
     }
 
     /// A snapshot of the pool's threads, tasks and lanes.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    /// pool.submit(|| ()).unwrap().join().unwrap();
+    /// pool.shutdown();
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.completed_tasks, stats.unfinished_tasks()), (1, 0));
+    /// println!("{stats}"); // one line, for a log
+    /// ```
+    ///
+    /// The crate docs' "Observability" section shows a backed-up lane found through `stats`.
     pub fn stats(&self) -> Stats {
         stats::snapshot(self.registry())
     }
 
-    /// The hash keyway gives context `ctx` (as [`LaneDepth::context_hash`] reports it).
+    /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`],
+    /// [`PanicReport::context_hash`](crate::PanicReport::context_hash) and the `context_hash`
+    /// field of the pool's tracing events report it: compare to find which of your contexts
+    /// that is. Stable for the pool's life, and the same for a typed lane's key of the same type
+    /// ([`Pool::typed_lanes`]); it differs between pools, and between key types (`"a"` and
+    /// `String::from("a")` are two contexts).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.context_hash(&42u64), pool.context_hash(&42u64));
+    /// assert_ne!(pool.context_hash(&"a"), pool.context_hash(&String::from("a")));
+    /// ```
     pub fn context_hash<K: Hash + 'static>(&self, ctx: &K) -> u64 {
         self.handle.lanes.hash(ctx)
+    }
+
+    /// The pool's name, from [`PoolBuilder::name`] (default: the
+    /// [`thread_name`](PoolBuilder::thread_name) prefix, `"keyway"`).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.name(), "keyway");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.registry().name()
     }
 
     fn on_own_thread(&self) -> bool {

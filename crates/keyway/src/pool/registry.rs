@@ -65,6 +65,8 @@ pub(crate) struct Slot {
 
 pub(crate) struct Registry {
     pub(crate) config: Config,
+    /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
+    pub(crate) span: tracing::Span,
     pub(crate) injector: Injector<Job>,
     pub(crate) slots: Box<[Slot]>,
     free_slots: Mutex<Vec<usize>>,
@@ -121,7 +123,9 @@ impl Registry {
                 progress: Progress::new(),
             });
         }
+        let span = tracing::info_span!("keyway_pool", pool = config.name.as_str());
         Registry {
+            span,
             free_slots: Mutex::new((0..config.max_threads).rev().collect()),
             high_water: AtomicUsize::new(0),
             core_target: AtomicUsize::new(config.core_threads),
@@ -225,6 +229,11 @@ impl Registry {
         self.accepted.sum().saturating_sub(finished)
     }
 
+    /// The pool's name, for the `pool` field of its events.
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
     pub(crate) fn report_panic(&self, report: PanicReport) {
         self.panicked.fetch_add(1, Ordering::Relaxed);
         self.notify_panic(report);
@@ -233,10 +242,17 @@ impl Registry {
     /// Logs `report` and passes it to the panic hook, without counting a panicked task (a
     /// thread hook's panic goes here).
     pub(crate) fn notify_panic(&self, report: PanicReport) {
-        tracing::error!(message = report.message(), "keyway task panicked");
+        // Not `message`: tracing reserves that name for the event's own message.
+        tracing::error!(
+            pool = self.name(),
+            context_hash = report.context_hash(),
+            thread = report.thread_name(),
+            panic = report.message(),
+            "keyway task panicked"
+        );
         if let Some(hook) = &self.config.panic_hook {
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {
-                tracing::error!("keyway panic hook panicked");
+                tracing::error!(pool = self.name(), "keyway panic hook panicked");
             }
         }
     }
@@ -305,7 +321,12 @@ impl Registry {
         }
         if moved > 0 {
             self.transfers.fetch_add(moved as u64, Ordering::Relaxed);
-            tracing::debug!(slot, moved, "keyway moved work away from a blocked worker");
+            tracing::debug!(
+                pool = self.name(),
+                slot,
+                moved,
+                "keyway moved work away from a blocked worker"
+            );
             for _ in 0..moved.min(self.config.max_threads) {
                 self.notify_one();
             }
@@ -332,7 +353,11 @@ impl Registry {
             match self.spawn_worker() {
                 Ok(true) => {
                     let n = self.aux_spawned.fetch_add(1, Ordering::AcqRel) + 1;
-                    tracing::debug!(live = live + 1, "keyway added an auxiliary thread");
+                    tracing::debug!(
+                        pool = self.name(),
+                        live = live + 1,
+                        "keyway added an auxiliary thread"
+                    );
                     if n % self.config.core_growth_after as u64 == 0 {
                         let grown = self.core_target.fetch_update(
                             Ordering::AcqRel,
@@ -340,12 +365,20 @@ impl Registry {
                             |c| (c < self.config.max_threads).then_some(c + 1),
                         );
                         if let Ok(old) = grown {
-                            tracing::info!(core = old + 1, "keyway grew its core threads");
+                            tracing::info!(
+                                pool = self.name(),
+                                core = old + 1,
+                                "keyway grew its core threads"
+                            );
                         }
                     }
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "keyway could not add an auxiliary thread"),
+                Err(e) => tracing::warn!(
+                    pool = self.name(),
+                    error = %e,
+                    "keyway could not add an auxiliary thread"
+                ),
             }
         }
     }
@@ -371,6 +404,7 @@ impl Registry {
         let spawned = super::threads::builder(&self.config)
             .name(format!("{}-{}", self.config.thread_name, slot))
             .spawn(move || {
+                let _span = registry.span.clone().entered();
                 // The slot's parts are always home while the slot is free (see `slot_vacated`).
                 let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
                     registry.free_slots.lock().push(slot);

@@ -238,7 +238,11 @@ impl WorkerCtx {
         if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
-                tracing::debug!(slot = self.index, "keyway auxiliary thread retired");
+                tracing::debug!(
+                    pool = self.registry.name(),
+                    slot = self.index,
+                    "keyway auxiliary thread retired"
+                );
                 return Idle::Retired;
             }
         }
@@ -300,9 +304,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 let ran =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
                 if let Err(payload) = ran {
-                    cx.registry.report_panic(PanicReport::new(
-                        crate::error::panic_message(&*payload).to_owned(),
-                    ));
+                    cx.registry.report_panic(PanicReport::from_payload(payload));
                 }
             }
             None => match cx.idle(parker) {

@@ -67,6 +67,14 @@ pub enum ScheduleError<F> {
 
 impl<F> ScheduleError<F> {
     /// Gives back the refused task.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool).build().unwrap();
+    /// let err = s.schedule("nobody", std::time::Duration::ZERO, || 5).unwrap_err();
+    /// assert_eq!(err.into_inner()(), 5); // the task, unrun
+    /// # s.shutdown();
+    /// ```
     pub fn into_inner(self) -> F {
         match self {
             ScheduleError::UnknownExecutor(_, f)

@@ -134,6 +134,14 @@ impl<T> TaskHandle<T> {
     ///
     /// # Panics
     /// If the handle was already polled to completion as a future.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ok = pool.submit(|| "done").unwrap();
+    /// let bad = pool.submit(|| -> u8 { panic!("oops") }).unwrap();
+    /// assert_eq!(ok.join().unwrap(), "done");
+    /// assert!(bad.join().unwrap_err().is_panic()); // the panic is the handle's, not ours
+    /// ```
     pub fn join(self) -> Result<T, TaskError> {
         let mut st = self.shared.state.lock();
         while st.stage != Stage::Finished {
@@ -152,6 +160,18 @@ impl<T> TaskHandle<T> {
     /// let pool = keyway::Pool::new().unwrap();
     /// let handle = pool.submit(|| 7).unwrap();
     /// assert_eq!(handle.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 7);
+    /// ```
+    ///
+    /// A task that is not done yet: the handle comes back, to join (or cancel) later.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.submit(move || { gate.recv().unwrap(); 42 }).unwrap();
+    /// let handle = handle.join_timeout(Duration::ZERO).unwrap_err(); // not done: handed back
+    /// release.send(()).unwrap();
+    /// assert_eq!(handle.join().unwrap(), 42);
     /// ```
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, TaskHandle<T>> {
         // Checked: a timeout too long to add to `now` (`Duration::MAX`) means no deadline.
@@ -195,6 +215,16 @@ impl<T> TaskHandle<T> {
     }
 
     /// True once the task has an outcome (ran, panicked, cancelled, coalesced or rejected).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.submit(move || gate.recv().is_ok()).unwrap();
+    /// assert!(!handle.is_finished()); // waits at the gate
+    /// release.send(()).unwrap();
+    /// while !handle.is_finished() { std::thread::yield_now(); }
+    /// assert!(handle.join().unwrap()); // now `join` does not block
+    /// ```
     pub fn is_finished(&self) -> bool {
         self.shared.is_finished()
     }
