@@ -26,7 +26,7 @@ pub(crate) struct Buckets {
 }
 
 /// How many intervals ahead a shard keeps in its ring.
-const NEAR: u64 = 64;
+const NEAR: u64 = 256;
 
 struct Shard {
     /// Buckets of intervals before this one have been taken by the driver.
@@ -98,7 +98,9 @@ impl Buckets {
             }
             shard.late.push(entry);
         }
-        if self.late.swap(true, Ordering::AcqRel) {
+        // Read first: the flag's line is shared with the driver, and a late arrival whose
+        // flag is already up need not write it.
+        if self.late.load(Ordering::Acquire) || self.late.swap(true, Ordering::AcqRel) {
             Placed::Late
         } else {
             Placed::LateFirst
@@ -180,10 +182,11 @@ impl Buckets {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::schedule::job::{Detached, Job};
+    use crate::schedule::inline::InlineJob;
+    use crate::schedule::job::{Anywhere, Detached};
 
     fn entry(due: u64) -> Entry {
-        let job: Box<dyn Job> = Box::new(Detached::new(crate::schedule::job::Anywhere, || ()));
+        let job = InlineJob::new(Detached::new(Anywhere, || ()));
         Entry {
             job,
             due,
@@ -202,8 +205,9 @@ mod test {
 
     #[test]
     fn near_far_and_late_entries_come_out_in_their_interval() {
+        let n = NEAR;
         let b = Buckets::new();
-        for k in [0, 1, 5, 63, 64, 65, 200, 1_000_000, u64::MAX] {
+        for k in [0, 1, 5, n - 1, n, n + 1, 3 * n, 1_000_000, u64::MAX] {
             assert_eq!(b.push(k, entry(k)), Placed::Bucket);
         }
         assert_eq!(take(&b, 0), vec![0]);
@@ -214,11 +218,11 @@ mod test {
         let mut late = Vec::new();
         b.take_late(&mut late);
         assert_eq!(late.len(), 2);
-        assert_eq!(take(&b, 64), vec![5, 63, 64]);
+        assert_eq!(take(&b, n), vec![5, n - 1, n]);
         // Inside the moved window, from the ring and from the far map alike.
-        assert_eq!(b.push(100, entry(100)), Placed::Bucket);
-        assert_eq!(take(&b, 199), vec![65, 100]);
-        assert_eq!(take(&b, 200), vec![200]);
+        assert_eq!(b.push(n + 36, entry(n + 36)), Placed::Bucket);
+        assert_eq!(take(&b, 3 * n - 1), vec![n + 1, n + 36]);
+        assert_eq!(take(&b, 3 * n), vec![3 * n]);
         let mut all = Vec::new();
         b.take_all(&mut all);
         let dues: Vec<u64> = all.into_iter().flatten().map(|e| e.due).collect();

@@ -27,7 +27,12 @@ impl Clock {
 
     /// Nanoseconds from the epoch to `t` (0 before the epoch).
     pub(crate) fn at(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NEVER)
+        // Seconds and nanoseconds apart: no 128-bit arithmetic on the schedule path.
+        let d = t.saturating_duration_since(self.epoch);
+        d.as_secs()
+            .checked_mul(1_000_000_000)
+            .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
+            .unwrap_or(NEVER)
     }
 
     pub(crate) fn now(&self) -> u64 {

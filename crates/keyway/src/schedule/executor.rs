@@ -12,7 +12,8 @@ use parking_lot::{Condvar, Mutex};
 use super::buckets::{Buckets, Placed};
 use super::clock::{Clock, NEVER};
 use super::config::{ExecutorConfig, PriorityOrder};
-use super::job::{Entry, Job};
+use super::inline::InlineJob;
+use super::job::Entry;
 use super::stats::{Counters, IntervalReport};
 use super::TimedOutTask;
 use crate::pool::Pool;
@@ -85,10 +86,10 @@ impl ExecCore {
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
     pub(crate) fn enqueue(
         &self,
-        job: Box<dyn Job>,
+        job: InlineJob,
         due: u64,
         priority: i64,
-    ) -> Result<(), Box<dyn Job>> {
+    ) -> Result<(), InlineJob> {
         match self.admit() {
             Some(seq) => {
                 self.push(Entry {
@@ -146,7 +147,7 @@ impl ExecCore {
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
     ///
     /// The hook and the counters come first, so that whoever waits on the handle sees them.
-    pub(crate) fn time_out(&self, job: Box<dyn Job>, due: u64, priority: i64) {
+    pub(crate) fn time_out(&self, job: InlineJob, due: u64, priority: i64) {
         self.stats.timed_out();
         if let Some(hook) = &self.shared.timed_out_hook {
             let task = TimedOutTask {

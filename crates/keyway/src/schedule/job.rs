@@ -11,14 +11,16 @@ use parking_lot::Mutex;
 
 use super::clock::NEVER;
 use super::executor::ExecCore;
+use super::inline::InlineJob;
 use crate::pool::Pool;
 use crate::task::{
     Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };
 
-/// One scheduled task waiting for its interval: 40 bytes beside the boxed task itself.
+/// One scheduled task waiting for its interval: 64 bytes, a task of up to four words
+/// included (a larger one is boxed).
 pub(crate) struct Entry {
-    pub(crate) job: Box<dyn Job>,
+    pub(crate) job: InlineJob,
     /// Nanoseconds since the scheduler's epoch ([`NEVER`] if never due).
     pub(crate) due: u64,
     pub(crate) priority: i64,
@@ -26,21 +28,19 @@ pub(crate) struct Entry {
     pub(crate) seq: u64,
 }
 
-/// A scheduled task, type-erased.
-pub(crate) trait Job: Send + 'static {
+/// A scheduled task (type-erased in an [`InlineJob`]).
+pub(crate) trait Job: Send + Sized + 'static {
+    /// True for a repeating task (it ends at shutdown instead of running again).
+    const REPEATING: bool = false;
     /// False once its handle was cancelled: it will not run.
     fn is_live(&self) -> bool;
     /// Hands the task to the pool (or its context's lane). It reports its own outcome to
     /// `exec`'s counters when it runs; if the pool refuses it, it is dropped as rejected.
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
     /// Drops the task unrun, telling its handle why.
-    fn abandon(self: Box<Self>, why: Abandon);
-    /// True for a repeating task (it ends at shutdown instead of running again).
-    fn is_repeating(&self) -> bool {
-        false
-    }
+    fn abandon(self, why: Abandon);
     /// `shutdown_now`: the task to hand back, if it is one a caller can run.
-    fn into_pending(self: Box<Self>) -> Option<PendingTask>;
+    fn into_pending(self) -> Option<PendingTask>;
 }
 
 /// Where a released task runs: anywhere on the pool, or in a context's lane.
@@ -96,13 +96,13 @@ where
         self.task.is_queued()
     }
 
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
-        let Once { place, task } = *self;
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Once { place, task } = self;
         let core = exec.clone();
         let run = move || {
             if core.timed_out(due) {
                 core.time_out(
-                    Box::new(Once {
+                    InlineJob::new(Once {
                         place: Anywhere,
                         task,
                     }),
@@ -126,11 +126,11 @@ where
         }
     }
 
-    fn abandon(self: Box<Self>, why: Abandon) {
+    fn abandon(self, why: Abandon) {
         Runnable::abandon(self.task, why);
     }
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn into_pending(self) -> Option<PendingTask> {
         Some(PendingTask::new(Task::new(self.task)))
     }
 }
@@ -152,12 +152,12 @@ impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
         true
     }
 
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
-        let Detached { place, f } = *self;
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Detached { place, f } = self;
         let core = exec.clone();
         let run = move || {
             if core.timed_out(due) {
-                core.time_out(Box::new(Detached { place: Anywhere, f }), due, priority);
+                core.time_out(InlineJob::new(Detached { place: Anywhere, f }), due, priority);
                 return;
             }
             match Runnable::run(Plain(f)) {
@@ -171,9 +171,9 @@ impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
         }
     }
 
-    fn abandon(self: Box<Self>, _why: Abandon) {}
+    fn abandon(self, _why: Abandon) {}
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn into_pending(self) -> Option<PendingTask> {
         Some(PendingTask::new(Task::new(Plain(self.f))))
     }
 }
@@ -228,16 +228,15 @@ impl<P: Place> Repeating<P> {
     }
 }
 
-impl<P: Place> Job for Repeating<P> {
+/// Boxed once, and the box reused for every run.
+impl<P: Place> Job for Box<Repeating<P>> {
+    const REPEATING: bool = true;
+
     fn is_live(&self) -> bool {
         self.end.is_queued()
     }
 
-    fn is_repeating(&self) -> bool {
-        true
-    }
-
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         let place = self.place.clone();
         let core = exec.clone();
         let run = move || {
@@ -247,7 +246,7 @@ impl<P: Place> Job for Repeating<P> {
                 return;
             }
             if core.timed_out(due) {
-                core.time_out(this, due, priority);
+                core.time_out(InlineJob::new(this), due, priority);
                 return;
             }
             match catch_unwind(AssertUnwindSafe(&mut this.body)) {
@@ -272,7 +271,7 @@ impl<P: Place> Job for Repeating<P> {
                     now.checked_add(delay).unwrap_or(NEVER)
                 }
             };
-            if let Err(job) = core.enqueue(this, next, priority) {
+            if let Err(job) = core.enqueue(InlineJob::new(this), next, priority) {
                 // Shut down: the repetition ends.
                 job.abandon(Abandon::Rejected);
             }
@@ -283,11 +282,11 @@ impl<P: Place> Job for Repeating<P> {
         }
     }
 
-    fn abandon(self: Box<Self>, why: Abandon) {
+    fn abandon(self, why: Abandon) {
         Runnable::abandon(self.end, why);
     }
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn into_pending(self) -> Option<PendingTask> {
         self.abandon(Abandon::Rejected);
         None
     }

@@ -7,6 +7,7 @@
 //! * `clock` — monotonic time cut into intervals;
 //! * `buckets` — sharded interval buckets: where tasks wait (no global lock, no timer per task);
 //! * `job` — what waits in a bucket, and how it runs on the pool or a context's lane;
+//! * `inline` — a waiting job stored in its bucket entry (no allocation per small task);
 //! * `executor` — one executor as every thread sees it (settings, buckets, counters);
 //! * `interval` — one executor's intervals as the driver runs them (select, spread, carry);
 //! * `driver` — the scheduler's one thread;
@@ -21,6 +22,7 @@ mod coordinator;
 mod driver;
 mod error;
 mod executor;
+mod inline;
 mod interval;
 mod job;
 mod scheduler;
