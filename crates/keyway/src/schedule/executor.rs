@@ -107,6 +107,7 @@ impl ExecCore {
     /// Counts one task in, unless the scheduler is shut down, and numbers it in scheduling
     /// order. Every admitted task must then be [`push`](ExecCore::push)ed: the driver does not
     /// exit while one is missing.
+    #[inline]
     pub(crate) fn admit(&self) -> Option<u64> {
         let seq = self.stats.scheduled();
         if self.shared.closed.load(Ordering::SeqCst) {
@@ -117,6 +118,7 @@ impl ExecCore {
     }
 
     /// Puts an admitted task in its bucket (or the late list).
+    #[inline]
     pub(crate) fn push(&self, entry: Entry) {
         let repeating = entry.job.is_repeating();
         let due = entry.due;

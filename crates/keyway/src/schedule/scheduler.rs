@@ -83,6 +83,7 @@ impl Scheduler {
         }
     }
 
+    #[inline]
     fn executor(&self, name: &str) -> Option<&Arc<ExecCore>> {
         match &self.inner.few {
             Some(few) => few.iter().find(|e| *e.name == *name),
@@ -90,6 +91,7 @@ impl Scheduler {
         }
     }
 
+    #[inline]
     fn due(&self, timing: Timing) -> u64 {
         let clock = &self.inner.shared.clock;
         match timing.due {

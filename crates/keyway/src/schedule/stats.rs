@@ -102,6 +102,7 @@ impl Counters {
     /// Counts a task in before the caller checks for shutdown (SeqCst, paired with the
     /// shutdown flag: either the driver sees the count or the caller sees the flag).
     /// Returns the count before (a number in scheduling order).
+    #[inline]
     pub(crate) fn scheduled(&self) -> u64 {
         self.scheduled.fetch_add(1, SeqCst)
     }
