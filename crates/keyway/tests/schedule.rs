@@ -468,6 +468,73 @@ fn late_arrivals_over_the_quota_carry_over() {
     assert_eq!(reports.iter().map(|r| r.dispatched).sum::<u64>(), 35);
 }
 
+/// Repeating tasks that name a context run as its sequential tasks: never at the same time
+/// as the context's other tasks (one-shot or repeating), on a pool with threads to spare.
+#[test]
+fn repeating_tasks_on_a_context_never_overlap_its_other_tasks() {
+    let pool = pool(4);
+    let s = fast(&pool, ExecutorConfig::unlimited());
+    let busy = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    // Holds the context for a moment, counting any other task found inside.
+    let hold = {
+        let (busy, overlaps) = (busy.clone(), overlaps.clone());
+        move || {
+            if busy.swap(true, Ordering::SeqCst) {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_micros(500));
+            busy.store(false, Ordering::SeqCst);
+        }
+    };
+    let (tx, rx) = channel();
+    let (rate_hold, rate_tx) = (hold.clone(), tx.clone());
+    let rate = s
+        .schedule_sequential_at_fixed_rate(
+            "x",
+            Timing::after(Duration::ZERO),
+            Duration::from_millis(10),
+            "account",
+            move || {
+                rate_hold();
+                let _ = rate_tx.send("rate");
+            },
+        )
+        .unwrap();
+    let (delay_hold, delay_tx) = (hold.clone(), tx);
+    let delay = s
+        .schedule_sequential_with_fixed_delay(
+            "x",
+            Timing::after(Duration::ZERO),
+            Duration::from_millis(3),
+            "account",
+            move || {
+                delay_hold();
+                let _ = delay_tx.send("delay");
+            },
+        )
+        .unwrap();
+    let one_shots: Vec<_> = (0..40u64)
+        .map(|i| {
+            let at = Timing::after(Duration::from_millis(2 * i));
+            s.schedule_sequential("x", at, "account", hold.clone())
+                .unwrap()
+        })
+        .collect();
+    assert!(join_all(one_shots).iter().all(Result::is_ok));
+    let (mut rates, mut delays) = (0, 0);
+    while rates < 5 || delays < 5 {
+        match rx.recv_timeout(HANG).expect("repeating runs stopped") {
+            "rate" => rates += 1,
+            _ => delays += 1,
+        }
+    }
+    assert!(rate.cancel() && delay.cancel());
+    s.shutdown();
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(s.stats("x").unwrap().pending, 0);
+}
+
 #[test]
 fn scheduled_tasks_on_a_context_keep_its_order_under_a_limit() {
     for seed in 0..3u64 {

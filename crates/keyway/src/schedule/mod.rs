@@ -3,6 +3,7 @@
 //! ones timed out.
 //!
 //! * `scheduler`, `builder` — the public [`Scheduler`] and how it is configured;
+//! * `repeat` — its repeating tasks (fixed rate, fixed delay);
 //! * `config` — an executor's settings and a task's timing and priority;
 //! * `clock` — monotonic time cut into intervals;
 //! * `buckets` — sharded interval buckets: where tasks wait (no global lock, no timer per task);
@@ -25,6 +26,7 @@ mod executor;
 mod inline;
 mod interval;
 mod job;
+mod repeat;
 mod scheduler;
 mod stats;
 
