@@ -535,6 +535,66 @@ fn repeating_tasks_on_a_context_never_overlap_its_other_tasks() {
     assert_eq!(s.stats("x").unwrap().pending, 0);
 }
 
+/// Many tasks due at once are handed to the pool in batches: each still runs exactly once,
+/// and panics and cancels are told to each task's handle and counted per task.
+#[test]
+fn a_burst_released_in_batches_runs_each_task_once_with_its_own_outcome() {
+    const N: usize = 20_000;
+    for seed in 0..3u64 {
+        let pool = pool(2);
+        let s = fast(&pool, ExecutorConfig::unlimited());
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+        let mut order: Vec<usize> = (0..N).collect();
+        order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        let at = Timing::after(Duration::from_millis(5));
+        let mut handles = Vec::new();
+        for &i in &order {
+            let runs = runs.clone();
+            let mark = move || {
+                runs[i].fetch_add(1, Ordering::SeqCst);
+            };
+            match i % 100 {
+                0 => handles.push((
+                    i,
+                    s.schedule_with("x", at, move || -> () {
+                        mark();
+                        panic!("task {i} fails")
+                    })
+                    .unwrap(),
+                )),
+                1 | 2 => handles.push((i, s.schedule_with("x", at, mark).unwrap())),
+                _ => s.execute_with("x", at, mark).unwrap(),
+            }
+        }
+        let mut cancelled = 0;
+        for (i, h) in &handles {
+            if i % 100 == 1 && h.cancel() {
+                cancelled += 1;
+            }
+        }
+        for (i, h) in handles {
+            match (i % 100, h.join()) {
+                (0, Err(e)) => assert!(e.is_panic(), "task {i}: {e:?}"),
+                (1, Err(TaskError::Cancelled)) | (1, Ok(())) | (2, Ok(())) => {}
+                (_, other) => panic!("task {i}: {other:?}"),
+            }
+        }
+        s.shutdown();
+        let st = s.stats("x").unwrap();
+        let ran: usize = runs.iter().map(|r| r.load(Ordering::SeqCst)).sum();
+        assert!(
+            runs.iter().all(|r| r.load(Ordering::SeqCst) <= 1),
+            "a task ran twice"
+        );
+        assert_eq!(ran, N - cancelled);
+        assert_eq!(st.scheduled, N as u64);
+        assert_eq!(st.panicked, (N / 100) as u64);
+        assert_eq!(st.cancelled, cancelled as u64);
+        assert_eq!(st.ran + st.panicked + st.cancelled, N as u64);
+        assert_eq!(st.pending, 0);
+    }
+}
+
 #[test]
 fn scheduled_tasks_on_a_context_keep_its_order_under_a_limit() {
     for seed in 0..3u64 {

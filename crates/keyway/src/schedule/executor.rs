@@ -84,12 +84,7 @@ impl ExecCore {
     }
 
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
-    pub(crate) fn enqueue(
-        &self,
-        job: InlineJob,
-        due: u64,
-        priority: i64,
-    ) -> Result<(), InlineJob> {
+    pub(crate) fn enqueue(&self, job: InlineJob, due: u64, priority: i64) -> Result<(), InlineJob> {
         match self.admit() {
             Some(seq) => {
                 self.push(Entry {

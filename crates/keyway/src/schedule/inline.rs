@@ -37,8 +37,10 @@ unsafe impl Send for InlineJob {}
 /// (`dispatch`, `abandon`, `into_pending`, `drop`) move or drop it, after which `data` is dead.
 struct VTable {
     repeating: bool,
+    batchable: bool,
     is_live: unsafe fn(*const u8) -> bool,
     dispatch: unsafe fn(*mut u8, &Arc<ExecCore>, u64, i64),
+    run_here: unsafe fn(*mut u8, &Arc<ExecCore>, u64, i64),
     abandon: unsafe fn(*mut u8, Abandon),
     into_pending: unsafe fn(*mut u8) -> Option<PendingTask>,
     drop: unsafe fn(*mut u8),
@@ -49,11 +51,17 @@ struct VTableOf<S>(PhantomData<S>);
 impl<S: Job> VTableOf<S> {
     const VTABLE: VTable = VTable {
         repeating: S::REPEATING,
-        // SAFETY (all five): the caller passes a pointer to a live, aligned `S` (the type this
+        batchable: S::BATCHABLE,
+        // SAFETY (all six): the caller passes a pointer to a live, aligned `S` (the type this
         // vtable was made for, see `InlineJob::store`); the consuming ones read it out once,
         // and their caller never touches `data` again.
         is_live: |p| unsafe { (*p.cast::<S>()).is_live() },
-        dispatch: |p, exec, due, priority| unsafe { p.cast::<S>().read() }.dispatch(exec, due, priority),
+        dispatch: |p, exec, due, priority| {
+            unsafe { p.cast::<S>().read() }.dispatch(exec, due, priority)
+        },
+        run_here: |p, exec, due, priority| {
+            unsafe { p.cast::<S>().read() }.run_here(exec, due, priority)
+        },
         abandon: |p, why| unsafe { p.cast::<S>().read() }.abandon(why),
         into_pending: |p| unsafe { p.cast::<S>().read() }.into_pending(),
         drop: |p| unsafe { p.cast::<S>().drop_in_place() },
@@ -65,12 +73,16 @@ struct Boxed<J>(Box<J>);
 
 impl<J: Job> Job for Boxed<J> {
     const REPEATING: bool = J::REPEATING;
+    const BATCHABLE: bool = J::BATCHABLE;
 
     fn is_live(&self) -> bool {
         self.0.is_live()
     }
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         (*self.0).dispatch(exec, due, priority);
+    }
+    fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        (*self.0).run_here(exec, due, priority);
     }
     fn abandon(self, why: Abandon) {
         (*self.0).abandon(why);
@@ -128,6 +140,18 @@ impl InlineJob {
         unsafe { (vtable.dispatch)(data.as_mut_ptr().cast(), exec, due, priority) }
     }
 
+    /// True if it may be handed to the pool in a batch (see [`Job::BATCHABLE`]).
+    pub(crate) fn is_batchable(&self) -> bool {
+        self.vtable.batchable
+    }
+
+    /// See [`Job::run_here`].
+    pub(crate) fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let (vtable, mut data) = self.take();
+        // SAFETY: as in `dispatch`.
+        unsafe { (vtable.run_here)(data.as_mut_ptr().cast(), exec, due, priority) }
+    }
+
     /// See [`Job::abandon`].
     pub(crate) fn abandon(self, why: Abandon) {
         let (vtable, mut data) = self.take();
@@ -170,6 +194,7 @@ mod test {
             self.1.len() == N
         }
         fn dispatch(self, _: &Arc<ExecCore>, _: u64, _: i64) {}
+        fn run_here(self, _: &Arc<ExecCore>, _: u64, _: i64) {}
         fn abandon(self, _: Abandon) {}
         fn into_pending(self) -> Option<PendingTask> {
             None

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::batch::Batcher;
 use super::clock::Clock;
 use super::coordinator::{clamp_share, Coordinator};
 use super::executor::{better, ExecCore};
@@ -34,6 +35,7 @@ pub(crate) struct Intervals {
     worst_dispatched: Option<i64>,
     started: bool,
     swept_repeats: u64,
+    batch: Batcher,
 }
 
 impl Intervals {
@@ -56,6 +58,7 @@ impl Intervals {
             worst_dispatched: None,
             started: false,
             swept_repeats: 0,
+            batch: Batcher::new(),
         }
     }
 
@@ -74,12 +77,15 @@ impl Intervals {
     /// Interval `k` starts at time `now`.
     pub(crate) fn start(&mut self, k: u64, clock: &Clock, coordinator: &dyn Coordinator) {
         // What the last interval admitted but did not release yet still belongs to it.
+        let left: usize = self.admitted.iter().map(Vec::len).sum();
+        self.batch.plan(left + self.waiting.len());
         while let Some(e) = self.pop_admitted() {
             self.release(e);
         }
         for e in std::mem::take(&mut self.waiting) {
             self.release(e);
         }
+        self.batch.flush(&self.exec);
         self.report();
         self.started = true;
         self.interval = k;
@@ -195,6 +201,13 @@ impl Intervals {
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
+        // The interval's share of the admitted tasks, by how much of it has passed.
+        let start = clock.start_of(self.interval);
+        let length = clock.interval().as_nanos();
+        let passed = u128::from(now.saturating_sub(start)).min(length);
+        let allowed = ((passed * self.spread as u128).div_ceil(length.max(1))) as usize;
+        self.batch
+            .plan(self.waiting.len() + allowed.saturating_sub(self.released_spread));
         // Late arrivals: now if allowed early or due.
         let early = self.exec.early;
         let mut i = 0;
@@ -206,11 +219,6 @@ impl Intervals {
                 i += 1;
             }
         }
-        // The interval's share of the admitted tasks, by how much of it has passed.
-        let start = clock.start_of(self.interval);
-        let length = clock.interval().as_nanos();
-        let passed = u128::from(now.saturating_sub(start)).min(length);
-        let allowed = ((passed * self.spread as u128).div_ceil(length.max(1))) as usize;
         while self.released_spread < allowed {
             match self.peek_admitted() {
                 Some(e) if early || e.due <= now => {}
@@ -220,6 +228,7 @@ impl Intervals {
             self.released_spread += 1;
             self.release(e);
         }
+        self.batch.flush(&self.exec);
     }
 
     fn peek_admitted(&mut self) -> Option<&Entry> {
@@ -252,9 +261,7 @@ impl Intervals {
         });
         self.exec.stats.released();
         self.dispatched += 1;
-        let exec = self.exec.clone();
-        let (due, priority) = (e.due, e.priority);
-        exec.contain(|| e.job.dispatch(&exec, due, priority));
+        self.batch.release(&self.exec, e.job, e.due, e.priority);
     }
 
     /// Tells the interval hook what the interval that just ended did.

@@ -11,10 +11,12 @@
 //! * `inline` — a waiting job stored in its bucket entry (no allocation per small task);
 //! * `executor` — one executor as every thread sees it (settings, buckets, counters);
 //! * `interval` — one executor's intervals as the driver runs them (select, spread, carry);
+//! * `batch` — released tasks handed to the pool in batches when many are due at once;
 //! * `driver` — the scheduler's one thread;
 //! * `stats`, `error` — what the scheduler reports, and its errors;
 //! * `coordinator` — how a process learns its share of a limit shared by a cluster.
 
+mod batch;
 mod buckets;
 mod builder;
 mod clock;

@@ -124,6 +124,9 @@ impl Counters {
     pub(crate) fn rejected(&self) {
         self.rejected.fetch_add(1, Relaxed);
     }
+    pub(crate) fn rejected_many(&self, n: u64) {
+        self.rejected.fetch_add(n, Relaxed);
+    }
 
     pub(crate) fn released(&self) {
         self.released.fetch_add(1, SeqCst);
