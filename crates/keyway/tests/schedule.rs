@@ -595,6 +595,49 @@ fn a_burst_released_in_batches_runs_each_task_once_with_its_own_outcome() {
     }
 }
 
+/// Tasks arriving for an interval already running are spread over what is left of it, not
+/// released in one burst.
+#[test]
+fn late_arrivals_are_spread_over_the_rest_of_the_interval() {
+    let pool = pool(2);
+    let (s, reports) = with_reports(&pool, ExecutorConfig::unlimited());
+    // An interval has just started when the one before it is reported.
+    reports.recv_timeout(HANG).expect("no interval report");
+    let arrived = Instant::now();
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..200)
+        .map(|_| {
+            let times = times.clone();
+            s.schedule("x", Duration::ZERO, move || {
+                times.lock().unwrap().push(Instant::now())
+            })
+            .unwrap()
+        })
+        .collect();
+    // The running interval ends (and its report comes) after the last of them is released.
+    let mut dispatched = 0;
+    while dispatched < 200 {
+        dispatched += reports
+            .recv_timeout(HANG)
+            .expect("no interval report")
+            .dispatched;
+    }
+    let ended = Instant::now();
+    assert_eq!(dispatched, 200);
+    assert!(join_all(handles).iter().all(Result::is_ok));
+    let times = times.lock().unwrap();
+    let first = *times.iter().min().unwrap();
+    let last = *times.iter().max().unwrap();
+    // In one burst they would all run at once; spread, the runs span most of the time that
+    // was left (both measured on this clock, so a slow machine stretches both alike).
+    assert!(
+        last - first >= (ended - arrived) / 3,
+        "runs spanned {:?} of the {:?} left",
+        last - first,
+        ended - arrived
+    );
+}
+
 #[test]
 fn scheduled_tasks_on_a_context_keep_its_order_under_a_limit() {
     for seed in 0..3u64 {

@@ -23,8 +23,12 @@ pub(crate) struct Intervals {
     /// How many were admitted at the interval's start (they are spread over it).
     spread: usize,
     released_spread: usize,
-    /// Admitted late and not yet due (executors that never release early).
+    /// Admitted late (arrived for an interval already running), not yet released: they are
+    /// spread over what is left of the interval, and wait for their due time on executors
+    /// that never release early.
     waiting: Vec<Entry>,
+    /// When the last step ran (nanoseconds since the epoch).
+    last_step: u64,
     interval: u64,
     quota: Option<u64>,
     used: u64,
@@ -48,6 +52,7 @@ impl Intervals {
             spread: 0,
             released_spread: 0,
             waiting: Vec::new(),
+            last_step: 0,
             interval: 0,
             quota: None,
             used: 0,
@@ -206,15 +211,29 @@ impl Intervals {
         let length = clock.interval().as_nanos();
         let passed = u128::from(now.saturating_sub(start)).min(length);
         let allowed = ((passed * self.spread as u128).div_ceil(length.max(1))) as usize;
+        // Late arrivals: the share of them that this step is of what was left of the interval
+        // at the last step (all of them in the interval's last step), each once due if the
+        // executor never releases early.
+        let since = self.last_step.max(start);
+        self.last_step = now;
+        let left = clock
+            .start_of(self.interval.saturating_add(1))
+            .saturating_sub(since);
+        let late_share = if now.saturating_sub(since) >= left {
+            self.waiting.len()
+        } else {
+            let part = u128::from(now.saturating_sub(since)) * self.waiting.len() as u128;
+            part.div_ceil(u128::from(left.max(1))) as usize
+        };
         self.batch
-            .plan(self.waiting.len() + allowed.saturating_sub(self.released_spread));
-        // Late arrivals: now if allowed early or due.
+            .plan(late_share + allowed.saturating_sub(self.released_spread));
         let early = self.exec.early;
-        let mut i = 0;
-        while i < self.waiting.len() {
+        let (mut i, mut released) = (0, 0);
+        while i < self.waiting.len() && released < late_share {
             if early || self.waiting[i].due <= now {
                 let e = self.waiting.swap_remove(i);
                 self.release(e);
+                released += 1;
             } else {
                 i += 1;
             }
