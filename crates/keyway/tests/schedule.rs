@@ -902,6 +902,65 @@ fn panics_in_tasks_hooks_and_the_coordinator_do_not_stop_the_scheduler() {
     assert_eq!(st.pending, 0);
 }
 
+/// A panicking run of every kind — a task without a handle (alone and inside a batch), a
+/// repeating task's run — and panicking timed-out and interval hooks leave the scheduler
+/// running: tasks scheduled afterwards still run, and every panic is counted.
+#[test]
+fn panicking_runs_and_hooks_leave_the_driver_alive_for_later_tasks() {
+    let pool = pool(2);
+    let hook_calls = Arc::new(AtomicUsize::new(0));
+    let (timed_out_calls, interval_calls) = (hook_calls.clone(), hook_calls.clone());
+    let s = Scheduler::builder(&pool)
+        .interval(Duration::from_millis(10))
+        .executor("x", ExecutorConfig::unlimited())
+        .executor("y", ExecutorConfig::with_tps(0.0).timeout(Duration::ZERO))
+        .timed_out_hook(move |_| {
+            timed_out_calls.fetch_add(1, Ordering::SeqCst);
+            panic!("timed-out hook fails")
+        })
+        .interval_hook(move |_| {
+            interval_calls.fetch_add(1, Ordering::SeqCst);
+            panic!("interval hook fails")
+        })
+        .build()
+        .unwrap();
+    const BURST: usize = 5_000; // many due at once: released in batches
+    for round in 0..3 {
+        s.execute_with("x", Timing::after(Duration::ZERO), || panic!("alone"))
+            .unwrap();
+        for i in 0..BURST {
+            s.execute_with("x", Timing::after(Duration::from_millis(2)), move || {
+                if i % 1000 == 0 {
+                    panic!("in a batch")
+                }
+            })
+            .unwrap();
+        }
+        let repeating = s
+            .schedule_at_fixed_rate(
+                "x",
+                Timing::after(Duration::ZERO),
+                Duration::from_millis(5),
+                || panic!("a run fails"),
+            )
+            .unwrap();
+        assert!(repeating.join().unwrap_err().is_panic());
+        let expired = s.schedule("y", Duration::ZERO, || ()).unwrap();
+        assert!(matches!(expired.join(), Err(TaskError::TimedOut)));
+        // Later tasks still run.
+        let later = s
+            .schedule("x", Duration::from_millis(15), move || round)
+            .unwrap();
+        assert_eq!(later.join().unwrap(), round);
+    }
+    s.shutdown();
+    let x = s.stats("x").unwrap();
+    assert_eq!(x.panicked, 3 * (1 + BURST as u64 / 1000 + 1));
+    assert_eq!(x.ran, 3 * (BURST as u64 - BURST as u64 / 1000 + 1));
+    assert_eq!(x.pending, 0);
+    assert!(hook_calls.load(Ordering::SeqCst) >= 3 + 1);
+}
+
 #[test]
 fn shutdown_from_inside_a_scheduled_task_and_from_a_hook() {
     let pool = pool(2);
