@@ -1,7 +1,8 @@
 //! One executor's intervals, as the driver runs them: at each interval's start, take what is
 //! due (and what was carried over), drop the cancelled, time out the expired, pick the best
 //! that fit the quota, and carry the rest over; during the interval, release the admitted
-//! evenly over it, and admit late arrivals while quota is left.
+//! evenly over it, and admit late arrivals while quota is left (spread over what is left of
+//! the interval).
 
 use std::sync::Arc;
 

@@ -27,7 +27,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// the tasks due in it (and those carried over), and admits as many as its limit allows for
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
 /// compete again in the next interval. Admitted tasks are spread evenly over the interval, not
-/// sent in one burst. A task may start before its due time, by less than one interval, unless
+/// sent in one burst; a task scheduled for an interval already running is admitted if quota is
+/// left, and spread with the others arriving late over what is left of the interval. A task may start before its due time, by less than one interval, unless
 /// the executor forbids early dispatch. A task whose timeout passes before it starts is not
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
