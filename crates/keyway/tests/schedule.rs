@@ -958,7 +958,8 @@ fn panicking_runs_and_hooks_leave_the_driver_alive_for_later_tasks() {
     assert_eq!(x.panicked, 3 * (1 + BURST as u64 / 1000 + 1));
     assert_eq!(x.ran, 3 * (BURST as u64 - BURST as u64 / 1000 + 1));
     assert_eq!(x.pending, 0);
-    assert!(hook_calls.load(Ordering::SeqCst) >= 3 + 1);
+    // Three timed-out tasks, and at least one interval report.
+    assert!(hook_calls.load(Ordering::SeqCst) >= 4);
 }
 
 #[test]
