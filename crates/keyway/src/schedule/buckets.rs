@@ -42,6 +42,7 @@ pub(crate) const CHUNK: usize = 256;
 type Bucket = Vec<Vec<Entry>>;
 
 /// Appends `entry` to the bucket's last chunk, or to a new chunk once that one is full.
+#[inline]
 fn push_chunked(bucket: &mut Bucket, entry: Entry) {
     match bucket.last_mut() {
         Some(chunk) if chunk.len() < chunk.capacity() || chunk.capacity() < CHUNK => {
@@ -62,7 +63,9 @@ struct Shard {
     near: Box<[Bucket]>,
     /// Intervals further out (and, after the window moved, some inside it).
     far: BTreeMap<u64, Bucket>,
-    late: Vec<Entry>,
+    /// Entries for intervals already taken, chunked like a bucket: the driver takes them every
+    /// step, and a list that regrew from empty each time cost a copy per entry.
+    late: Bucket,
 }
 
 impl Default for Shard {
@@ -71,7 +74,7 @@ impl Default for Shard {
             open_from: 0,
             near: (0..NEAR).map(|_| Vec::new()).collect(),
             far: BTreeMap::new(),
-            late: Vec::new(),
+            late: Bucket::new(),
         }
     }
 }
@@ -125,7 +128,7 @@ impl Buckets {
                 }
                 return Placed::Bucket;
             }
-            shard.late.push(entry);
+            push_chunked(&mut shard.late, entry);
         }
         // Read first: the flag's line is shared with the driver, and a late arrival whose
         // flag is already up need not write it.
@@ -162,9 +165,7 @@ impl Buckets {
                 let due = std::mem::replace(&mut shard.far, later);
                 out.extend(due.into_values().flatten());
             }
-            if !shard.late.is_empty() {
-                out.push(std::mem::take(&mut shard.late));
-            }
+            out.append(&mut shard.late);
         }
     }
 
@@ -175,7 +176,7 @@ impl Buckets {
         }
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            out.append(&mut shard.late);
+            out.extend(shard.late.drain(..).flatten());
         }
     }
 
@@ -189,7 +190,7 @@ impl Buckets {
                 .iter_mut()
                 .flatten()
                 .chain(shard.far.values_mut().flatten())
-                .chain(std::iter::once(&mut shard.late));
+                .chain(shard.late.iter_mut());
             for list in lists {
                 if list.iter().any(&remove) {
                     let (gone, kept) = std::mem::take(list).into_iter().partition(&remove);
