@@ -468,6 +468,176 @@ fn late_arrivals_over_the_quota_carry_over() {
     assert_eq!(reports.iter().map(|r| r.dispatched).sum::<u64>(), 35);
 }
 
+/// Repeating tasks that name a context run as its sequential tasks: never at the same time
+/// as the context's other tasks (one-shot or repeating), on a pool with threads to spare.
+#[test]
+fn repeating_tasks_on_a_context_never_overlap_its_other_tasks() {
+    let pool = pool(4);
+    let s = fast(&pool, ExecutorConfig::unlimited());
+    let busy = Arc::new(AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    // Holds the context for a moment, counting any other task found inside.
+    let hold = {
+        let (busy, overlaps) = (busy.clone(), overlaps.clone());
+        move || {
+            if busy.swap(true, Ordering::SeqCst) {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_micros(500));
+            busy.store(false, Ordering::SeqCst);
+        }
+    };
+    let (tx, rx) = channel();
+    let (rate_hold, rate_tx) = (hold.clone(), tx.clone());
+    let rate = s
+        .schedule_sequential_at_fixed_rate(
+            "x",
+            Timing::after(Duration::ZERO),
+            Duration::from_millis(10),
+            "account",
+            move || {
+                rate_hold();
+                let _ = rate_tx.send("rate");
+            },
+        )
+        .unwrap();
+    let (delay_hold, delay_tx) = (hold.clone(), tx);
+    let delay = s
+        .schedule_sequential_with_fixed_delay(
+            "x",
+            Timing::after(Duration::ZERO),
+            Duration::from_millis(3),
+            "account",
+            move || {
+                delay_hold();
+                let _ = delay_tx.send("delay");
+            },
+        )
+        .unwrap();
+    let one_shots: Vec<_> = (0..40u64)
+        .map(|i| {
+            let at = Timing::after(Duration::from_millis(2 * i));
+            s.schedule_sequential("x", at, "account", hold.clone())
+                .unwrap()
+        })
+        .collect();
+    assert!(join_all(one_shots).iter().all(Result::is_ok));
+    let (mut rates, mut delays) = (0, 0);
+    while rates < 5 || delays < 5 {
+        match rx.recv_timeout(HANG).expect("repeating runs stopped") {
+            "rate" => rates += 1,
+            _ => delays += 1,
+        }
+    }
+    assert!(rate.cancel() && delay.cancel());
+    s.shutdown();
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(s.stats("x").unwrap().pending, 0);
+}
+
+/// Many tasks due at once are handed to the pool in batches: each still runs exactly once,
+/// and panics and cancels are told to each task's handle and counted per task.
+#[test]
+fn a_burst_released_in_batches_runs_each_task_once_with_its_own_outcome() {
+    const N: usize = 20_000;
+    for seed in 0..3u64 {
+        let pool = pool(2);
+        let s = fast(&pool, ExecutorConfig::unlimited());
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+        let mut order: Vec<usize> = (0..N).collect();
+        order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        let at = Timing::after(Duration::from_millis(5));
+        let mut handles = Vec::new();
+        for &i in &order {
+            let runs = runs.clone();
+            let mark = move || {
+                runs[i].fetch_add(1, Ordering::SeqCst);
+            };
+            match i % 100 {
+                0 => handles.push((
+                    i,
+                    s.schedule_with("x", at, move || -> () {
+                        mark();
+                        panic!("task {i} fails")
+                    })
+                    .unwrap(),
+                )),
+                1 | 2 => handles.push((i, s.schedule_with("x", at, mark).unwrap())),
+                _ => s.execute_with("x", at, mark).unwrap(),
+            }
+        }
+        let mut cancelled = 0;
+        for (i, h) in &handles {
+            if i % 100 == 1 && h.cancel() {
+                cancelled += 1;
+            }
+        }
+        for (i, h) in handles {
+            match (i % 100, h.join()) {
+                (0, Err(e)) => assert!(e.is_panic(), "task {i}: {e:?}"),
+                (1, Err(TaskError::Cancelled)) | (1, Ok(())) | (2, Ok(())) => {}
+                (_, other) => panic!("task {i}: {other:?}"),
+            }
+        }
+        s.shutdown();
+        let st = s.stats("x").unwrap();
+        let ran: usize = runs.iter().map(|r| r.load(Ordering::SeqCst)).sum();
+        assert!(
+            runs.iter().all(|r| r.load(Ordering::SeqCst) <= 1),
+            "a task ran twice"
+        );
+        assert_eq!(ran, N - cancelled);
+        assert_eq!(st.scheduled, N as u64);
+        assert_eq!(st.panicked, (N / 100) as u64);
+        assert_eq!(st.cancelled, cancelled as u64);
+        assert_eq!(st.ran + st.panicked + st.cancelled, N as u64);
+        assert_eq!(st.pending, 0);
+    }
+}
+
+/// Tasks arriving for an interval already running are spread over what is left of it, not
+/// released in one burst.
+#[test]
+fn late_arrivals_are_spread_over_the_rest_of_the_interval() {
+    let pool = pool(2);
+    let (s, reports) = with_reports(&pool, ExecutorConfig::unlimited());
+    // An interval has just started when the one before it is reported.
+    reports.recv_timeout(HANG).expect("no interval report");
+    let arrived = Instant::now();
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..200)
+        .map(|_| {
+            let times = times.clone();
+            s.schedule("x", Duration::ZERO, move || {
+                times.lock().unwrap().push(Instant::now())
+            })
+            .unwrap()
+        })
+        .collect();
+    // The running interval ends (and its report comes) after the last of them is released.
+    let mut dispatched = 0;
+    while dispatched < 200 {
+        dispatched += reports
+            .recv_timeout(HANG)
+            .expect("no interval report")
+            .dispatched;
+    }
+    let ended = Instant::now();
+    assert_eq!(dispatched, 200);
+    assert!(join_all(handles).iter().all(Result::is_ok));
+    let times = times.lock().unwrap();
+    let first = *times.iter().min().unwrap();
+    let last = *times.iter().max().unwrap();
+    // In one burst they would all run at once; spread, the runs span most of the time that
+    // was left (both measured on this clock, so a slow machine stretches both alike).
+    assert!(
+        last - first >= (ended - arrived) / 3,
+        "runs spanned {:?} of the {:?} left",
+        last - first,
+        ended - arrived
+    );
+}
+
 #[test]
 fn scheduled_tasks_on_a_context_keep_its_order_under_a_limit() {
     for seed in 0..3u64 {
@@ -730,6 +900,66 @@ fn panics_in_tasks_hooks_and_the_coordinator_do_not_stop_the_scheduler() {
     let st = s.stats("x").unwrap();
     assert_eq!(st.panicked, 5);
     assert_eq!(st.pending, 0);
+}
+
+/// A panicking run of every kind — a task without a handle (alone and inside a batch), a
+/// repeating task's run — and panicking timed-out and interval hooks leave the scheduler
+/// running: tasks scheduled afterwards still run, and every panic is counted.
+#[test]
+fn panicking_runs_and_hooks_leave_the_driver_alive_for_later_tasks() {
+    let pool = pool(2);
+    let hook_calls = Arc::new(AtomicUsize::new(0));
+    let (timed_out_calls, interval_calls) = (hook_calls.clone(), hook_calls.clone());
+    let s = Scheduler::builder(&pool)
+        .interval(Duration::from_millis(10))
+        .executor("x", ExecutorConfig::unlimited())
+        .executor("y", ExecutorConfig::with_tps(0.0).timeout(Duration::ZERO))
+        .timed_out_hook(move |_| {
+            timed_out_calls.fetch_add(1, Ordering::SeqCst);
+            panic!("timed-out hook fails")
+        })
+        .interval_hook(move |_| {
+            interval_calls.fetch_add(1, Ordering::SeqCst);
+            panic!("interval hook fails")
+        })
+        .build()
+        .unwrap();
+    const BURST: usize = 5_000; // many due at once: released in batches
+    for round in 0..3 {
+        s.execute_with("x", Timing::after(Duration::ZERO), || panic!("alone"))
+            .unwrap();
+        for i in 0..BURST {
+            s.execute_with("x", Timing::after(Duration::from_millis(2)), move || {
+                if i % 1000 == 0 {
+                    panic!("in a batch")
+                }
+            })
+            .unwrap();
+        }
+        let repeating = s
+            .schedule_at_fixed_rate(
+                "x",
+                Timing::after(Duration::ZERO),
+                Duration::from_millis(5),
+                || panic!("a run fails"),
+            )
+            .unwrap();
+        assert!(repeating.join().unwrap_err().is_panic());
+        let expired = s.schedule("y", Duration::ZERO, || ()).unwrap();
+        assert!(matches!(expired.join(), Err(TaskError::TimedOut)));
+        // Later tasks still run.
+        let later = s
+            .schedule("x", Duration::from_millis(15), move || round)
+            .unwrap();
+        assert_eq!(later.join().unwrap(), round);
+    }
+    s.shutdown();
+    let x = s.stats("x").unwrap();
+    assert_eq!(x.panicked, 3 * (1 + BURST as u64 / 1000 + 1));
+    assert_eq!(x.ran, 3 * (BURST as u64 - BURST as u64 / 1000 + 1));
+    assert_eq!(x.pending, 0);
+    // Three timed-out tasks, and at least one interval report.
+    assert!(hook_calls.load(Ordering::SeqCst) >= 4);
 }
 
 #[test]

@@ -269,7 +269,8 @@ fn run_tasks(tasks: u64, opts: &RunOptions) -> Result<Vec<VariantReport>, String
         &mut contenders,
         &opts.progress,
     )?;
-    // The scheduling phase of the same runs.
+    // The scheduling phase of the same runs (each system's first run is the uncounted
+    // warm-up: left out here too).
     let phases = phases.lock().unwrap().clone();
     let schedule_rate: Vec<SystemResult> = end_to_end
         .iter()
@@ -277,6 +278,7 @@ fn run_tasks(tasks: u64, opts: &RunOptions) -> Result<Vec<VariantReport>, String
             let times: Vec<f64> = phases
                 .iter()
                 .filter(|(name, _)| *name == r.system)
+                .skip(1)
                 .map(|(_, t)| *t)
                 .collect();
             SystemResult::from_times(r.system, &times, tasks, r.threads)

@@ -263,12 +263,16 @@ impl SchedulerBuilder {
                 .into_iter()
                 .map(|(name, i)| (name, execs[i].clone()))
                 .collect(),
+            few: (execs.len() <= FEW).then(|| execs.iter().cloned().collect()),
             coordinator: self.coordinator,
             driver_thread: thread.thread().id(),
             handed_back,
         }))
     }
 }
+
+/// Up to this many executors are found by a scan rather than by hashing their name.
+const FEW: usize = 8;
 
 /// A TPS limit must be finite and not negative.
 pub(crate) fn check_tps(executor: &str, tps: f64) -> Result<(), ConfigError> {

@@ -26,15 +26,23 @@ impl Clock {
     }
 
     /// Nanoseconds from the epoch to `t` (0 before the epoch).
+    #[inline]
     pub(crate) fn at(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(NEVER)
+        // Seconds and nanoseconds apart: no 128-bit arithmetic on the schedule path.
+        let d = t.saturating_duration_since(self.epoch);
+        d.as_secs()
+            .checked_mul(1_000_000_000)
+            .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
+            .unwrap_or(NEVER)
     }
 
+    #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.at(Instant::now())
     }
 
     /// Nanoseconds of `now + delay`, or [`NEVER`] on overflow.
+    #[inline]
     pub(crate) fn after(&self, now: u64, delay: Duration) -> u64 {
         u64::try_from(delay.as_nanos())
             .ok()
@@ -43,6 +51,7 @@ impl Clock {
     }
 
     /// The interval holding time `t`.
+    #[inline]
     pub(crate) fn interval_of(&self, t: u64) -> u64 {
         t / self.interval
     }

@@ -12,7 +12,8 @@ use parking_lot::{Condvar, Mutex};
 use super::buckets::{Buckets, Placed};
 use super::clock::{Clock, NEVER};
 use super::config::{ExecutorConfig, PriorityOrder};
-use super::job::{Entry, Job};
+use super::inline::InlineJob;
+use super::job::Entry;
 use super::stats::{Counters, IntervalReport};
 use super::TimedOutTask;
 use crate::pool::Pool;
@@ -83,12 +84,7 @@ impl ExecCore {
     }
 
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
-    pub(crate) fn enqueue(
-        &self,
-        job: Box<dyn Job>,
-        due: u64,
-        priority: i64,
-    ) -> Result<(), Box<dyn Job>> {
+    pub(crate) fn enqueue(&self, job: InlineJob, due: u64, priority: i64) -> Result<(), InlineJob> {
         match self.admit() {
             Some(seq) => {
                 self.push(Entry {
@@ -106,6 +102,7 @@ impl ExecCore {
     /// Counts one task in, unless the scheduler is shut down, and numbers it in scheduling
     /// order. Every admitted task must then be [`push`](ExecCore::push)ed: the driver does not
     /// exit while one is missing.
+    #[inline]
     pub(crate) fn admit(&self) -> Option<u64> {
         let seq = self.stats.scheduled();
         if self.shared.closed.load(Ordering::SeqCst) {
@@ -116,6 +113,7 @@ impl ExecCore {
     }
 
     /// Puts an admitted task in its bucket (or the late list).
+    #[inline]
     pub(crate) fn push(&self, entry: Entry) {
         let repeating = entry.job.is_repeating();
         let due = entry.due;
@@ -146,7 +144,7 @@ impl ExecCore {
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
     ///
     /// The hook and the counters come first, so that whoever waits on the handle sees them.
-    pub(crate) fn time_out(&self, job: Box<dyn Job>, due: u64, priority: i64) {
+    pub(crate) fn time_out(&self, job: InlineJob, due: u64, priority: i64) {
         self.stats.timed_out();
         if let Some(hook) = &self.shared.timed_out_hook {
             let task = TimedOutTask {

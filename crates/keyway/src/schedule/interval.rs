@@ -1,10 +1,12 @@
 //! One executor's intervals, as the driver runs them: at each interval's start, take what is
 //! due (and what was carried over), drop the cancelled, time out the expired, pick the best
 //! that fit the quota, and carry the rest over; during the interval, release the admitted
-//! evenly over it, and admit late arrivals while quota is left.
+//! evenly over it, and admit late arrivals while quota is left (spread over what is left of
+//! the interval).
 
 use std::sync::Arc;
 
+use super::batch::Batcher;
 use super::clock::Clock;
 use super::coordinator::{clamp_share, Coordinator};
 use super::executor::{better, ExecCore};
@@ -22,8 +24,12 @@ pub(crate) struct Intervals {
     /// How many were admitted at the interval's start (they are spread over it).
     spread: usize,
     released_spread: usize,
-    /// Admitted late and not yet due (executors that never release early).
+    /// Admitted late (arrived for an interval already running), not yet released: they are
+    /// spread over what is left of the interval, and wait for their due time on executors
+    /// that never release early.
     waiting: Vec<Entry>,
+    /// When the last step ran (nanoseconds since the epoch).
+    last_step: u64,
     interval: u64,
     quota: Option<u64>,
     used: u64,
@@ -34,6 +40,7 @@ pub(crate) struct Intervals {
     worst_dispatched: Option<i64>,
     started: bool,
     swept_repeats: u64,
+    batch: Batcher,
 }
 
 impl Intervals {
@@ -46,6 +53,7 @@ impl Intervals {
             spread: 0,
             released_spread: 0,
             waiting: Vec::new(),
+            last_step: 0,
             interval: 0,
             quota: None,
             used: 0,
@@ -56,6 +64,7 @@ impl Intervals {
             worst_dispatched: None,
             started: false,
             swept_repeats: 0,
+            batch: Batcher::new(),
         }
     }
 
@@ -74,12 +83,15 @@ impl Intervals {
     /// Interval `k` starts at time `now`.
     pub(crate) fn start(&mut self, k: u64, clock: &Clock, coordinator: &dyn Coordinator) {
         // What the last interval admitted but did not release yet still belongs to it.
+        let left: usize = self.admitted.iter().map(Vec::len).sum();
+        self.batch.plan(left + self.waiting.len());
         while let Some(e) = self.pop_admitted() {
             self.release(e);
         }
         for e in std::mem::take(&mut self.waiting) {
             self.release(e);
         }
+        self.batch.flush(&self.exec);
         self.report();
         self.started = true;
         self.interval = k;
@@ -195,22 +207,38 @@ impl Intervals {
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
-        // Late arrivals: now if allowed early or due.
-        let early = self.exec.early;
-        let mut i = 0;
-        while i < self.waiting.len() {
-            if early || self.waiting[i].due <= now {
-                let e = self.waiting.swap_remove(i);
-                self.release(e);
-            } else {
-                i += 1;
-            }
-        }
         // The interval's share of the admitted tasks, by how much of it has passed.
         let start = clock.start_of(self.interval);
         let length = clock.interval().as_nanos();
         let passed = u128::from(now.saturating_sub(start)).min(length);
         let allowed = ((passed * self.spread as u128).div_ceil(length.max(1))) as usize;
+        // Late arrivals: the share of them that this step is of what was left of the interval
+        // at the last step (all of them in the interval's last step), each once due if the
+        // executor never releases early.
+        let since = self.last_step.max(start);
+        self.last_step = now;
+        let left = clock
+            .start_of(self.interval.saturating_add(1))
+            .saturating_sub(since);
+        let late_share = if now.saturating_sub(since) >= left {
+            self.waiting.len()
+        } else {
+            let part = u128::from(now.saturating_sub(since)) * self.waiting.len() as u128;
+            part.div_ceil(u128::from(left.max(1))) as usize
+        };
+        self.batch
+            .plan(late_share + allowed.saturating_sub(self.released_spread));
+        let early = self.exec.early;
+        let (mut i, mut released) = (0, 0);
+        while i < self.waiting.len() && released < late_share {
+            if early || self.waiting[i].due <= now {
+                let e = self.waiting.swap_remove(i);
+                self.release(e);
+                released += 1;
+            } else {
+                i += 1;
+            }
+        }
         while self.released_spread < allowed {
             match self.peek_admitted() {
                 Some(e) if early || e.due <= now => {}
@@ -220,6 +248,7 @@ impl Intervals {
             self.released_spread += 1;
             self.release(e);
         }
+        self.batch.flush(&self.exec);
     }
 
     fn peek_admitted(&mut self) -> Option<&Entry> {
@@ -252,9 +281,7 @@ impl Intervals {
         });
         self.exec.stats.released();
         self.dispatched += 1;
-        let exec = self.exec.clone();
-        let (due, priority) = (e.due, e.priority);
-        exec.contain(|| e.job.dispatch(&exec, due, priority));
+        self.batch.release(&self.exec, e.job, e.due, e.priority);
     }
 
     /// Tells the interval hook what the interval that just ended did.

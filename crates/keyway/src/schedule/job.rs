@@ -11,14 +11,16 @@ use parking_lot::Mutex;
 
 use super::clock::NEVER;
 use super::executor::ExecCore;
+use super::inline::InlineJob;
 use crate::pool::Pool;
 use crate::task::{
     Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };
 
-/// One scheduled task waiting for its interval: 40 bytes beside the boxed task itself.
+/// One scheduled task waiting for its interval: 64 bytes, a task of up to four words
+/// included (a larger one is boxed).
 pub(crate) struct Entry {
-    pub(crate) job: Box<dyn Job>,
+    pub(crate) job: InlineJob,
     /// Nanoseconds since the scheduler's epoch ([`NEVER`] if never due).
     pub(crate) due: u64,
     pub(crate) priority: i64,
@@ -26,25 +28,31 @@ pub(crate) struct Entry {
     pub(crate) seq: u64,
 }
 
-/// A scheduled task, type-erased.
-pub(crate) trait Job: Send + 'static {
+/// A scheduled task (type-erased in an [`InlineJob`]).
+pub(crate) trait Job: Send + Sized + 'static {
+    /// True for a repeating task (it ends at shutdown instead of running again).
+    const REPEATING: bool = false;
+    /// True if the task may run anywhere on the pool, so that the driver may hand it over
+    /// in a batch with others ([`run_here`](Job::run_here) on a pool thread).
+    const BATCHABLE: bool = false;
     /// False once its handle was cancelled: it will not run.
     fn is_live(&self) -> bool;
     /// Hands the task to the pool (or its context's lane). It reports its own outcome to
     /// `exec`'s counters when it runs; if the pool refuses it, it is dropped as rejected.
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    /// Runs the task on this thread (a pool thread), as [`dispatch`](Job::dispatch) would
+    /// have had it run: times it out if it is too late, reports its outcome to `exec`.
+    fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
     /// Drops the task unrun, telling its handle why.
-    fn abandon(self: Box<Self>, why: Abandon);
-    /// True for a repeating task (it ends at shutdown instead of running again).
-    fn is_repeating(&self) -> bool {
-        false
-    }
+    fn abandon(self, why: Abandon);
     /// `shutdown_now`: the task to hand back, if it is one a caller can run.
-    fn into_pending(self: Box<Self>) -> Option<PendingTask>;
+    fn into_pending(self) -> Option<PendingTask>;
 }
 
 /// Where a released task runs: anywhere on the pool, or in a context's lane.
 pub(crate) trait Place: Send + Sync + 'static {
+    /// True for [`Anywhere`].
+    const ANYWHERE: bool = false;
     /// Submits `f`; gives it back if the pool refuses it.
     fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F>;
 }
@@ -53,6 +61,8 @@ pub(crate) trait Place: Send + Sync + 'static {
 pub(crate) struct Anywhere;
 
 impl Place for Anywhere {
+    const ANYWHERE: bool = true;
+
     fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
         pool.execute(f).map_err(|e| e.into_inner())
     }
@@ -96,28 +106,17 @@ where
         self.task.is_queued()
     }
 
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
-        let Once { place, task } = *self;
+    const BATCHABLE: bool = P::ANYWHERE;
+
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Once { place, task } = self;
         let core = exec.clone();
         let run = move || {
-            if core.timed_out(due) {
-                core.time_out(
-                    Box::new(Once {
-                        place: Anywhere,
-                        task,
-                    }),
-                    due,
-                    priority,
-                );
-                return;
-            }
-            // The task's own panic is caught inside; what can still unwind is the drop of a
-            // cancelled task's closure, which is then counted as the cancel it was.
-            match catch_unwind(AssertUnwindSafe(|| task.run_unless_cancelled())) {
-                Ok(None) | Err(_) => core.stats.cancelled(),
-                Ok(Some(Ok(()))) => core.stats.ran(),
-                Ok(Some(Err(report))) => core.panicked(report),
-            }
+            let once = Once {
+                place: Anywhere,
+                task,
+            };
+            once.run_here(&core, due, priority);
         };
         if let Err(run) = place.submit(&exec.shared.pool, run) {
             // Dropping the unrun task tells its handle `Rejected`.
@@ -126,11 +125,30 @@ where
         }
     }
 
-    fn abandon(self: Box<Self>, why: Abandon) {
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        let task = self.task;
+        if core.timed_out(due) {
+            let once = Once {
+                place: Anywhere,
+                task,
+            };
+            core.time_out(InlineJob::new(once), due, priority);
+            return;
+        }
+        // The task's own panic is caught inside; what can still unwind is the drop of a
+        // cancelled task's closure, which is then counted as the cancel it was.
+        match catch_unwind(AssertUnwindSafe(|| task.run_unless_cancelled())) {
+            Ok(None) | Err(_) => core.stats.cancelled(),
+            Ok(Some(Ok(()))) => core.stats.ran(),
+            Ok(Some(Err(report))) => core.panicked(report),
+        }
+    }
+
+    fn abandon(self, why: Abandon) {
         Runnable::abandon(self.task, why);
     }
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn into_pending(self) -> Option<PendingTask> {
         Some(PendingTask::new(Task::new(self.task)))
     }
 }
@@ -152,28 +170,37 @@ impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
         true
     }
 
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
-        let Detached { place, f } = *self;
+    const BATCHABLE: bool = P::ANYWHERE;
+
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Detached { place, f } = self;
         let core = exec.clone();
-        let run = move || {
-            if core.timed_out(due) {
-                core.time_out(Box::new(Detached { place: Anywhere, f }), due, priority);
-                return;
-            }
-            match Runnable::run(Plain(f)) {
-                Ok(()) => core.stats.ran(),
-                Err(report) => core.panicked(report),
-            }
-        };
+        let run = move || Detached { place: Anywhere, f }.run_here(&core, due, priority);
         if let Err(run) = place.submit(&exec.shared.pool, run) {
             exec.contain(move || drop(run));
             exec.stats.rejected();
         }
     }
 
-    fn abandon(self: Box<Self>, _why: Abandon) {}
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        let f = self.f;
+        if core.timed_out(due) {
+            core.time_out(
+                InlineJob::new(Detached { place: Anywhere, f }),
+                due,
+                priority,
+            );
+            return;
+        }
+        match Runnable::run(Plain(f)) {
+            Ok(()) => core.stats.ran(),
+            Err(report) => core.panicked(report),
+        }
+    }
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn abandon(self, _why: Abandon) {}
+
+    fn into_pending(self) -> Option<PendingTask> {
         Some(PendingTask::new(Task::new(Plain(self.f))))
     }
 }
@@ -228,26 +255,33 @@ impl<P: Place> Repeating<P> {
     }
 }
 
-impl<P: Place> Job for Repeating<P> {
+/// Boxed once, and the box reused for every run.
+impl<P: Place> Job for Box<Repeating<P>> {
+    const REPEATING: bool = true;
+
     fn is_live(&self) -> bool {
         self.end.is_queued()
     }
 
-    fn is_repeating(&self) -> bool {
-        true
-    }
-
-    fn dispatch(self: Box<Self>, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         let place = self.place.clone();
         let core = exec.clone();
-        let run = move || {
+        let run = move || self.run_here(&core, due, priority);
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        {
             let mut this = self;
             if !this.end.is_queued() {
                 core.stats.cancelled();
                 return;
             }
             if core.timed_out(due) {
-                core.time_out(this, due, priority);
+                core.time_out(InlineJob::new(this), due, priority);
                 return;
             }
             match catch_unwind(AssertUnwindSafe(&mut this.body)) {
@@ -272,22 +306,18 @@ impl<P: Place> Job for Repeating<P> {
                     now.checked_add(delay).unwrap_or(NEVER)
                 }
             };
-            if let Err(job) = core.enqueue(this, next, priority) {
+            if let Err(job) = core.enqueue(InlineJob::new(this), next, priority) {
                 // Shut down: the repetition ends.
                 job.abandon(Abandon::Rejected);
             }
-        };
-        if let Err(run) = place.submit(&exec.shared.pool, run) {
-            exec.contain(move || drop(run));
-            exec.stats.rejected();
         }
     }
 
-    fn abandon(self: Box<Self>, why: Abandon) {
+    fn abandon(self, why: Abandon) {
         Runnable::abandon(self.end, why);
     }
 
-    fn into_pending(self: Box<Self>) -> Option<PendingTask> {
+    fn into_pending(self) -> Option<PendingTask> {
         self.abandon(Abandon::Rejected);
         None
     }

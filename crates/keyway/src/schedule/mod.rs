@@ -3,16 +3,20 @@
 //! ones timed out.
 //!
 //! * `scheduler`, `builder` — the public [`Scheduler`] and how it is configured;
+//! * `repeat` — its repeating tasks (fixed rate, fixed delay);
 //! * `config` — an executor's settings and a task's timing and priority;
 //! * `clock` — monotonic time cut into intervals;
 //! * `buckets` — sharded interval buckets: where tasks wait (no global lock, no timer per task);
 //! * `job` — what waits in a bucket, and how it runs on the pool or a context's lane;
+//! * `inline` — a waiting job stored in its bucket entry (no allocation per small task);
 //! * `executor` — one executor as every thread sees it (settings, buckets, counters);
 //! * `interval` — one executor's intervals as the driver runs them (select, spread, carry);
+//! * `batch` — released tasks handed to the pool in batches when many are due at once;
 //! * `driver` — the scheduler's one thread;
 //! * `stats`, `error` — what the scheduler reports, and its errors;
 //! * `coordinator` — how a process learns its share of a limit shared by a cluster.
 
+mod batch;
 mod buckets;
 mod builder;
 mod clock;
@@ -21,8 +25,10 @@ mod coordinator;
 mod driver;
 mod error;
 mod executor;
+mod inline;
 mod interval;
 mod job;
+mod repeat;
 mod scheduler;
 mod stats;
 

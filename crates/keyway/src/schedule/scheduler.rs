@@ -14,7 +14,8 @@ use super::config::{Due, Timing};
 use super::coordinator::Coordinator;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
-use super::job::{Anywhere, Detached, Entry, InContext, Once, Place, Repeat, Repeating};
+use super::inline::InlineJob;
+use super::job::{Anywhere, Detached, Entry, InContext, Once, Place};
 use super::stats::ExecutorStats;
 use crate::pool::{worker, Pool};
 use crate::task::{PendingTask, TaskHandle};
@@ -26,7 +27,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// the tasks due in it (and those carried over), and admits as many as its limit allows for
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
 /// compete again in the next interval. Admitted tasks are spread evenly over the interval, not
-/// sent in one burst. A task may start before its due time, by less than one interval, unless
+/// sent in one burst; a task scheduled for an interval already running is admitted if quota is
+/// left, and spread with the others arriving late over what is left of the interval. A task may start before its due time, by less than one interval, unless
 /// the executor forbids early dispatch. A task whose timeout passes before it starts is not
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
@@ -55,6 +57,9 @@ pub struct Scheduler {
 pub(crate) struct Inner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) by_name: HashMap<String, Arc<ExecCore>>,
+    /// The same executors, searched by a scan when there are few (hashing the name with the
+    /// map's SipHash cost 240 instructions per schedule, a third of it).
+    pub(crate) few: Option<Box<[Arc<ExecCore>]>>,
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) driver_thread: ThreadId,
     pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
@@ -91,11 +96,16 @@ impl Scheduler {
         }
     }
 
-    fn executor(&self, name: &str) -> Option<&Arc<ExecCore>> {
-        self.inner.by_name.get(name)
+    #[inline]
+    pub(super) fn executor(&self, name: &str) -> Option<&Arc<ExecCore>> {
+        match &self.inner.few {
+            Some(few) => few.iter().find(|e| *e.name == *name),
+            None => self.inner.by_name.get(name),
+        }
     }
 
-    fn due(&self, timing: Timing) -> u64 {
+    #[inline]
+    pub(super) fn due(&self, timing: Timing) -> u64 {
         let clock = &self.inner.shared.clock;
         match timing.due {
             Due::After(delay) => clock.after(clock.now(), delay),
@@ -249,7 +259,7 @@ impl Scheduler {
         let due = self.due(timing);
         let (handle, job) = Once::new(place, f);
         exec.push(Entry {
-            job: Box::new(job),
+            job: InlineJob::new(job),
             due,
             priority: timing.priority,
             seq,
@@ -292,123 +302,12 @@ impl Scheduler {
         };
         let due = self.due(timing);
         exec.push(Entry {
-            job: Box::new(Detached::new(Anywhere, f)),
+            job: InlineJob::new(Detached::new(Anywhere, f)),
             due,
             priority: timing.priority,
             seq,
         });
         Ok(())
-    }
-
-    /// Runs `f` repeatedly: first at `first`, then every `period` after the previous *due*
-    /// time (fixed rate). Each run is subject to the executor's limit, priority and timeout.
-    ///
-    /// The returned handle never has a value: it ends with
-    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled) once cancelled,
-    /// `Panicked` if a run panicked, `TimedOut` if a run timed out, `Rejected` at shutdown.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// use keyway::{ExecutorConfig, Scheduler, Timing};
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let scheduler = Scheduler::builder(&pool)
-    ///     .interval(Duration::from_millis(10))
-    ///     .executor("ticks", ExecutorConfig::unlimited())
-    ///     .build()
-    ///     .unwrap();
-    /// let (tx, rx) = std::sync::mpsc::channel();
-    /// let runs = Arc::new(AtomicU32::new(0));
-    /// let counter = runs.clone();
-    /// let ticker = scheduler
-    ///     .schedule_at_fixed_rate("ticks", Timing::after(Duration::ZERO), Duration::from_millis(10), move || {
-    ///         if counter.fetch_add(1, Ordering::SeqCst) == 2 { tx.send(()).unwrap(); }
-    ///     })
-    ///     .unwrap();
-    /// rx.recv().unwrap(); // three runs
-    /// assert!(ticker.cancel());
-    /// assert!(matches!(ticker.join(), Err(keyway::TaskError::Cancelled)));
-    /// ```
-    pub fn schedule_at_fixed_rate<F>(
-        &self,
-        executor: &str,
-        first: Timing,
-        period: Duration,
-        f: F,
-    ) -> Result<TaskHandle<()>, ScheduleError<F>>
-    where
-        F: FnMut() + Send + 'static,
-    {
-        self.repeat(executor, first, period, f, Repeat::Rate)
-    }
-
-    /// Runs `f` repeatedly: first at `first`, then `delay` after each run finished (fixed
-    /// delay). The handle behaves as for
-    /// [`schedule_at_fixed_rate`](Scheduler::schedule_at_fixed_rate).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use keyway::{ExecutorConfig, Scheduler, Timing};
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let scheduler = Scheduler::builder(&pool)
-    ///     .interval(Duration::from_millis(10))
-    ///     .executor("polls", ExecutorConfig::unlimited())
-    ///     .build()
-    ///     .unwrap();
-    /// let (tx, rx) = std::sync::mpsc::channel();
-    /// let poller = scheduler
-    ///     .schedule_with_fixed_delay("polls", Timing::after(Duration::ZERO), Duration::from_millis(5), move || {
-    ///         let _ = tx.send(());
-    ///     })
-    ///     .unwrap();
-    /// rx.recv().unwrap();
-    /// rx.recv().unwrap();
-    /// poller.cancel();
-    /// ```
-    pub fn schedule_with_fixed_delay<F>(
-        &self,
-        executor: &str,
-        first: Timing,
-        delay: Duration,
-        f: F,
-    ) -> Result<TaskHandle<()>, ScheduleError<F>>
-    where
-        F: FnMut() + Send + 'static,
-    {
-        self.repeat(executor, first, delay, f, Repeat::Delay)
-    }
-
-    fn repeat<F>(
-        &self,
-        executor: &str,
-        first: Timing,
-        period: Duration,
-        f: F,
-        how: fn(u64) -> Repeat,
-    ) -> Result<TaskHandle<()>, ScheduleError<F>>
-    where
-        F: FnMut() + Send + 'static,
-    {
-        let Some(exec) = self.executor(executor) else {
-            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
-        };
-        if period.is_zero() {
-            return Err(ScheduleError::ZeroPeriod(f));
-        }
-        let Some(seq) = exec.admit() else {
-            return Err(ScheduleError::Shutdown(f));
-        };
-        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
-        let due = self.due(first);
-        let (handle, job) = Repeating::new(Anywhere, f, how(period));
-        exec.push(Entry {
-            job: Box::new(job),
-            due,
-            priority: first.priority,
-            seq,
-        });
-        Ok(handle)
     }
 
     /// Changes executor `executor`'s limit while it runs, from its next interval on (`0.0`

@@ -102,6 +102,7 @@ impl Counters {
     /// Counts a task in before the caller checks for shutdown (SeqCst, paired with the
     /// shutdown flag: either the driver sees the count or the caller sees the flag).
     /// Returns the count before (a number in scheduling order).
+    #[inline]
     pub(crate) fn scheduled(&self) -> u64 {
         self.scheduled.fetch_add(1, SeqCst)
     }
@@ -122,6 +123,9 @@ impl Counters {
     }
     pub(crate) fn rejected(&self) {
         self.rejected.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn rejected_many(&self, n: u64) {
+        self.rejected.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn released(&self) {
