@@ -307,7 +307,11 @@ impl<P: Place> Job for Box<Repeating<P>> {
                 }
             };
             if let Err(job) = core.enqueue(InlineJob::new(this), next, priority) {
-                // Shut down: the repetition ends.
+                // Shut down: the repetition ends. Its next run counts as scheduled and
+                // rejected, as it does when the shutdown finds it queued, so the counts do not
+                // depend on which came first.
+                core.stats.scheduled();
+                core.stats.rejected();
                 job.abandon(Abandon::Rejected);
             }
         }
