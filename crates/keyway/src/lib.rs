@@ -49,6 +49,7 @@
 #[cfg(doctest)]
 mod compile_fail;
 mod error;
+mod future;
 mod keyed;
 mod lane;
 pub(crate) mod loom;

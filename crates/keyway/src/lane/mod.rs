@@ -5,6 +5,7 @@
 //!   runs on the pool (batches, yielding) — the protocol is in `README.md` beside this file;
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
+//! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
 
@@ -13,12 +14,15 @@ mod held;
 mod key;
 mod table;
 mod typed;
+mod typed_async;
 
 #[cfg(test)]
 mod test;
 
 pub use closures::Lane;
-pub(crate) use closures::{admit_then, plain, with_handle, ClosureEntry, Closures, MakeEntry};
+pub(crate) use closures::{
+    admit_entry_then, plain, with_handle, ClosureEntry, Closures, MakeEntry,
+};
 pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
-pub(crate) use table::{LaneCore, LaneTable, TableOps};
+pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;

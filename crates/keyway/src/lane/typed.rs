@@ -8,15 +8,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::key::drop_quietly;
+use super::table::Ran;
 use super::table::{LaneCore, LaneKind, LaneTable};
+use super::typed_async::TypedHandler;
 use crate::error::{panic_message, SubmitError};
+use crate::future::{run_here, Launcher, Release};
+use crate::pool::registry::Registry;
 use crate::pool::{refused, Pool};
 use crate::task::{Abandon, PanicReport, Runnable, Task};
 
-type Handler<K, M> = dyn Fn(&K, M) + Send + Sync + 'static;
-
 pub(crate) struct Typed<K, M> {
-    handler: Box<Handler<K, M>>,
+    handler: TypedHandler<K, M>,
     _types: PhantomData<fn(K, M)>,
 }
 
@@ -40,8 +42,45 @@ where
         let Some(key) = key.downcast_ref::<K>() else {
             unreachable!("a typed lane table only holds keys of its own type")
         };
-        catch_unwind(AssertUnwindSafe(|| (self.handler)(key, entry.msg)))
-            .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
+        match &self.handler {
+            TypedHandler::Sync(handler) => {
+                catch_unwind(AssertUnwindSafe(|| handler(key, entry.msg)))
+                    .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
+            }
+            // Never a chunk entry (rule 7): only a message handed back by `shutdown_now` and run
+            // by the caller comes here, to run on the caller's thread.
+            TypedHandler::Async(handler) => {
+                let fut = catch_unwind(AssertUnwindSafe(|| handler(key, entry.msg)))
+                    .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))?;
+                run_here(fut, None)
+            }
+        }
+    }
+
+    fn is_async(&self, _entry: &Message<M>) -> bool {
+        matches!(self.handler, TypedHandler::Async(_))
+    }
+
+    fn launch(
+        &self,
+        lane: &Arc<LaneCore<Self>>,
+        key: &(dyn Any + Send + Sync),
+        registry: &Arc<Registry>,
+        entry: Message<M>,
+    ) -> Ran {
+        let TypedHandler::Async(handler) = &self.handler else {
+            return Ran::Done(self.run(key, entry));
+        };
+        let Some(key) = key.downcast_ref::<K>() else {
+            unreachable!("a typed lane table only holds keys of its own type")
+        };
+        match catch_unwind(AssertUnwindSafe(|| handler(key, entry.msg))) {
+            Ok(fut) => {
+                Launcher::new(fut, None).launch(registry, Release::Lane(lane.clone()));
+                Ran::Suspended
+            }
+            Err(p) => Ran::Done(Err(PanicReport::new(panic_message(&*p).to_owned()))),
+        }
     }
 
     fn abandon(&self, entry: Message<M>, _why: Abandon) -> Result<(), PanicReport> {
@@ -121,10 +160,18 @@ impl Pool {
         M: Send + 'static,
         H: Fn(&K, M) + Send + Sync + 'static,
     {
+        self.typed_lanes_with(TypedHandler::Sync(Box::new(handler)))
+    }
+
+    pub(super) fn typed_lanes_with<K, M>(&self, handler: TypedHandler<K, M>) -> TypedLanes<K, M>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+    {
         let registry = self.registry();
         let table = LaneTable::new(
             Typed {
-                handler: Box::new(handler),
+                handler,
                 _types: PhantomData,
             },
             registry.config.max_threads,

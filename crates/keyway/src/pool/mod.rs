@@ -275,6 +275,8 @@ impl Pool {
             for table in registry.tables() {
                 table.drain(&mut pending);
             }
+            // Started futures waiting for a wake-up are cancelled (dropped) now.
+            registry.futures.cancel_all();
             for _ in before..pending.len() {
                 registry.task_done();
             }

@@ -31,6 +31,10 @@ pub(crate) enum Job {
     Task(Task),
     /// A lane with queued work: the worker that takes it runs a batch of the lane's tasks.
     Lane(Arc<dyn LaneJob>),
+    /// A woken future (`spawn*`): the worker polls it once. Not a task of its own (its task was
+    /// counted when it started; it is counted finished when the future completes). Dropped
+    /// unrun, it cancels the future.
+    Poll(async_task::Runnable),
 }
 
 /// A lane as the pool sees it.
@@ -88,6 +92,8 @@ pub(crate) struct Registry {
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+    /// Started futures waiting to be woken: `shutdown_now` cancels them.
+    pub(crate) futures: crate::future::Live,
 }
 
 /// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
@@ -142,6 +148,7 @@ impl Registry {
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
+            futures: crate::future::Live::new(),
         }
     }
 
@@ -164,6 +171,15 @@ impl Registry {
             }
         }
         Ok(())
+    }
+
+    /// A started task left work behind (a future that has not completed): it stays pending, as
+    /// one more accepted task, until `task_done`. No refusal: it was accepted already.
+    pub(crate) fn extend_task(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        self.accepted.incr();
     }
 
     /// Takes back an admission whose task was handed back before it was queued.

@@ -149,6 +149,11 @@ impl WorkerCtx {
         match job {
             Job::Task(task) => self.run_task(task),
             Job::Lane(lane) => lane.run_batch(self),
+            // A poll contains its future's panics (`future::driver`).
+            Job::Poll(runnable) => self.run_one(|| {
+                runnable.run();
+                Ok(())
+            }),
         }
     }
 

@@ -42,6 +42,8 @@ struct State<T> {
     stage: Stage,
     result: Option<Result<T, TaskError>>,
     waker: Option<Waker>,
+    /// A started future's waker: `cancel` wakes it so the future is dropped at its next await.
+    abort: Option<Waker>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -93,6 +95,7 @@ impl<T> TaskHandle<T> {
                 stage: Stage::Queued,
                 result: None,
                 waker: None,
+                abort: None,
             }),
             done: Condvar::new(),
         });
@@ -156,6 +159,9 @@ impl<T> TaskHandle<T> {
     /// Cancels the task if it has not started: it will not run, and the handle's outcome becomes
     /// [`TaskError::Cancelled`]. Returns false if the task already started or finished.
     ///
+    /// A future (from one of the `spawn*` methods) can also be cancelled once it has started:
+    /// it is dropped at its next await point, and the contexts it held are released.
+    ///
     /// ```
     /// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
     /// let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -166,17 +172,21 @@ impl<T> TaskHandle<T> {
     /// assert!(matches!(queued.join(), Err(keyway::TaskError::Cancelled)));
     /// ```
     pub fn cancel(&self) -> bool {
-        let waker = {
+        let (waker, abort) = {
             let mut st = self.shared.state.lock();
-            if st.stage != Stage::Queued {
+            let started_future = st.stage == Stage::Running && st.abort.is_some();
+            if st.stage != Stage::Queued && !started_future {
                 return false;
             }
             st.stage = Stage::Finished;
             st.result = Some(Err(TaskError::Cancelled));
-            st.waker.take()
+            (st.waker.take(), st.abort.take())
         };
         self.shared.done.notify_all();
         if let Some(w) = waker {
+            w.wake();
+        }
+        if let Some(w) = abort {
             w.wake();
         }
         true
@@ -278,5 +288,68 @@ impl<F, T> Drop for WithHandle<F, T> {
         if self.f.take().is_some() {
             self.shared.transition_to_finished(Err(TaskError::Rejected));
         }
+    }
+}
+
+/// The side of a [`TaskHandle`] that a future (`spawn*`) completes.
+pub(crate) struct Completer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> TaskHandle<T> {
+    /// Makes a handle and its completer, for a future.
+    pub(crate) fn for_future() -> (TaskHandle<T>, Completer<T>) {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                stage: Stage::Queued,
+                result: None,
+                waker: None,
+                abort: None,
+            }),
+            done: Condvar::new(),
+        });
+        (
+            TaskHandle {
+                shared: shared.clone(),
+            },
+            Completer { shared },
+        )
+    }
+}
+
+impl<T> Completer<T> {
+    /// Queued → Running; false if the handle was cancelled first.
+    pub(crate) fn start(&self) -> bool {
+        self.shared.transition_to_running()
+    }
+
+    /// Before each poll of the started future: false once the handle was cancelled (the future
+    /// is then dropped); otherwise `waker` is what `cancel` wakes.
+    pub(crate) fn keep_going(&self, waker: &Waker) -> bool {
+        let mut st = self.shared.state.lock();
+        if st.stage == Stage::Finished {
+            return false;
+        }
+        match &st.abort {
+            Some(w) if w.will_wake(waker) => {}
+            _ => st.abort = Some(waker.clone()),
+        }
+        true
+    }
+
+    /// Gives the handle its outcome (ignored if it already has one, e.g. cancelled).
+    pub(crate) fn finish(&self, result: Result<T, TaskError>) {
+        if self.shared.transition_to_finished(result) {
+            self.shared.state.lock().abort = None;
+        }
+    }
+
+    /// The outcome for a future dropped unfinished: why it was dropped.
+    pub(crate) fn abandon(&self, why: Abandon) {
+        self.finish(Err(match why {
+            Abandon::Coalesced => TaskError::Coalesced,
+            Abandon::Rejected => TaskError::Rejected,
+            Abandon::TimedOut => TaskError::TimedOut,
+        }));
     }
 }

@@ -8,7 +8,7 @@ mod handle;
 mod raw;
 
 pub use handle::TaskHandle;
-pub(crate) use handle::WithHandle;
+pub(crate) use handle::{Completer, WithHandle};
 pub(crate) use raw::Task;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
