@@ -295,8 +295,9 @@ fn a_waiting_future_costs_no_cpu() {
         .unwrap();
     assert!(!waiting.join().unwrap(), "the next task ran during the await");
     let used = process_cpu().saturating_sub(before);
+    eprintln!("cpu used during the 1 s wait: {used:?}");
     assert!(
-        used < Duration::from_millis(200),
+        used < Duration::from_millis(100),
         "the wait cost {used:?} of CPU: busy polling"
     );
     pool.shutdown();
