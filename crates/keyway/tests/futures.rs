@@ -175,7 +175,9 @@ fn a_panicking_future_is_reported_and_releases_its_context() {
     let sink = reports.clone();
     let pool = Pool::builder()
         .core_threads(1)
-        .panic_hook(move |r: &keyway::PanicReport| sink.lock().unwrap().push(r.message().to_owned()))
+        .panic_hook(move |r: &keyway::PanicReport| {
+            sink.lock().unwrap().push(r.message().to_owned())
+        })
         .build()
         .unwrap();
     let bad = pool
@@ -293,7 +295,10 @@ fn a_waiting_future_costs_no_cpu() {
     let b = behind.clone();
     pool.execute_sequential("slow", move || b.store(true, Ordering::SeqCst))
         .unwrap();
-    assert!(!waiting.join().unwrap(), "the next task ran during the await");
+    assert!(
+        !waiting.join().unwrap(),
+        "the next task ran during the await"
+    );
     let used = process_cpu().saturating_sub(before);
     eprintln!("cpu used during the 1 s wait: {used:?}");
     assert!(
@@ -311,7 +316,8 @@ fn multi_key_futures_exclude_shared_keys_and_run_disjoint_ones_concurrently() {
     let rt = runtime();
     for seed in 0..20u64 {
         let pool = fixed_pool(2);
-        let inside: Arc<Vec<AtomicBool>> = Arc::new((0..6).map(|_| AtomicBool::new(false)).collect());
+        let inside: Arc<Vec<AtomicBool>> =
+            Arc::new((0..6).map(|_| AtomicBool::new(false)).collect());
         let violations = Arc::new(AtomicUsize::new(0));
         let mut rng = SmallRng::seed_from_u64(seed);
         for _ in 0..300 {
@@ -363,7 +369,10 @@ fn multi_key_futures_exclude_shared_keys_and_run_disjoint_ones_concurrently() {
         );
     }
     for h in handles {
-        assert!(h.join().unwrap(), "disjoint multi-key futures did not run concurrently");
+        assert!(
+            h.join().unwrap(),
+            "disjoint multi-key futures did not run concurrently"
+        );
     }
     pool.shutdown();
 }
@@ -413,8 +422,10 @@ fn shutdown_now_cancels_started_futures_and_hands_back_unstarted_ones() {
     let started = Latch::new(3);
     let dropped = Latch::new(3);
     let waiting = vec![
-        pool.spawn_sequential("a", forever(&started, &dropped)).unwrap(),
-        pool.spawn_keyed(["b", "c"], forever(&started, &dropped)).unwrap(),
+        pool.spawn_sequential("a", forever(&started, &dropped))
+            .unwrap(),
+        pool.spawn_keyed(["b", "c"], forever(&started, &dropped))
+            .unwrap(),
         pool.spawn(forever(&started, &dropped)).unwrap(),
     ];
     started.wait();
@@ -422,9 +433,21 @@ fn shutdown_now_cancels_started_futures_and_hands_back_unstarted_ones() {
     let mut behind = Vec::new();
     for i in 0..5u32 {
         let t = drops.token();
-        behind.push(pool.spawn_sequential("a", async move { drop(t); i }).unwrap());
+        behind.push(
+            pool.spawn_sequential("a", async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
         let t = drops.token();
-        behind.push(pool.spawn_keyed(["c", "d"], async move { drop(t); i }).unwrap());
+        behind.push(
+            pool.spawn_keyed(["c", "d"], async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
     }
     let gate = Gate::new();
     let held = Latch::new(1);
@@ -436,7 +459,13 @@ fn shutdown_now_cancels_started_futures_and_hands_back_unstarted_ones() {
     held.wait();
     for i in 0..5u32 {
         let t = drops.token();
-        behind.push(pool.spawn(async move { drop(t); i }).unwrap());
+        behind.push(
+            pool.spawn(async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
     }
     let pending = common::shutdown_now_while_held(&pool, &gate);
     dropped.wait(); // every started future was dropped
@@ -519,7 +548,11 @@ fn async_typed_lanes_keep_per_key_order() {
     pool.shutdown();
     let log = log.lock().unwrap();
     for key in 0..4 {
-        let mine: Vec<u32> = log.iter().filter(|(k, _)| *k == key).map(|(_, m)| *m).collect();
+        let mine: Vec<u32> = log
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, m)| *m)
+            .collect();
         let want: Vec<u32> = (0..1_000).filter(|m| m % 4 == key && *m != 500).collect();
         assert_eq!(mine, want);
     }

@@ -150,7 +150,9 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
     for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         if args.asynchronous {
-            emit(&super::contexts_async::run_variant(&variant, &args.wait, opts)?);
+            emit(&super::contexts_async::run_variant(
+                &variant, &args.wait, opts,
+            )?);
         } else {
             emit(&run_variant(&variant, opts)?);
         }

@@ -6,7 +6,7 @@ use super::contexts::{contender, measure_variant, Variant};
 use super::{cores, RunOptions};
 use crate::harness::VariantReport;
 use crate::systems::async_contexts::{
-    KeywayAsync, TokioActorAsync, TokioMutexAsync, Timer, Wait, Yield,
+    KeywayAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
 };
 
 /// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`).
