@@ -54,10 +54,4 @@ impl Live {
             }
         }
     }
-
-    /// How many futures wait (for tests and statistics).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
-    }
 }

@@ -9,11 +9,13 @@ use super::typed::TypedLanes;
 use crate::pool::Pool;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+type SyncHandler<K, M> = dyn Fn(&K, M) + Send + Sync + 'static;
+type AsyncHandler<K, M> = dyn Fn(&K, M) -> BoxFuture + Send + Sync + 'static;
 
 /// A typed lane table's handler: run to the end, or started as a future.
 pub(crate) enum TypedHandler<K, M> {
-    Sync(Box<dyn Fn(&K, M) + Send + Sync + 'static>),
-    Async(Box<dyn Fn(&K, M) -> BoxFuture + Send + Sync + 'static>),
+    Sync(Box<SyncHandler<K, M>>),
+    Async(Box<AsyncHandler<K, M>>),
 }
 
 impl Pool {
