@@ -166,7 +166,7 @@ pub(crate) fn launch<F>(
     };
     let weak = Arc::downgrade(registry);
     let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {
-        Some(registry) if !registry.is_stopping() => registry.schedule(Job::Poll(runnable)),
+        Some(registry) if !registry.is_stopping() => registry.schedule_next(Job::Poll(runnable)),
         // Stopped (or gone): dropping the runnable cancels the future at this await point.
         _ => drop_quietly(runnable),
     });

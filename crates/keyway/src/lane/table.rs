@@ -511,7 +511,7 @@ impl<S: LaneKind> Resume for LaneCore<S> {
         };
         match idle {
             Some(table) => self.release(table),
-            None => registry.schedule(Job::Lane(self)),
+            None => registry.schedule_next(Job::Lane(self)),
         }
     }
 }

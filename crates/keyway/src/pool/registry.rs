@@ -252,6 +252,23 @@ impl Registry {
         self.notify_one();
     }
 
+    /// Like `schedule`, but on a worker of this pool the job runs right after the current one
+    /// (no queue, no wake-up) when the worker's continuation slot is free: for a woken future's
+    /// poll and a lane its future resumed, which would otherwise bounce through the deque.
+    pub(crate) fn schedule_next(self: &Arc<Self>, job: Job) {
+        if worker::is_worker_of(self) {
+            let job = worker::with_current(|cx| match cx {
+                Some(cx) => cx.try_next(job).err(),
+                None => Some(job),
+            });
+            if let Some(job) = job {
+                self.schedule(job);
+            }
+        } else {
+            self.schedule(job);
+        }
+    }
+
     pub(crate) fn notify_one(&self) {
         if let Some(w) = self.sleep.wake_one() {
             self.slots[w].unparker.unpark();
