@@ -42,7 +42,6 @@ pub(crate) struct Driver<F: Future> {
     /// Structurally pinned; set to `None` (dropped in place) when done.
     fut: Option<F>,
     finish: Option<Finish<F::Output>>,
-    started: bool,
 }
 
 impl<F: Future> Driver<F> {
@@ -91,18 +90,12 @@ impl<F: Future> Future for Driver<F> {
             return Poll::Ready(());
         };
         if let Some(handle) = &finish.handle {
-            if !this.started && !handle.start() {
-                // Cancelled before it started: it never runs.
-                this.done(None, None);
-                return Poll::Ready(());
-            }
             if !handle.keep_going(cx.waker()) {
-                // Cancelled while started: dropped at this await point.
+                // Cancelled: before it started (it never runs), or at this await point.
                 this.done(None, None);
                 return Poll::Ready(());
             }
         }
-        this.started = true;
         let Some(fut) = this.fut.as_mut() else {
             return Poll::Ready(());
         };
@@ -162,7 +155,6 @@ pub(crate) fn launch<F>(
             registry: Arc::downgrade(registry),
             live: None,
         }),
-        started: false,
     };
     let weak = Arc::downgrade(registry);
     let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {

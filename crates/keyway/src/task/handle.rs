@@ -323,12 +323,15 @@ impl<T> Completer<T> {
         self.shared.transition_to_running()
     }
 
-    /// Before each poll of the started future: false once the handle was cancelled (the future
-    /// is then dropped); otherwise `waker` is what `cancel` wakes.
+    /// Before each poll of the future: false once the handle was cancelled, before or after it
+    /// started (the future is then dropped); otherwise `waker` is what `cancel` wakes.
+    /// On the first poll, also Queued → Running (one lock for both).
     pub(crate) fn keep_going(&self, waker: &Waker) -> bool {
         let mut st = self.shared.state.lock();
-        if st.stage == Stage::Finished {
-            return false;
+        match st.stage {
+            Stage::Finished => return false,
+            Stage::Queued => st.stage = Stage::Running,
+            Stage::Running => {}
         }
         match &st.abort {
             Some(w) if w.will_wake(waker) => {}
