@@ -107,9 +107,10 @@ impl<W: Wait> ContextsSystem for KeywayAsync<W> {
     fn feed(&mut self) -> Result<(), String> {
         let (run, lanes, rt) = (self.run, &self.lanes, self.timers.handle());
         run.produce(|ctx, seq| {
-            let wait = W::wait(rt);
+            // The wait starts when the task starts (as in the peers), not when it is queued.
+            let rt = rt.clone();
             let fut = async move {
-                wait.await;
+                W::wait(&rt).await;
                 context_task(run, ctx, seq);
             };
             match lanes[ctx].spawn(fut) {
