@@ -613,3 +613,32 @@ fn tokio_timers_and_sockets_work_inside_keyway_futures() {
     assert_eq!(futures::executor::block_on(timed).unwrap(), "slept");
     pool.shutdown();
 }
+
+/// A waiting future holds no thread: on a one-thread pool, futures of two contexts and a plain
+/// future all wait at one barrier at once, and each context's next task still waits its turn.
+#[test]
+fn waiting_futures_hold_no_thread() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(1);
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let meet = |barrier: &Arc<tokio::sync::Barrier>| {
+        let (barrier, rt) = (barrier.clone(), rt.handle().clone());
+        async move {
+            let timeout = {
+                let _enter = rt.enter();
+                tokio::time::timeout(HANG, barrier.wait())
+            };
+            timeout.await.is_ok()
+        }
+    };
+    let a = pool.spawn_sequential("a", meet(&barrier)).unwrap();
+    let b = pool.lane("b").spawn(meet(&barrier)).unwrap();
+    let after_a = pool.submit_sequential("a", || "after").unwrap();
+    let c = pool.spawn(meet(&barrier)).unwrap();
+    for h in [a, b, c] {
+        assert!(h.join().unwrap(), "the futures did not all wait at once");
+    }
+    assert_eq!(after_a.join().unwrap(), "after");
+    pool.shutdown();
+}

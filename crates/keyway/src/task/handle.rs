@@ -74,6 +74,7 @@ impl<T> Shared<T> {
             }
             st.stage = Stage::Finished;
             st.result = Some(result);
+            st.abort = None;
             st.waker.take()
         };
         self.done.notify_all();
@@ -342,9 +343,7 @@ impl<T> Completer<T> {
 
     /// Gives the handle its outcome (ignored if it already has one, e.g. cancelled).
     pub(crate) fn finish(&self, result: Result<T, TaskError>) {
-        if self.shared.transition_to_finished(result) {
-            self.shared.state.lock().abort = None;
-        }
+        self.shared.transition_to_finished(result);
     }
 
     /// The outcome for a future dropped unfinished: why it was dropped.
