@@ -490,6 +490,7 @@ fn tally_outcome(outcome: Result<Out, TaskError>, o: &mut Outcomes) {
         Err(TaskError::Rejected) => o.rejected += 1,
         // Only a scheduled task with a timeout can time out; the target schedules none.
         Err(TaskError::TimedOut) => panic!("a pool task reported TimedOut"),
+        Err(other) => panic!("an outcome this target does not know: {other:?}"),
     }
 }
 

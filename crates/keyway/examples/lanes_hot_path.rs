@@ -55,5 +55,5 @@ fn main() {
             total as f64 / secs / 1e6
         );
     }
-    println!("{:?}", pool.stats());
+    println!("{}", pool.stats());
 }

@@ -9,9 +9,12 @@
 //! one task; reserved threads for [`Pool::try_execute`], which starts a task now or refuses at
 //! once. Statistics in [`Stats`].
 //!
-//! ## Context lanes ([`Pool::execute_sequential`], [`Pool::execute_coalescing`], [`Lane`], [`TypedLanes`])
+//! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`KeyState`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
-//! coalescing task replaces its context's older pending one. Idle lanes are freed.
+//! coalescing task replaces its context's older pending one; a flush waits for one context.
+//! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
+//! are different contexts): [`Pool::contexts`] fixes the key type once. Typed lanes queue
+//! messages for one handler, and can own a state per key ([`Pool::typed_lanes_with_state`]).
 //!
 //! ## Multi-key tasks ([`Pool::execute_keyed`], [`Pool::submit_keyed`])
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
@@ -42,15 +45,50 @@
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
-//! [`SubmitError`]; `shutdown_now` hands back every task that had not started.
+//! [`SubmitError`]; `shutdown_now` hands back every task that had not started, saying which
+//! context it was queued in (and a typed lane's message as itself).
 //!
 //! ```
 //! let pool = keyway::Pool::new()?;
-//! let total = pool.submit_sequential("account-1", || 40 + 2)?;
+//! let accounts = pool.contexts::<u64>();
+//! let total = accounts.submit_sequential(1, || 40 + 2)?;
 //! assert_eq!(total.join()?, 42);
 //! pool.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Observability ([`Stats`], [`PanicReport`], [`observability`])
+//! [`Pool::stats`] says what the pool is doing (`{}` prints it on one line); its deepest lanes
+//! name their context by [`Pool::context_hash`]; [`PoolBuilder::panic_hook`] sees each panic
+//! with its context, thread and payload; `tracing` events carry the pool's
+//! [name](PoolBuilder::name), and its threads run in a `keyway_pool` span to filter on. The
+//! [`observability`] page lists every event and field.
+//!
+//! ```
+//! use std::sync::mpsc::channel;
+//! let pool = keyway::Pool::builder().name("orders").core_threads(1).max_threads(1).build()?;
+//! let (started_tx, started) = channel();
+//! let (release, gate) = channel::<()>();
+//! pool.execute_sequential("acct-7", move || {
+//!     started_tx.send(()).unwrap();
+//!     gate.recv().unwrap(); // a slow task holds its lane
+//! })?;
+//! started.recv()?;
+//! for _ in 0..5 {
+//!     pool.execute_sequential("acct-7", || ())?;
+//! }
+//! let stats = pool.stats();
+//! println!("{stats}"); // threads: 1 core, ...; tasks: 5 waiting, 1 running, ...
+//! assert_eq!((stats.running_tasks, stats.waiting_tasks), (1, 5));
+//! let hot = stats.largest_lanes[0]; // which context is backed up?
+//! assert_eq!(hot.context_hash, pool.context_hash(&"acct-7"));
+//! assert_eq!(hot.queued, 5);
+//! release.send(())?;
+//! pool.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
 
 #[cfg(doctest)]
 mod compile_fail;
@@ -59,15 +97,19 @@ mod future;
 mod keyed;
 mod lane;
 pub(crate) mod loom;
+pub mod observability;
 mod pool;
 mod schedule;
 mod sequencer;
 mod strategy;
 mod task;
 
-pub use error::{BuildError, SubmitError, TaskError, TryExecuteError};
-pub use lane::{Lane, TypedLanes};
-pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats};
+pub use error::{
+    BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
+    TryExecuteError,
+};
+pub use lane::{Contexts, KeyState, Lane, TypedLanes};
+pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,
@@ -80,7 +122,7 @@ pub use strategy::{
     DispatchError, DispatchOutcome, Executor, Invocable, InvocationType, ModeCounts,
     ProduceOutcome, Producer,
 };
-pub use task::{PanicReport, PendingTask, TaskHandle};
+pub use task::{AbortHandle, PanicReport, PendingTask, TaskHandle};
 
 /// The README's example, run as a doctest so it cannot rot.
 #[cfg(doctest)]

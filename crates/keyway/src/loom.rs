@@ -23,6 +23,39 @@ pub(crate) mod sync {
 
     /// A mutex whose `lock` returns the guard directly (no poisoning), as `parking_lot`'s does.
     pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+
+    /// The guard [`Mutex::lock`] returns.
+    pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+    /// `parking_lot`'s condition variable, taking and giving back the guard by value (as loom's
+    /// does).
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(parking_lot::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Condvar(parking_lot::Condvar::new())
+        }
+
+        pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+            self.0.wait(&mut guard);
+            guard
+        }
+
+        /// Waits until notified or `deadline`; true if the deadline passed.
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            mut guard: MutexGuard<'a, T>,
+            deadline: std::time::Instant,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let timed_out = self.0.wait_until(&mut guard, deadline).timed_out();
+            (guard, timed_out)
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+    }
 }
 
 #[cfg(loom)]
@@ -52,6 +85,39 @@ pub(crate) mod sync {
             }
         }
     }
+
+    /// The guard [`Mutex::lock`] returns.
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+    /// loom's condition variable with the `std` facade's interface.
+    #[derive(Debug)]
+    pub(crate) struct Condvar(loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Condvar(loom::sync::Condvar::new())
+        }
+
+        pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+            match self.0.wait(guard) {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            }
+        }
+
+        /// loom has no clock: a deadline never passes (models wait without one).
+        pub(crate) fn wait_until<'a, T>(
+            &self,
+            guard: MutexGuard<'a, T>,
+            _deadline: std::time::Instant,
+        ) -> (MutexGuard<'a, T>, bool) {
+            (self.wait(guard), false)
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+    }
 }
 
 #[cfg(not(loom))]
@@ -78,6 +144,10 @@ pub(crate) mod cell {
         #[inline(always)]
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
+        }
+        /// The contents, by value.
+        pub(crate) fn into_inner(self) -> T {
+            self.0.into_inner()
         }
     }
 }

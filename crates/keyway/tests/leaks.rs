@@ -162,12 +162,13 @@ fn dropping_every_handle_without_shutdown_frees_everything() {
     let before = live_bytes();
     for _ in 0..20 {
         let pool = fixed_pool(1);
-        // The work runs after the last handle is gone (and after the pool closed), so the lanes
-        // go idle when nobody sweeps any more: only the absence of a cycle frees them.
+        // The work runs after the pool closed: the drop of the last handle waits for it (and
+        // sweeps the idle lanes after), so the gate opens from another thread.
         let gate = common::hold_workers(&pool, 1);
         let (lane, typed) = exercise(&pool, false);
+        let opener = std::thread::spawn(move || gate.open());
         drop((lane, typed, pool));
-        gate.open();
+        opener.join().unwrap();
     }
     all_freed("dropped pools", before, SLACK);
 }
@@ -198,8 +199,10 @@ fn shutdown_from_inside_a_pool_task_frees_everything() {
         let p = pool.clone();
         pool.execute(move || p.shutdown()).unwrap();
         let (lane, typed) = exercise(&pool, false);
+        // The drop of the last handle waits for the held task: open the gate from elsewhere.
+        let opener = std::thread::spawn(move || gate.open());
         drop((lane, typed, pool));
-        gate.open();
+        opener.join().unwrap();
     }
     all_freed("shutdown inside a task", before, SLACK);
 }
@@ -252,7 +255,7 @@ fn memory_returns_after_a_burst_of_one_shot_contexts() {
     let quiet = |pool: &Pool| {
         eventually("burst done and every lane freed", || {
             let s = pool.stats();
-            s.queued_tasks == 0 && s.live_lanes == 0
+            s.unfinished_tasks() == 0 && s.live_lanes == 0
         })
     };
     quiet(&pool);

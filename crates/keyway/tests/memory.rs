@@ -12,7 +12,7 @@ fn a_million_contexts_used_once_leave_no_lanes() {
     }
     eventually("every lane is freed", || {
         let s = pool.stats();
-        s.queued_tasks == 0 && s.live_lanes == 0
+        s.unfinished_tasks() == 0 && s.live_lanes == 0
     });
     pool.shutdown();
     assert_eq!(pool.stats().live_lanes, 0);

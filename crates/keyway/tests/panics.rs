@@ -32,8 +32,8 @@ fn panic_is_reported_and_the_context_goes_on() {
         .unwrap();
     let after = pool.submit_sequential("ctx", || 5).unwrap();
     match bad.join() {
-        Err(TaskError::Panicked(p)) => {
-            assert_eq!(p.downcast_ref::<&str>(), Some(&"bad input 17"))
+        Err(TaskError::Panicked(mut p)) => {
+            assert_eq!(p.get_mut().downcast_ref::<&str>(), Some(&"bad input 17"))
         }
         other => panic!("expected a panic, got {other:?}"),
     }

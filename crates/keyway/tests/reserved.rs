@@ -40,7 +40,7 @@ fn try_execute_never_queues() {
         "ran on {name:?}, not on a reserved thread"
     );
     // The only reserved thread is busy: refused at once, task handed back, nothing queued.
-    let queued_before = pool.stats().queued_tasks;
+    let queued_before = pool.stats().unfinished_tasks();
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let r = ran.clone();
     let back = pool
@@ -48,7 +48,7 @@ fn try_execute_never_queues() {
         .unwrap_err();
     assert!(matches!(back, TryExecuteError::Busy(_)));
     assert_eq!(
-        pool.stats().queued_tasks,
+        pool.stats().unfinished_tasks(),
         queued_before,
         "try_execute queued a task"
     );

@@ -359,8 +359,8 @@ fn a_repeating_task_that_panics_ends_with_its_panic() {
         )
         .unwrap();
     match h.join() {
-        Err(TaskError::Panicked(p)) => {
-            assert_eq!(p.downcast_ref::<&str>(), Some(&"third run fails"))
+        Err(TaskError::Panicked(mut p)) => {
+            assert_eq!(p.get_mut().downcast_ref::<&str>(), Some(&"third run fails"))
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -117,8 +117,14 @@ impl<F: Future> Future for Driver<F> {
                 Poll::Pending
             }
             Err(payload) => {
-                let report = PanicReport::new(panic_message(&*payload).to_owned());
-                this.done(Some(Err(TaskError::Panicked(payload))), Some(report));
+                // The payload is the handle's if there is one, else the panic hook's.
+                let has_handle = this.finish.as_ref().is_some_and(|f| f.handle.is_some());
+                if has_handle {
+                    let report = PanicReport::new(panic_message(&*payload).to_owned());
+                    this.done(Some(Err(TaskError::panicked(payload))), Some(report));
+                } else {
+                    this.done(None, Some(PanicReport::from_payload(payload)));
+                }
                 Poll::Ready(())
             }
         }
@@ -195,12 +201,13 @@ pub(crate) fn run_here<F: Future>(
             }
             Ok(())
         }
-        Err(payload) => {
-            let report = PanicReport::new(panic_message(&*payload).to_owned());
-            if let Some(handle) = handle {
-                handle.finish(Err(TaskError::Panicked(payload)));
+        Err(payload) => match handle {
+            Some(handle) => {
+                let report = PanicReport::new(panic_message(&*payload).to_owned());
+                handle.finish(Err(TaskError::panicked(payload)));
+                Err(report)
             }
-            Err(report)
-        }
+            None => Err(PanicReport::from_payload(payload)),
+        },
     }
 }

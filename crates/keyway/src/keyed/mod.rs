@@ -114,6 +114,14 @@ impl MultiTask {
             }
         }
     }
+
+    /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
+    pub(crate) fn contexts(&self) -> crate::task::LaneRefs {
+        self.lanes
+            .iter()
+            .map(|lane| lane.clone() as Arc<dyn crate::task::ContextOf>)
+            .collect()
+    }
 }
 
 thread_local! {
@@ -306,6 +314,10 @@ impl Pool {
     /// Duplicate keys count once; no keys makes a plain task; one key is exactly
     /// [`execute_sequential`](Pool::execute_sequential) on that key (same lane, same order). A
     /// task waiting for a busy key holds no thread.
+    ///
+    /// A context's type is part of its identity: keys `1u32` and `1u64` are different keys, and
+    /// tasks holding one do not exclude tasks holding the other. [`Pool::contexts`] fixes the key
+    /// type once (`pool.contexts::<u64>().execute_keyed([from, to], f)`).
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@ use crate::future::{Launcher, Release};
 use crate::keyed::MultiTask;
 use crate::pool::registry::Registry;
 use crate::pool::{refused, Pool};
-use crate::task::{Abandon, PanicReport, Plain, Task, TaskHandle};
+use crate::task::{Abandon, ContextOf, PanicReport, PendingTask, Plain, Task, TaskHandle};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Weak;
 
@@ -85,11 +85,22 @@ impl LaneKind for Closures {
         }
     }
 
-    fn pending(_lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<Task> {
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<PendingTask> {
         match entry {
-            ClosureEntry::One { task, .. } => Some(task),
-            ClosureEntry::Many(multi) => multi.take_task(),
-            ClosureEntry::Async { fut, .. } => Some(Task::new(fut.into_runnable(Weak::new()))),
+            ClosureEntry::One { task, .. } => {
+                let context = lane.clone() as Arc<dyn ContextOf>;
+                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
+            }
+            ClosureEntry::Many(multi) => {
+                let task = multi.take_task()?;
+                Some(PendingTask::in_contexts(task, multi.contexts()))
+            }
+            // Handed back unstarted: run, it blocks on the future (no lane to hold any more).
+            ClosureEntry::Async { fut, .. } => {
+                let context = lane.clone() as Arc<dyn ContextOf>;
+                let task = Task::new(fut.into_runnable(Weak::new()));
+                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
+            }
         }
     }
 
@@ -161,6 +172,15 @@ where
     }
 }
 
+/// The same refusal without the task (a flush's no-op task is of no use to the caller).
+pub(crate) fn unit_error<F>(err: SubmitError<F>) -> SubmitError<()> {
+    match err {
+        SubmitError::Shutdown(_) => SubmitError::Shutdown(()),
+        SubmitError::Full(_) => SubmitError::Full(()),
+        SubmitError::KeyPanicked(_) => SubmitError::KeyPanicked(()),
+    }
+}
+
 pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
     ((), Task::new(Plain(f)))
 }
@@ -198,6 +218,14 @@ impl Pool {
     /// "Submission order" is happens-before order: a task submitted after another submission
     /// for the same context has returned (on any thread) runs after it.
     ///
+    /// # A context's type is part of its identity
+    ///
+    /// Contexts are equal when they have the same type *and* compare equal: `"a"` and
+    /// `String::from("a")` are different contexts, and so are `1u32` and `1u64` — their tasks
+    /// run in different lanes, in parallel, with no warning. Fix the key type once with
+    /// [`Pool::contexts`], which takes `K` only:
+    /// `let accounts = pool.contexts::<u64>(); accounts.execute_sequential(7, f)`.
+    ///
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// let pool = keyway::Pool::new().unwrap();
@@ -218,6 +246,17 @@ impl Pool {
     }
 
     /// Like [`execute_sequential`](Pool::execute_sequential), returning a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let balance = std::sync::Arc::new(std::sync::Mutex::new(100));
+    /// let b = balance.clone();
+    /// let withdrawn = pool.submit_sequential("acct-1", move || { *b.lock().unwrap() -= 30; 30 }).unwrap();
+    /// let b = balance.clone();
+    /// let after = pool.submit_sequential("acct-1", move || *b.lock().unwrap()).unwrap();
+    /// assert_eq!(withdrawn.join().unwrap(), 30);
+    /// assert_eq!(after.join().unwrap(), 70); // ran after the withdrawal
+    /// ```
     pub fn submit_sequential<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -230,6 +269,9 @@ impl Pool {
     /// Runs `f` in the lane of `ctx` (same lane and order as its sequential tasks), except that
     /// when the lane's last pending task is a coalescing task that has not started, `f`
     /// replaces it. The newest coalescing task always runs: the last update is never lost.
+    ///
+    /// A context's type is part of its identity (`"a"` and `String::from("a")` are different
+    /// contexts): see [`execute_sequential`](Pool::execute_sequential) and [`Pool::contexts`].
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -255,6 +297,19 @@ impl Pool {
 
     /// Like [`execute_coalescing`](Pool::execute_coalescing), returning a [`TaskHandle`]; a
     /// replaced task's handle says [`TaskError::Coalesced`](crate::TaskError::Coalesced).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// pool.execute_sequential("EURUSD", move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the lane is busy: the next two wait
+    /// let old = pool.submit_coalescing("EURUSD", || 1.10).unwrap();
+    /// let new = pool.submit_coalescing("EURUSD", || 1.11).unwrap();
+    /// release.send(()).unwrap();
+    /// assert!(matches!(old.join(), Err(keyway::TaskError::Coalesced)));
+    /// assert_eq!(new.join().unwrap(), 1.11);
+    /// ```
     pub fn submit_coalescing<K, F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -266,6 +321,9 @@ impl Pool {
 
     /// A handle on the lane of `ctx`, for a caller that submits to one context often: it skips
     /// the context look-up on each submission. The lane stays allocated while a handle exists.
+    ///
+    /// A context's type is part of its identity (`"a"` and `String::from("a")` are different
+    /// contexts): see [`execute_sequential`](Pool::execute_sequential) and [`Pool::contexts`].
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
@@ -291,10 +349,49 @@ impl Pool {
             Err(KeyPanicked) => panic!("the context key's Hash, Eq or Drop panicked"),
         }
     }
+
+    /// A handle that completes once every task submitted to `ctx` before this call has run (or
+    /// was cancelled, coalesced away or panicked); tasks submitted after are not waited for.
+    /// The pool keeps running: this waits for one context, not for the pool.
+    ///
+    /// The flush is a no-op task in the context's lane, so it is refused like a task (after
+    /// shutdown, or when the pool is full), a later coalescing task does not replace one
+    /// submitted before the flush, and after [`shutdown_now`](Pool::shutdown_now) the handle
+    /// says [`TaskError::Rejected`](crate::TaskError::Rejected) once the handed-back flush is
+    /// dropped. A context's type is part of its identity: `flush("a")` does not wait for tasks
+    /// of `String::from("a")`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let done = Arc::new(AtomicU32::new(0));
+    /// for _ in 0..100 {
+    ///     let done = done.clone();
+    ///     pool.execute_sequential("uploads", move || { done.fetch_add(1, Ordering::SeqCst); }).unwrap();
+    /// }
+    /// pool.flush("uploads").unwrap().join().unwrap();
+    /// assert_eq!(done.load(Ordering::SeqCst), 100); // and the pool is still running
+    /// ```
+    pub fn flush<K>(&self, ctx: K) -> Result<TaskHandle<()>, SubmitError<()>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
+        self.submit_sequential(ctx, || ()).map_err(unit_error)
+    }
 }
 
 /// A handle on one context's lane (from [`Pool::lane`]): the same lane as
 /// `pool.execute_sequential(ctx, …)`, without looking the context up on each submission.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// let lane = pool.lane(7u64);
+/// assert_eq!(*lane.context(), 7);
+/// let handles: Vec<_> = (0..10).map(|i| lane.submit(move || i).unwrap()).collect();
+/// let out: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+/// assert_eq!(out, (0..10).collect::<Vec<_>>());
+/// ```
 pub struct Lane<K> {
     pool: Pool,
     core: Arc<LaneCore<Closures>>,
@@ -330,6 +427,17 @@ impl<K: 'static> Lane<K> {
     }
 
     /// Runs `f` in this lane, after every task submitted to it before.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("log");
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for i in 0..5 {
+    ///     let tx = tx.clone();
+    ///     lane.execute(move || tx.send(i).unwrap()).unwrap();
+    /// }
+    /// assert_eq!(rx.iter().take(5).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    /// ```
     pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -338,6 +446,12 @@ impl<K: 'static> Lane<K> {
     }
 
     /// Like [`execute`](Lane::execute), returning a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("orders");
+    /// assert_eq!(lane.submit(|| 6 * 7).unwrap().join().unwrap(), 42);
+    /// ```
     pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -347,6 +461,25 @@ impl<K: 'static> Lane<K> {
     }
 
     /// A coalescing task in this lane (see [`Pool::execute_coalescing`]).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let lane = pool.lane("gauge");
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// lane.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap();
+    /// let shown = Arc::new(Mutex::new(Vec::new()));
+    /// for v in 1..=3 {
+    ///     let shown = shown.clone();
+    ///     lane.execute_coalescing(move || shown.lock().unwrap().push(v)).unwrap();
+    /// }
+    /// release.send(()).unwrap();
+    /// drop(lane);
+    /// pool.shutdown();
+    /// assert_eq!(*shown.lock().unwrap(), [3]); // only the latest reading
+    /// ```
     pub fn execute_coalescing<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -355,6 +488,13 @@ impl<K: 'static> Lane<K> {
     }
 
     /// A coalescing task in this lane, with a [`TaskHandle`].
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("gauge");
+    /// let latest = lane.submit_coalescing(|| 99).unwrap();
+    /// assert_eq!(latest.join().unwrap(), 99); // nothing newer replaced it
+    /// ```
     pub fn submit_coalescing<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -363,7 +503,30 @@ impl<K: 'static> Lane<K> {
         self.push(f, true, with_handle)
     }
 
+    /// A handle that completes once every task submitted to this lane before has run (see
+    /// [`Pool::flush`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane(42u64);
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for i in 0..10 {
+    ///     let tx = tx.clone();
+    ///     lane.execute(move || tx.send(i).unwrap()).unwrap();
+    /// }
+    /// lane.flush().unwrap().join().unwrap();
+    /// assert_eq!(rx.try_iter().count(), 10);
+    /// ```
+    pub fn flush(&self) -> Result<TaskHandle<()>, SubmitError<()>> {
+        self.submit(|| ()).map_err(unit_error)
+    }
+
     /// The lane's context.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.lane(("user", 42)).context(), &("user", 42));
+    /// ```
     pub fn context(&self) -> &K {
         match self.core.key::<K>() {
             Some(k) => k,

@@ -4,14 +4,18 @@
 //! * `table` — one lane per context value, created on first use, freed when idle; how a lane
 //!   runs on the pool (batches, yielding) — the protocol is in `README.md` beside this file;
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
+//! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
 //! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
+//! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
 
 mod closures;
+mod contexts;
 mod held;
 mod key;
+mod state;
 mod table;
 mod typed;
 mod typed_async;
@@ -23,6 +27,8 @@ pub use closures::Lane;
 pub(crate) use closures::{
     admit_entry_then, plain, with_handle, ClosureEntry, Closures, MakeEntry,
 };
+pub use contexts::Contexts;
 pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
+pub use state::KeyState;
 pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;

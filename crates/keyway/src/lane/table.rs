@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::LaneDepth;
-use crate::task::{Abandon, PanicReport, PendingTask, Task};
+use crate::task::{Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
 pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
@@ -31,7 +31,7 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn abandon(&self, entry: Self::Entry, why: Abandon) -> Result<(), PanicReport>;
     /// Packs an entry that `shutdown_now` hands back (`None`: already handed back through
     /// another lane, for a multi-key task).
-    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<Task>;
+    fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<PendingTask>;
     /// The multi-key task this entry stands for in the lane, if it is one (rule 6).
     fn barrier(_entry: &Self::Entry) -> Option<&Arc<MultiTask>> {
         None
@@ -51,6 +51,16 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
         entry: Self::Entry,
     ) -> Ran {
         Ran::Done(self.run(key, entry))
+    }
+    /// The key the user gave, from the key the table stores (a kind may store it wrapped).
+    fn context_key(key: &(dyn Any + Send + Sync)) -> &(dyn Any + Send + Sync) {
+        key
+    }
+    /// The type that identifies a context whose stored key is a `Q`: the user's key type, so a
+    /// context hashes as [`Pool::context_hash`](crate::Pool::context_hash) says whichever way
+    /// the kind wraps it (the wrapper must hash as the key does).
+    fn context_type<Q: 'static>() -> TypeId {
+        TypeId::of::<Q>()
     }
 }
 
@@ -98,7 +108,7 @@ pub(crate) struct ShardMap<S: LaneKind> {
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
-    hasher: hashbrown::DefaultHashBuilder,
+    hasher: crate::pool::KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
 }
@@ -150,7 +160,7 @@ impl<S: LaneKind> Pushed<S> {
 }
 
 impl<S: LaneKind> LaneTable<S> {
-    pub(crate) fn new(kind: S, threads: usize) -> Arc<Self> {
+    pub(crate) fn new(kind: S, threads: usize, hasher: crate::pool::KeyHasher) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
@@ -161,14 +171,14 @@ impl<S: LaneKind> LaneTable<S> {
                     }))
                 })
                 .collect(),
-            hasher: Default::default(),
+            hasher,
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })
     }
 
     pub(crate) fn hash<K: Hash + 'static>(&self, key: &K) -> u64 {
-        self.hasher.hash_one((TypeId::of::<K>(), key))
+        self.hasher.hash_one((S::context_type::<K>(), key))
     }
 
     fn shard(&self, hash: u64) -> &Shard<S> {
@@ -390,7 +400,9 @@ impl<S: LaneKind> LaneCore<S> {
 
     /// Runs one entry as the lane would (for entries handed back by `shutdown_now`).
     pub(crate) fn run_entry(&self, entry: S::Entry) -> Result<(), PanicReport> {
-        self.kind.run(self.key.get(), entry)
+        self.kind
+            .run(self.key.get(), entry)
+            .map_err(|r| r.in_context(self.hash))
     }
 
     pub(crate) fn key<K: 'static>(&self) -> Option<&K> {
@@ -600,7 +612,9 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = held::hold(&running);
                 while let Some(entry) = running.next() {
-                    worker.run_one(|| lane.kind.run(lane.key.get(), entry));
+                    worker.run_one(|| {
+                        (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
+                    });
                     running.ran.set(running.ran.get() + 1);
                     if worker.registry.is_stopping() {
                         break;
@@ -643,15 +657,19 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 // Not the table's last reference: the caller holds one.
                 st.table = None;
                 for entry in st.queue.drain(..) {
-                    out.extend(S::pending(lane, entry).map(PendingTask::new));
+                    out.extend(S::pending(lane, entry));
                 }
             }
-            let before = map.lanes.len();
-            map.lanes.retain(|l| l.pins.load(Ordering::Acquire) > 0);
+            let freed: Vec<_> = map
+                .lanes
+                .extract_if(|l| l.pins.load(Ordering::Acquire) == 0)
+                .collect();
             map.cached = 0; // pinned lanes are never cached
-            self.live
-                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
             map.shrink();
+            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
+            drop(map);
+            drop(freed);
         }
     }
 
@@ -661,12 +679,16 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
             if map.cached == 0 {
                 continue;
             }
-            let before = map.lanes.len();
-            map.lanes.retain(|l| !l.cached.load(Ordering::Relaxed));
+            let freed: Vec<_> = map
+                .lanes
+                .extract_if(|l| l.cached.load(Ordering::Relaxed))
+                .collect();
             map.cached = 0;
-            self.live
-                .fetch_sub(before - map.lanes.len(), Ordering::Relaxed);
+            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
             map.shrink();
+            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
+            drop(map);
+            drop(freed);
         }
     }
 
@@ -692,5 +714,16 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 out.truncate(start + n);
             }
         }
+    }
+}
+
+/// What a task handed back from this lane by `shutdown_now` says of its context.
+impl<S: LaneKind> ContextOf for LaneCore<S> {
+    fn context_hash(&self) -> u64 {
+        self.hash
+    }
+
+    fn context_key(&self) -> &(dyn Any + Send + Sync) {
+        S::context_key(self.key.get())
     }
 }

@@ -5,16 +5,18 @@ use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
 
+use super::state::KeyState;
 use super::typed::TypedLanes;
 use crate::pool::Pool;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-type SyncHandler<K, M> = dyn Fn(&K, M) + Send + Sync + 'static;
+type SyncHandler<K, M, S> = dyn Fn(&K, &mut S, M) + Send + Sync + 'static;
 type AsyncHandler<K, M> = dyn Fn(&K, M) -> BoxFuture + Send + Sync + 'static;
 
-/// A typed lane table's handler: run to the end, or started as a future.
-pub(crate) enum TypedHandler<K, M> {
-    Sync(Box<SyncHandler<K, M>>),
+/// A typed lane table's handler: run to the end (with the key's state), or started as a future
+/// (stateless: its table's state is `()`, kept in no slot).
+pub(crate) enum TypedHandler<K, M, S> {
+    Sync(Box<SyncHandler<K, M, S>>),
     Async(Box<AsyncHandler<K, M>>),
 }
 
@@ -56,6 +58,10 @@ impl Pool {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let handler = move |key: &K, msg: M| -> BoxFuture { Box::pin(handler(key, msg)) };
-        self.typed_lanes_with(TypedHandler::Async(Box::new(handler)))
+        self.make_typed_lanes(
+            KeyState::new(|_| ()),
+            TypedHandler::Async(Box::new(handler)),
+            true,
+        )
     }
 }

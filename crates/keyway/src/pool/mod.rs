@@ -1,20 +1,25 @@
-//! The elastic pool every part of keyway runs on (SPEC §2, §8).
+//! The elastic pool every part of keyway runs on.
 //!
 //! * `registry` — what the threads share: queues, slots, counters, flags, accounting rules;
 //! * `worker` — a worker thread's loop, and [`blocking`];
 //! * `sleep` — parking and waking without lost wake-ups;
 //! * `monitor` — finds blocked workers and adds auxiliary threads;
 //! * `builder` — settings, defaults and their checks;
-//! * `stats`, `counter` — what the pool reports and how it counts cheaply.
+//! * `stats`, `counter` — what the pool reports and how it counts cheaply;
+//! * `waiters`, `backpressure` — waiting for room under `capacity`, and for the pool to go idle.
 
+mod backpressure;
 mod builder;
 mod counter;
+mod hasher;
 mod monitor;
 mod progress;
 pub(crate) mod registry;
 mod reserved;
 mod sleep;
 mod stats;
+mod threads;
+mod waiters;
 pub(crate) mod worker;
 
 #[cfg(test)]
@@ -22,6 +27,9 @@ mod test;
 
 #[cfg(all(test, loom))]
 mod loom_drain;
+
+#[cfg(all(test, loom))]
+mod loom_waiters;
 
 #[cfg(test)]
 pub(crate) mod test_support {
@@ -32,7 +40,7 @@ pub(crate) mod test_support {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let s = pool.stats();
-            if s.queued_tasks == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
+            if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
                 return;
             }
             assert!(
@@ -44,26 +52,51 @@ pub(crate) mod test_support {
     }
 }
 
+pub use backpressure::WaitForRoom;
 pub use builder::PoolBuilder;
+pub(crate) use hasher::KeyHasher;
 pub use stats::{LaneDepth, Stats};
 pub use worker::blocking;
 
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::sync::Parker;
 
 use self::builder::Config;
 use self::registry::{Job, Refusal, Registry};
-use crate::error::{BuildError, BuildErrorKind, SubmitError, TryExecuteError};
+use crate::error::{BuildError, BuildErrorKind, ShutdownTimedOut, SubmitError, TryExecuteError};
 use crate::lane::{Closures, LaneTable};
 use crate::task::{PendingTask, Plain, Task, TaskHandle};
 
 /// An elastic pool of threads running plain tasks, and tasks ordered per context.
 ///
-/// `Pool` is a cheap handle: clone it to share the pool. When the last handle (and every
-/// [`Lane`](crate::Lane) and [`TypedLanes`](crate::TypedLanes) made from it) is dropped, the pool
-/// shuts down gracefully in the background: every accepted task still runs.
+/// `Pool` is a cheap handle: clone it to share the pool.
+///
+/// # Dropping the last handle
+///
+/// When the last handle (and every [`Lane`](crate::Lane) and [`TypedLanes`](crate::TypedLanes)
+/// made from it) is dropped, the pool shuts down gracefully: intake stops, and the drop *waits*
+/// until every accepted task has run and the threads have exited, as [`shutdown`](Pool::shutdown)
+/// does (and as the JDK's `ExecutorService.close()` does), so no accepted task is lost when
+/// `main` returns right after. Dropped on one of the pool's own threads (the last handle was
+/// moved into one of its tasks), it cannot wait for itself: the pool then shuts down in the
+/// background, every accepted task still running. To bound the wait, call
+/// [`shutdown_timeout`](Pool::shutdown_timeout) before the drop.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// let ran = Arc::new(AtomicUsize::new(0));
+/// let pool = keyway::Pool::new().unwrap();
+/// for _ in 0..1000 {
+///     let ran = ran.clone();
+///     pool.execute(move || { ran.fetch_add(1, Ordering::Relaxed); }).unwrap();
+/// }
+/// drop(pool); // waits for the accepted tasks
+/// assert_eq!(ran.load(Ordering::Relaxed), 1000);
+/// ```
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -78,6 +111,9 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
 #[derive(Clone)]
+#[doc(alias = "ThreadPool")]
+#[doc(alias = "Runtime")]
+#[doc(alias = "ExecutorService")]
 pub struct Pool {
     pub(crate) handle: Arc<PoolHandle>,
 }
@@ -88,8 +124,17 @@ pub(crate) struct PoolHandle {
 }
 
 impl Drop for PoolHandle {
+    /// The last handle is gone: a graceful shutdown that waits for the accepted tasks, unless
+    /// on one of the pool's own threads (see "Dropping the last handle" on [`Pool`]).
     fn drop(&mut self) {
-        self.registry.close();
+        let registry = &self.registry;
+        registry.close();
+        if worker::own_thread(registry) == worker::OwnThread::None {
+            registry.wait_for_exit(worker::OwnThread::None);
+            for table in registry.tables() {
+                table.sweep_idle();
+            }
+        }
     }
 }
 
@@ -102,11 +147,25 @@ pub(crate) fn refused<T>(why: Refusal, task: T) -> SubmitError<T> {
 
 impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new()?;
+    /// assert!(pool.stats().core_threads >= 1); // one per available core
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn new() -> Result<Pool, BuildError> {
         PoolBuilder::new().build()
     }
 
     /// A builder to configure a pool.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).name("orders").build()?;
+    /// assert_eq!((pool.stats().core_threads, pool.name()), (2, "orders"));
+    /// pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
     pub fn builder() -> PoolBuilder {
         PoolBuilder::new()
     }
@@ -114,7 +173,11 @@ impl Pool {
     pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
         let monitor = Parker::new();
         let registry = Arc::new(Registry::new(config, monitor.unparker().clone()));
-        let lanes = LaneTable::new(Closures, registry.config.max_threads);
+        let lanes = LaneTable::new(
+            Closures,
+            registry.config.max_threads,
+            registry.config.hasher.clone(),
+        );
         registry.register_table(Arc::downgrade(&lanes) as _);
         let pool = Pool {
             handle: Arc::new(PoolHandle {
@@ -125,7 +188,7 @@ impl Pool {
         registry.start_core()?;
         let name = format!("{}-monitor", registry.config.thread_name);
         let watched = registry.clone();
-        let monitor = std::thread::Builder::new()
+        let monitor = threads::builder(&registry.config)
             .name(name)
             .spawn(move || monitor::run(watched, monitor))
             .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
@@ -147,6 +210,7 @@ impl Pool {
     /// pool.execute(move || tx.send("hello").unwrap()).unwrap();
     /// assert_eq!(rx.recv().unwrap(), "hello");
     /// ```
+    #[doc(alias = "spawn")]
     pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -166,6 +230,8 @@ impl Pool {
     /// let handle = pool.submit(|| 2 + 2).unwrap();
     /// assert_eq!(handle.join().unwrap(), 4);
     /// ```
+    #[doc(alias = "spawn")]
+    #[doc(alias = "spawn_blocking")]
     pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -196,6 +262,7 @@ impl Pool {
     /// }
     /// assert_ne!(rx.recv().unwrap(), me); // it ran on the reserved thread
     /// ```
+    #[doc(alias = "try_spawn")]
     pub fn try_execute<F>(&self, f: F) -> Result<(), TryExecuteError<F>>
     where
         F: FnOnce() + Send + 'static,
@@ -240,6 +307,20 @@ impl Pool {
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
     /// cannot wait for itself). Calling it again is harmless.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// for i in 0..100 {
+    ///     let ran = ran.clone();
+    ///     pool.execute_sequential(i % 3, move || { ran.fetch_add(1, Ordering::Relaxed); }).unwrap();
+    /// }
+    /// pool.shutdown(); // returns once all 100 have run
+    /// assert_eq!(ran.load(Ordering::Relaxed), 100);
+    /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
+    /// ```
     pub fn shutdown(&self) {
         let registry = self.registry();
         registry.close();
@@ -249,6 +330,99 @@ impl Pool {
                 table.sweep_idle();
             }
         }
+    }
+
+    /// Like [`shutdown`](Pool::shutdown), but waits at most `timeout`. `Ok(())` once every
+    /// accepted task has run and the threads have exited; otherwise
+    /// [`ShutdownTimedOut`], saying how many accepted tasks were not done yet: they still run,
+    /// in the background (intake stays stopped). A timeout too long to represent
+    /// (`Duration::MAX`) waits as `shutdown` does; `Duration::ZERO` only looks. Called from a
+    /// task of this pool, it stops intake and returns at once (a task cannot wait for itself),
+    /// `Err` since that task at least is not done.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (release, wait) = std::sync::mpsc::channel::<()>();
+    /// pool.execute(move || wait.recv().unwrap()).unwrap();
+    /// pool.execute(|| ()).unwrap();
+    /// let err = pool.shutdown_timeout(Duration::ZERO).unwrap_err();
+    /// assert!(err.pending_tasks() >= 1);
+    /// release.send(()).unwrap();
+    /// assert!(pool.shutdown_timeout(Duration::MAX).is_ok());
+    /// ```
+    pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
+        let registry = self.registry();
+        registry.close();
+        let left = || ShutdownTimedOut::new(registry.pending());
+        if self.on_own_thread() {
+            return Err(left());
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        if registry.wait_for_exit_until(worker::OwnThread::None, deadline) {
+            for table in registry.tables() {
+                table.sweep_idle();
+            }
+            Ok(())
+        } else {
+            Err(left())
+        }
+    }
+
+    /// Waits until the pool is idle: no accepted task is queued or running (in any lane, for
+    /// any key). Unlike [`shutdown`](Pool::shutdown) the pool stays open.
+    ///
+    /// It returns once the pool *was* idle at some instant: a task submitted concurrently, by
+    /// another thread or by a running task, may be accepted before the call returns (and then
+    /// waited for) or after (and then not). To wait for a known batch, stop submitting first.
+    /// Tasks a [`Scheduler`](crate::Scheduler) holds until their time are not yet accepted.
+    ///
+    /// Returns true once idle; false, at once, when called from one of the pool's own threads,
+    /// whose running task keeps the pool busy (a task cannot wait for itself).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// for i in 0..100 {
+    ///     let ran = ran.clone();
+    ///     pool.execute_sequential(i % 4, move || { ran.fetch_add(1, Ordering::Relaxed); }).unwrap();
+    /// }
+    /// assert!(pool.wait_idle());
+    /// assert_eq!(ran.load(Ordering::Relaxed), 100);
+    /// assert!(!pool.is_shutdown()); // still open
+    /// pool.execute(|| ()).unwrap();
+    /// ```
+    pub fn wait_idle(&self) -> bool {
+        self.wait_idle_until(None)
+    }
+
+    /// Like [`wait_idle`](Pool::wait_idle), giving up after `timeout`: true if the pool went
+    /// idle in time. `Duration::ZERO` only looks; a timeout too long to represent
+    /// (`Duration::MAX`) waits as `wait_idle` does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (release, wait) = std::sync::mpsc::channel::<()>();
+    /// pool.execute(move || wait.recv().unwrap()).unwrap();
+    /// assert!(!pool.wait_idle_timeout(Duration::ZERO)); // the task is still running
+    /// release.send(()).unwrap();
+    /// assert!(pool.wait_idle_timeout(Duration::MAX));
+    /// ```
+    pub fn wait_idle_timeout(&self, timeout: Duration) -> bool {
+        self.wait_idle_until(Instant::now().checked_add(timeout))
+    }
+
+    fn wait_idle_until(&self, deadline: Option<Instant>) -> bool {
+        let registry = self.registry();
+        if self.on_own_thread() {
+            return registry.pending() == 0;
+        }
+        registry
+            .waiters
+            .wait_idle(deadline, || registry.pending() == 0)
     }
 
     /// Stops intake, lets running tasks finish, and hands back every accepted task that had not
@@ -263,6 +437,29 @@ impl Pool {
     /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
     /// any number of callers, inside tasks or outside, may call it at once; each returns, and
     /// each unstarted task is handed back to exactly one of them.
+    ///
+    /// ```
+    /// use std::sync::mpsc::channel;
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (started_tx, started) = channel();
+    /// let (release, gate) = channel::<()>();
+    /// pool.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the only worker is busy: what follows waits
+    /// let saved = pool.submit_sequential("client-1", || "saved").unwrap();
+    /// let dropped = pool.submit_sequential("client-1", || "dropped").unwrap();
+    /// // `shutdown_now` waits for the running task: call it on another thread, then release it.
+    /// let stopper = { let pool = pool.clone(); std::thread::spawn(move || pool.shutdown_now()) };
+    /// while !pool.is_shutdown() { std::thread::yield_now(); } // intake has stopped
+    /// release.send(()).unwrap();
+    /// let pending = stopper.join().unwrap();
+    /// assert_eq!(pending.len(), 2); // neither had started; one context: in lane order
+    /// let mut pending = pending.into_iter();
+    /// pending.next().unwrap().run().unwrap(); // run one here, on this thread
+    /// drop(pending); // drop the other: its handle says `Rejected`
+    /// assert_eq!(saved.join().unwrap(), "saved");
+    /// assert!(dropped.join().is_err());
+    /// ```
+    #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let registry = self.registry();
         registry.stop();
@@ -295,24 +492,68 @@ impl Pool {
             }
             std::thread::yield_now();
         }
-        tracing::debug!(handed_back = pending.len(), "keyway shutdown_now");
+        tracing::debug!(
+            pool = registry.name(),
+            handed_back = pending.len(),
+            "keyway shutdown_now"
+        );
         pending
     }
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called
     /// (or the last handle dropped).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert!(!pool.is_shutdown());
+    /// pool.shutdown();
+    /// assert!(pool.is_shutdown());
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         self.registry().is_closed()
     }
 
     /// A snapshot of the pool's threads, tasks and lanes.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    /// pool.submit(|| ()).unwrap().join().unwrap();
+    /// pool.shutdown();
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.completed_tasks, stats.unfinished_tasks()), (1, 0));
+    /// println!("{stats}"); // one line, for a log
+    /// ```
+    ///
+    /// The crate docs' "Observability" section shows a backed-up lane found through `stats`.
     pub fn stats(&self) -> Stats {
         stats::snapshot(self.registry())
     }
 
-    /// The hash keyway gives context `ctx` (as [`LaneDepth::context_hash`] reports it).
+    /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`],
+    /// [`PanicReport::context_hash`](crate::PanicReport::context_hash) and the `context_hash`
+    /// field of the pool's tracing events report it: compare to find which of your contexts
+    /// that is. Stable for the pool's life, and the same for a typed lane's key of the same type
+    /// ([`Pool::typed_lanes`]); it differs between pools, and between key types (`"a"` and
+    /// `String::from("a")` are two contexts).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.context_hash(&42u64), pool.context_hash(&42u64));
+    /// assert_ne!(pool.context_hash(&"a"), pool.context_hash(&String::from("a")));
+    /// ```
     pub fn context_hash<K: Hash + 'static>(&self, ctx: &K) -> u64 {
         self.handle.lanes.hash(ctx)
+    }
+
+    /// The pool's name, from [`PoolBuilder::name`] (default: the
+    /// [`thread_name`](PoolBuilder::thread_name) prefix, `"keyway"`).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.name(), "keyway");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.registry().name()
     }
 
     fn on_own_thread(&self) -> bool {

@@ -15,6 +15,7 @@ use super::progress::Seen;
 use super::registry::Registry;
 
 pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
+    let _span = registry.span.clone().entered();
     let n = registry.slots.len();
     let mut last_seq = vec![0u64; n];
     let mut since = vec![Instant::now(); n];
@@ -37,7 +38,11 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
                 Seen::Moving => since[i] = now,
                 Seen::Waiting => {}
                 Seen::Stuck => {
-                    tracing::debug!(slot = i, "keyway worker blocked in one task");
+                    tracing::debug!(
+                        pool = registry.name(),
+                        slot = i,
+                        "keyway worker blocked in one task"
+                    );
                     registry.transfer_from(i);
                 }
             }
@@ -50,7 +55,10 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
             }
         }));
         if swept.is_err() {
-            tracing::error!("keyway: dropping an idle lane's key panicked");
+            tracing::error!(
+                pool = registry.name(),
+                "keyway: dropping an idle lane's key panicked"
+            );
         }
     }
 }

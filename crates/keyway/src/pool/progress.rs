@@ -66,6 +66,11 @@ impl Progress {
         self.stuck.store(false, Ordering::Release);
     }
 
+    /// Whether the thread is inside a task now (for `Stats::running_tasks`; a snapshot).
+    pub(crate) fn in_task(&self) -> bool {
+        self.run_seq.load(Ordering::Acquire) % 2 == 1
+    }
+
     pub(crate) fn is_stuck(&self) -> bool {
         self.stuck.load(Ordering::Acquire)
     }

@@ -20,6 +20,7 @@ use super::counter::Striped;
 use super::progress::Progress;
 use super::reserved::Reserved;
 use super::sleep::Sleep;
+use super::waiters::Waiters;
 use super::worker::{self, WorkerCtx};
 use crate::error::{BuildError, BuildErrorKind};
 use crate::lane::TableOps;
@@ -68,6 +69,8 @@ pub(crate) struct Slot {
 
 pub(crate) struct Registry {
     pub(crate) config: Config,
+    /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
+    pub(crate) span: tracing::Span,
     pub(crate) injector: Injector<Job>,
     pub(crate) slots: Box<[Slot]>,
     free_slots: Mutex<Vec<usize>>,
@@ -94,6 +97,8 @@ pub(crate) struct Registry {
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
     /// Started futures waiting to be woken: `shutdown_now` cancels them.
     pub(crate) futures: crate::future::Live,
+    /// Submitters waiting for room, callers of `wait_idle`.
+    pub(crate) waiters: Waiters,
 }
 
 /// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
@@ -124,7 +129,9 @@ impl Registry {
                 progress: Progress::new(),
             });
         }
+        let span = tracing::info_span!("keyway_pool", pool = config.name.as_str());
         Registry {
+            span,
             free_slots: Mutex::new((0..config.max_threads).rev().collect()),
             high_water: AtomicUsize::new(0),
             core_target: AtomicUsize::new(config.core_threads),
@@ -149,6 +156,7 @@ impl Registry {
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
             futures: crate::future::Live::new(),
+            waiters: Waiters::new(),
         }
     }
 
@@ -164,9 +172,18 @@ impl Registry {
             return Err(Refusal::Shutdown);
         }
         if let Some(cap) = self.config.capacity {
-            if self.queued.fetch_add(1, Ordering::AcqRel) >= cap {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
+            // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
+            // room, and wakes no submitter waiting for room. SeqCst, failure included: a
+            // refused look is one side of the waiters' Dekker pattern (`waiters.rs`, Rule 2).
+            let taken = self
+                .queued
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
+                    (q < cap).then_some(q + 1)
+                });
+            if taken.is_err() {
                 self.accepted.decr();
+                // An idle waiter may have seen this admission pending.
+                self.waiters.released_idle();
                 return Err(Refusal::Full);
             }
         }
@@ -177,7 +194,7 @@ impl Registry {
     /// one more accepted task, until `task_done`. No refusal: it was accepted already.
     pub(crate) fn extend_task(&self) {
         if self.config.capacity.is_some() {
-            self.queued.fetch_add(1, Ordering::AcqRel);
+            self.queued.fetch_add(1, Ordering::SeqCst);
         }
         self.accepted.incr();
     }
@@ -185,7 +202,7 @@ impl Registry {
     /// Takes back an admission whose task was handed back before it was queued.
     pub(crate) fn unadmit(&self) {
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.queued.fetch_sub(1, Ordering::SeqCst);
         }
         self.accepted.decr();
         self.wake_if_drained();
@@ -205,7 +222,7 @@ impl Registry {
             return;
         }
         if self.config.capacity.is_some() {
-            self.queued.fetch_sub(n, Ordering::AcqRel);
+            self.queued.fetch_sub(n, Ordering::SeqCst);
         }
         self.finished.add(n as u64);
         self.wake_if_drained();
@@ -214,10 +231,12 @@ impl Registry {
     /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
     /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
     /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
+    /// Also wakes whoever waits for room or for the pool to go idle (`waiters.rs`, Rule 2).
     fn wake_if_drained(&self) {
         if self.is_closed() && self.pending() == 0 {
             self.notify_all();
         }
+        self.waiters.released();
     }
 
     /// Accepted tasks not yet done.
@@ -226,12 +245,30 @@ impl Registry {
         self.accepted.sum().saturating_sub(finished)
     }
 
+    /// The pool's name, for the `pool` field of its events.
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
     pub(crate) fn report_panic(&self, report: PanicReport) {
         self.panicked.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(message = report.message(), "keyway task panicked");
+        self.notify_panic(report);
+    }
+
+    /// Logs `report` and passes it to the panic hook, without counting a panicked task (a
+    /// thread hook's panic goes here).
+    pub(crate) fn notify_panic(&self, report: PanicReport) {
+        // Not `message`: tracing reserves that name for the event's own message.
+        tracing::error!(
+            pool = self.name(),
+            context_hash = report.context_hash(),
+            thread = report.thread_name(),
+            panic = report.message(),
+            "keyway task panicked"
+        );
         if let Some(hook) = &self.config.panic_hook {
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {
-                tracing::error!("keyway panic hook panicked");
+                tracing::error!(pool = self.name(), "keyway panic hook panicked");
             }
         }
     }
@@ -317,7 +354,12 @@ impl Registry {
         }
         if moved > 0 {
             self.transfers.fetch_add(moved as u64, Ordering::Relaxed);
-            tracing::debug!(slot, moved, "keyway moved work away from a blocked worker");
+            tracing::debug!(
+                pool = self.name(),
+                slot,
+                moved,
+                "keyway moved work away from a blocked worker"
+            );
             for _ in 0..moved.min(self.config.max_threads) {
                 self.notify_one();
             }
@@ -344,7 +386,11 @@ impl Registry {
             match self.spawn_worker() {
                 Ok(true) => {
                     let n = self.aux_spawned.fetch_add(1, Ordering::AcqRel) + 1;
-                    tracing::debug!(live = live + 1, "keyway added an auxiliary thread");
+                    tracing::debug!(
+                        pool = self.name(),
+                        live = live + 1,
+                        "keyway added an auxiliary thread"
+                    );
                     if n % self.config.core_growth_after as u64 == 0 {
                         let grown = self.core_target.fetch_update(
                             Ordering::AcqRel,
@@ -352,12 +398,20 @@ impl Registry {
                             |c| (c < self.config.max_threads).then_some(c + 1),
                         );
                         if let Ok(old) = grown {
-                            tracing::info!(core = old + 1, "keyway grew its core threads");
+                            tracing::info!(
+                                pool = self.name(),
+                                core = old + 1,
+                                "keyway grew its core threads"
+                            );
                         }
                     }
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "keyway could not add an auxiliary thread"),
+                Err(e) => tracing::warn!(
+                    pool = self.name(),
+                    error = %e,
+                    "keyway could not add an auxiliary thread"
+                ),
             }
         }
     }
@@ -380,9 +434,10 @@ impl Registry {
         };
         self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
         let registry = self.clone();
-        let spawned = std::thread::Builder::new()
+        let spawned = super::threads::builder(&self.config)
             .name(format!("{}-{}", self.config.thread_name, slot))
             .spawn(move || {
+                let _span = registry.span.clone().entered();
                 // The slot's parts are always home while the slot is free (see `slot_vacated`).
                 let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
                     registry.free_slots.lock().push(slot);
@@ -467,6 +522,8 @@ impl Registry {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.notify_all();
+        // Submitters waiting for room learn that the pool is shut down.
+        self.waiters.released();
     }
 
     pub(crate) fn stop(&self) {
@@ -518,12 +575,33 @@ impl Registry {
     /// Blocks until every worker and reserved thread has exited, except those inside
     /// `shutdown_now` (the caller's own among them); an outside caller then joins them all.
     pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
+        self.wait_for_exit_until(own, None);
+    }
+
+    /// As [`wait_for_exit`](Self::wait_for_exit), giving up at `deadline` (false then; nothing
+    /// is joined).
+    pub(crate) fn wait_for_exit_until(
+        &self,
+        own: worker::OwnThread,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         let mut threads = self.threads.lock();
         while self.live.load(Ordering::Acquire) > self.stoppers[0].load(Ordering::SeqCst)
             || self.reserved.live.load(Ordering::Acquire) > self.stoppers[1].load(Ordering::SeqCst)
         {
-            self.exited
-                .wait_for(&mut threads, std::time::Duration::from_millis(100));
+            let step = std::time::Duration::from_millis(100);
+            match deadline {
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    self.exited.wait_for(&mut threads, step.min(d - now));
+                }
+                None => {
+                    self.exited.wait_for(&mut threads, step);
+                }
+            }
         }
         if own == worker::OwnThread::None {
             // Join outside the lock: an exiting thread takes it in `slot_vacated`.
@@ -539,6 +617,7 @@ impl Registry {
                 let _ = monitor.join();
             }
         }
+        true
     }
 
     // ---- lane tables --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! Reserved threads (SPEC §2, Jetty's `ReservedThreadExecutor`): idle threads parked for a
+//! Reserved threads (Jetty's `ReservedThreadExecutor`): idle threads parked for a
 //! hand-off, so that `try_execute` starts a task *now* or refuses at once. It never queues.
 //!
 //! * A reserved thread is started lazily: a `try_execute` that finds none idle refuses and starts
@@ -40,6 +40,8 @@ impl Seat {
 pub(crate) struct Reserved {
     idle: Mutex<Vec<Arc<Seat>>>,
     pub(crate) live: AtomicUsize,
+    /// Reserved threads running a handed-off task now (`Stats::running_tasks`).
+    pub(crate) running: AtomicUsize,
 }
 
 impl Reserved {
@@ -47,6 +49,7 @@ impl Reserved {
         Reserved {
             idle: Mutex::new(Vec::new()),
             live: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
         }
     }
 
@@ -111,20 +114,26 @@ pub(crate) fn start_one(registry: &Arc<Registry>) {
         });
     let Ok(n) = got else { return };
     let r = registry.clone();
-    let spawned = std::thread::Builder::new()
+    let spawned = super::threads::builder(&registry.config)
         .name(format!("{}-reserved-{n}", registry.config.thread_name))
         .spawn(move || run(&r));
     match spawned {
         Ok(handle) => registry.keep_handle(handle),
         Err(e) => {
             reserved.live.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!(error = %e, "keyway could not start a reserved thread");
+            tracing::warn!(
+                pool = registry.name(),
+                error = %e,
+                "keyway could not start a reserved thread"
+            );
         }
     }
 }
 
 fn run(registry: &Arc<Registry>) {
+    let _span = registry.span.clone().entered();
     super::worker::set_reserved_of(Arc::as_ptr(registry));
+    let _hooks = super::threads::Hooks::start(registry);
     let seat = Seat::for_this_thread();
     // Whatever ends this thread — shutdown, retirement, or a panic that escaped (a bug) — the
     // seat leaves the idle stack first, and a task already handed to it still runs: a hand-off
@@ -170,7 +179,10 @@ fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
                                     (n > min).then(|| n - 1)
                                 });
                         if left.is_ok() {
-                            tracing::debug!("keyway reserved thread retired");
+                            tracing::debug!(
+                                pool = registry.name(),
+                                "keyway reserved thread retired"
+                            );
                             *counted = false;
                             return;
                         }
@@ -187,13 +199,13 @@ fn serve(registry: &Arc<Registry>, seat: &Arc<Seat>, counted: &mut bool) {
 /// Runs one handed-off task and counts it finished. The task contains its own panics (and
 /// those of its captures and result); the boundary here is for anything else.
 fn run_task(registry: &Registry, task: Task) {
+    registry.reserved.running.fetch_add(1, Ordering::Relaxed);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()));
+    registry.reserved.running.fetch_sub(1, Ordering::Relaxed);
     match outcome {
         Ok(Ok(())) => {}
         Ok(Err(report)) => registry.report_panic(report),
-        Err(payload) => registry.report_panic(crate::task::PanicReport::new(
-            crate::error::panic_message(&*payload).to_owned(),
-        )),
+        Err(payload) => registry.report_panic(crate::task::PanicReport::from_payload(payload)),
     }
     registry.task_done();
 }

@@ -1,10 +1,30 @@
-//! A snapshot of what the pool is doing.
+//! A snapshot of what the pool is doing, and how it prints.
 
+use std::fmt;
 use std::sync::atomic::Ordering;
 
 use super::registry::Registry;
 
 /// How many tasks wait in one lane (see [`Stats::largest_lanes`]).
+///
+/// To tell which context a lane belongs to, compare its `context_hash` with
+/// [`Pool::context_hash`](crate::Pool::context_hash) of the keys you use; typed lanes made with
+/// [`Pool::typed_lanes`](crate::Pool::typed_lanes) hash their keys the same way.
+///
+/// ```
+/// use std::sync::mpsc::channel;
+/// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+/// let (release, gate) = channel::<()>();
+/// pool.execute_sequential("hot", move || gate.recv().unwrap()).unwrap();
+/// for _ in 0..3 {
+///     pool.execute_sequential("hot", || ()).unwrap();
+/// }
+/// let deepest = pool.stats().largest_lanes[0];
+/// assert_eq!(deepest.context_hash, pool.context_hash(&"hot"));
+/// assert!(deepest.queued >= 3); // the three behind the one that waits
+/// release.send(()).unwrap();
+/// pool.shutdown();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaneDepth {
     /// The hash of the lane's context, as [`Pool::context_hash`](crate::Pool::context_hash)
@@ -17,7 +37,7 @@ pub struct LaneDepth {
 /// A snapshot of a pool's threads, tasks and lanes, from [`Pool::stats`](crate::Pool::stats).
 ///
 /// The counts are read one after another while the pool runs, so they are each exact but not
-/// necessarily from one instant.
+/// necessarily from one instant. `Display` prints them on one line, for a log.
 ///
 /// ```
 /// let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
@@ -26,7 +46,10 @@ pub struct LaneDepth {
 /// // A task is counted completed just after its handle has the result: `shutdown` waits for
 /// // every accepted task to be done and counted.
 /// pool.shutdown();
-/// assert_eq!(pool.stats().completed_tasks, 1);
+/// let stats = pool.stats();
+/// assert_eq!(stats.completed_tasks, 1);
+/// assert_eq!(stats.unfinished_tasks(), 0);
+/// println!("{stats}"); // threads: 0 core, 0 auxiliary ...; tasks: 0 waiting, 0 running, ...
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -45,19 +68,92 @@ pub struct Stats {
     pub blocked_threads: usize,
     /// Auxiliary threads started so far.
     pub auxiliary_started: u64,
-    /// Accepted tasks not yet finished (queued or running).
+    /// Accepted tasks that have not started: in the pool's queues or behind another task of
+    /// their lane (or key). [`PoolBuilder::capacity`](crate::PoolBuilder::capacity) bounds
+    /// `waiting_tasks + running_tasks`.
+    pub waiting_tasks: u64,
+    /// Tasks running now on a pool thread (workers and reserved threads).
+    pub running_tasks: u64,
+    /// Accepted tasks not yet finished: waiting *and* running.
+    #[deprecated(
+        note = "counts running tasks too: use `waiting_tasks`, `running_tasks` or `unfinished_tasks()`"
+    )]
     pub queued_tasks: u64,
     /// Tasks finished: ran (or panicked), skipped after cancel, coalesced away, handed back.
     pub completed_tasks: u64,
     /// Tasks that panicked.
     pub panicked_tasks: u64,
-    /// Jobs moved away from blocked workers.
+    /// Jobs (a task, or a lane's turn) the monitor moved off a blocked thread's own queue so
+    /// that other threads run them; each counts once per move. A steadily rising figure means
+    /// tasks block inside the pool: wrap the blocking call in [`blocking`](crate::blocking), or
+    /// raise [`PoolBuilder::blocked_after`](crate::PoolBuilder::blocked_after) if they are
+    /// merely long.
+    pub jobs_moved_off_blocked: u64,
+    /// The old name of [`jobs_moved_off_blocked`](Stats::jobs_moved_off_blocked).
+    #[deprecated(note = "renamed `jobs_moved_off_blocked`")]
     pub transfers: u64,
     /// Lanes that exist now (idle lanes are freed unless a [`Lane`](crate::Lane) handle pins
     /// them).
     pub live_lanes: usize,
     /// The deepest lanes, deepest first (at most 8).
     pub largest_lanes: Vec<LaneDepth>,
+}
+
+impl Stats {
+    /// Accepted tasks not yet finished: `waiting_tasks + running_tasks`. Zero once the pool is
+    /// idle (and after [`Pool::shutdown`](crate::Pool::shutdown) returned).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// pool.execute(|| ()).unwrap();
+    /// pool.shutdown();
+    /// assert_eq!(pool.stats().unfinished_tasks(), 0);
+    /// ```
+    pub fn unfinished_tasks(&self) -> u64 {
+        self.waiting_tasks.saturating_add(self.running_tasks)
+    }
+}
+
+impl fmt::Display for Stats {
+    /// One line: threads, tasks, lanes, and the deepest lane if any task waits in one.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    /// pool.shutdown();
+    /// let line = pool.stats().to_string();
+    /// assert!(line.starts_with("threads: 0 core"), "{line}");
+    /// assert!(line.contains("tasks: 0 waiting, 0 running"), "{line}");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "threads: {} core, {} auxiliary ({} started), {} idle, {} blocked, \
+             {} reserved ({} idle); \
+             tasks: {} waiting, {} running, {} completed, {} panicked, \
+             {} moved off blocked threads; lanes: {} live",
+            self.core_threads,
+            self.auxiliary_threads,
+            self.auxiliary_started,
+            self.idle_threads,
+            self.blocked_threads,
+            self.reserved_threads,
+            self.idle_reserved_threads,
+            self.waiting_tasks,
+            self.running_tasks,
+            self.completed_tasks,
+            self.panicked_tasks,
+            self.jobs_moved_off_blocked,
+            self.live_lanes,
+        )?;
+        if let Some(deepest) = self.largest_lanes.first() {
+            write!(
+                f,
+                ", deepest {} queued (context hash {:#018x})",
+                deepest.queued, deepest.context_hash
+            )?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn snapshot(registry: &Registry) -> Stats {
@@ -71,6 +167,17 @@ pub(crate) fn snapshot(registry: &Registry) -> Stats {
     largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
     largest.truncate(8);
     let finished = registry.finished.sum();
+    let unfinished = registry.accepted.sum().saturating_sub(finished);
+    // Read after `unfinished`; a task accepted in between may show as running although
+    // `unfinished` missed it: clamped, so that `waiting + running == unfinished`.
+    let in_task = registry.slots[..registry.high_water()]
+        .iter()
+        .filter(|s| s.progress.in_task())
+        .count()
+        + registry.reserved.running.load(Ordering::Acquire);
+    let running = (in_task as u64).min(unfinished);
+    let moved = registry.transfers.load(Ordering::Acquire);
+    #[allow(deprecated)] // the deprecated aliases are still filled in
     Stats {
         core_threads: core,
         auxiliary_threads: live - core,
@@ -79,10 +186,13 @@ pub(crate) fn snapshot(registry: &Registry) -> Stats {
         idle_threads: registry.sleep.sleepers(),
         blocked_threads: registry.blocked_threads(),
         auxiliary_started: registry.aux_spawned.load(Ordering::Acquire),
-        queued_tasks: registry.accepted.sum().saturating_sub(finished),
+        waiting_tasks: unfinished - running,
+        running_tasks: running,
+        queued_tasks: unfinished,
         completed_tasks: finished,
         panicked_tasks: registry.panicked.load(Ordering::Acquire),
-        transfers: registry.transfers.load(Ordering::Acquire),
+        jobs_moved_off_blocked: moved,
+        transfers: moved,
         live_lanes: tables.iter().map(|t| t.live_lanes()).sum(),
         largest_lanes: largest,
     }

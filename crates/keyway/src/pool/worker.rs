@@ -271,7 +271,11 @@ impl WorkerCtx {
         if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
-                tracing::debug!(slot = self.index, "keyway auxiliary thread retired");
+                tracing::debug!(
+                    pool = self.registry.name(),
+                    slot = self.index,
+                    "keyway auxiliary thread retired"
+                );
                 return Idle::Retired;
             }
         }
@@ -318,6 +322,7 @@ pub(crate) fn park_idle(
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
+    let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
         let next = match cx.next.take() {
             Some(job) => Some(job),
@@ -339,9 +344,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 let ran =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
                 if let Err(payload) = ran {
-                    cx.registry.report_panic(PanicReport::new(
-                        crate::error::panic_message(&*payload).to_owned(),
-                    ));
+                    cx.registry.report_panic(PanicReport::from_payload(payload));
                 }
             }
             None => match cx.idle(parker) {
@@ -351,6 +354,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             },
         }
     };
+    drop(hooks);
     CURRENT.with(|c| *c.borrow_mut() = None);
     CURRENT_REGISTRY.with(|r| r.set(std::ptr::null()));
     retired
@@ -372,6 +376,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
 /// tx.send(1).unwrap();
 /// assert_eq!(slow.join().unwrap(), 1);
 /// ```
+#[doc(alias = "block_in_place")]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
     let Some(cx) = cx else {

@@ -41,6 +41,7 @@ pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 ///     .unwrap();
 /// # scheduler.shutdown();
 /// ```
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct SchedulerBuilder {
     pool: Pool,
     interval: Duration,
@@ -66,12 +67,40 @@ impl SchedulerBuilder {
 
     /// The length of an interval (default 1 s; from 10 ms to one day). An executor's limit is
     /// applied per interval, and an interval's tasks are spread evenly over it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool).interval(Duration::from_millis(100)).build().unwrap();
+    /// assert_eq!(s.interval(), Duration::from_millis(100));
+    /// # s.shutdown();
+    /// let too_short = keyway::Scheduler::builder(&pool).interval(Duration::from_millis(1)).build();
+    /// assert!(too_short.is_err());
+    /// assert!(keyway::Scheduler::builder(&pool).interval(Duration::MAX).build().is_err());
+    /// ```
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
         self
     }
 
     /// Adds an executor named `name`.
+    ///
+    /// ```
+    /// use keyway::ExecutorConfig;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .executor("emails", ExecutorConfig::with_tps(50.0))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(s.tps("emails").unwrap(), Some(50.0));
+    /// assert!(s.tps("sms").is_err()); // no such executor
+    /// # s.shutdown();
+    /// let twice = keyway::Scheduler::builder(&pool)
+    ///     .executor("a", ExecutorConfig::unlimited())
+    ///     .executor("a", ExecutorConfig::unlimited())
+    ///     .build();
+    /// assert!(twice.is_err()); // names are unique
+    /// ```
     pub fn executor(mut self, name: impl Into<String>, config: ExecutorConfig) -> Self {
         self.executors.push((name.into(), config));
         self
@@ -79,6 +108,26 @@ impl SchedulerBuilder {
 
     /// Who decides this process's share of each executor's limit (default
     /// [`LocalCoordinator`]: the whole limit).
+    ///
+    /// ```
+    /// use keyway::{Coordinator, ExecutorConfig};
+    /// /// Two processes share every limit equally (a fixed split, for the example).
+    /// struct Half;
+    /// impl Coordinator for Half {
+    ///     fn join(&self, _executor: &str, _limit: f64) {}
+    ///     fn leave(&self, _executor: &str) {}
+    ///     fn share(&self, _executor: &str, limit: f64) -> f64 { limit / 2.0 }
+    /// }
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .executor("emails", ExecutorConfig::with_tps(100.0))
+    ///     .coordinator(Half)
+    ///     .build()
+    ///     .unwrap();
+    /// # s.shutdown();
+    /// ```
+    ///
+    /// [`Coordinator`] says what each method is for; `keyway-redis` has one shared through Redis.
     pub fn coordinator(mut self, coordinator: impl Coordinator) -> Self {
         self.coordinator = Arc::new(coordinator);
         self
@@ -86,6 +135,8 @@ impl SchedulerBuilder {
 
     /// Called for every task that timed out (on the scheduler's thread or a pool thread). A
     /// panic in it is caught.
+    ///
+    /// [`TimedOutTask`]'s example counts the timed-out tasks of a paused executor with it.
     pub fn timed_out_hook(mut self, hook: impl Fn(&TimedOutTask) + Send + Sync + 'static) -> Self {
         self.timed_out_hook = Some(Arc::new(hook));
         self
@@ -93,18 +144,67 @@ impl SchedulerBuilder {
 
     /// Called on the scheduler's thread at the end of every interval of every executor with
     /// what it did. A panic in it is caught.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let tx = std::sync::Mutex::new(tx);
+    /// let s = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::with_tps(1000.0))
+    ///     .interval_hook(move |r| { let _ = tx.lock().unwrap().send(r.dispatched); })
+    ///     .build()
+    ///     .unwrap();
+    /// s.schedule("jobs", Duration::ZERO, || ()).unwrap().join().unwrap();
+    /// // Reports keep coming, one per interval: the task shows in one of them.
+    /// let mut dispatched = 0;
+    /// while dispatched == 0 { dispatched += rx.recv().unwrap(); }
+    /// assert_eq!(dispatched, 1);
+    /// s.shutdown();
+    /// ```
+    ///
+    /// [`IntervalReport`] has an example reading the rest of a report.
     pub fn interval_hook(mut self, hook: impl Fn(&IntervalReport) + Send + Sync + 'static) -> Self {
         self.interval_hook = Some(Arc::new(hook));
         self
     }
 
     /// The name of the scheduler's thread (default `keyway-scheduler`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let tx = std::sync::Mutex::new(tx);
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .thread_name("billing-timer")
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", keyway::ExecutorConfig::unlimited())
+    ///     .interval_hook(move |_| { // hooks run on the scheduler's thread
+    ///         let _ = tx.lock().unwrap().send(std::thread::current().name().map(str::to_owned));
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(rx.recv().unwrap().as_deref(), Some("billing-timer"));
+    /// s.shutdown();
+    /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = name.into();
         self
     }
 
     /// Checks the settings and starts the scheduler's thread.
+    ///
+    /// ```
+    /// use keyway::{ConfigError, ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let bad = Scheduler::builder(&pool).executor("x", ExecutorConfig::with_tps(f64::NAN)).build();
+    /// assert!(bad.is_err());
+    /// let s = Scheduler::builder(&pool).executor("x", ExecutorConfig::with_tps(1.0)).build().unwrap();
+    /// # s.shutdown();
+    /// ```
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         if self.interval < MIN_INTERVAL {
             return Err(ConfigError::IntervalTooShort(self.interval));

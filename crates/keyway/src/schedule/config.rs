@@ -31,6 +31,7 @@ pub enum PriorityOrder {
 /// # let _ = payments;
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "an ExecutorConfig does nothing until given to `SchedulerBuilder::executor`"]
 pub struct ExecutorConfig {
     pub(crate) tps: Option<f64>,
     pub(crate) timeout: Option<Duration>,
@@ -41,6 +42,17 @@ pub struct ExecutorConfig {
 impl ExecutorConfig {
     /// An executor running at most `tps` tasks per second (`0.0` pauses it). The value is
     /// checked when the scheduler is built: negative, NaN or infinite values are refused.
+    ///
+    /// ```
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).executor("sms", ExecutorConfig::with_tps(20.0)).build().unwrap();
+    /// assert_eq!(s.tps("sms").unwrap(), Some(20.0));
+    /// # s.shutdown();
+    /// for bad in [-1.0, f64::NAN, f64::INFINITY] {
+    ///     assert!(Scheduler::builder(&pool).executor("sms", ExecutorConfig::with_tps(bad)).build().is_err());
+    /// }
+    /// ```
     pub fn with_tps(tps: f64) -> Self {
         ExecutorConfig {
             tps: Some(tps),
@@ -49,6 +61,14 @@ impl ExecutorConfig {
     }
 
     /// An executor with no rate limit: every task runs in the interval it is due in.
+    ///
+    /// ```
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).executor("any", ExecutorConfig::unlimited()).build().unwrap();
+    /// assert_eq!(s.tps("any").unwrap(), None);
+    /// # s.shutdown();
+    /// ```
     pub fn unlimited() -> Self {
         ExecutorConfig {
             tps: None,
@@ -61,6 +81,22 @@ impl ExecutorConfig {
     /// A task not started within `timeout` of its due time is not run: its handle says
     /// [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the scheduler's timed-out hook
     /// sees it. Default: no timeout. A timeout so long that it overflows means no timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, TaskError};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     // Paused (0 per second): nothing starts, so the task times out.
+    ///     .executor("paused", ExecutorConfig::with_tps(0.0).timeout(Duration::from_millis(5)))
+    ///     .build()
+    ///     .unwrap();
+    /// let h = s.schedule("paused", Duration::ZERO, || ()).unwrap();
+    /// assert!(matches!(h.join(), Err(TaskError::TimedOut)));
+    /// let _ = ExecutorConfig::unlimited().timeout(Duration::MAX); // overflows: no timeout
+    /// # s.shutdown();
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -68,6 +104,8 @@ impl ExecutorConfig {
 
     /// Which tasks run first when more are due than the limit allows (default
     /// [`PriorityOrder::HighestFirst`]).
+    ///
+    /// See [`PriorityOrder`]'s example.
     pub fn order(mut self, order: PriorityOrder) -> Self {
         self.order = order;
         self
@@ -76,6 +114,21 @@ impl ExecutorConfig {
     /// Whether a task may start before its due time, by less than one interval (default
     /// `true`): the interval's tasks are then spread evenly over the whole interval. With
     /// `false` no task starts before its due time.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use keyway::{ExecutorConfig, Scheduler};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("exact", ExecutorConfig::with_tps(100.0).early_dispatch(false))
+    ///     .build()
+    ///     .unwrap();
+    /// let due = Instant::now() + Duration::from_millis(20);
+    /// let started = s.schedule_at("exact", due, Instant::now).unwrap().join().unwrap();
+    /// assert!(started >= due); // never before its time
+    /// # s.shutdown();
+    /// ```
     pub fn early_dispatch(mut self, allowed: bool) -> Self {
         self.early = allowed;
         self
@@ -92,6 +145,7 @@ impl ExecutorConfig {
 /// # let _ = (soon, then);
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[must_use = "a Timing does nothing until given to `Scheduler::schedule_with`"]
 pub struct Timing {
     pub(crate) due: Due,
     pub(crate) priority: i64,
@@ -105,6 +159,19 @@ pub(crate) enum Due {
 
 impl Timing {
     /// Due `delay` from now (a delay so long that it overflows means "never due").
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited()).build().unwrap();
+    /// let h = s.schedule_with("jobs", Timing::after(Duration::from_millis(5)), || "done").unwrap();
+    /// assert_eq!(h.join().unwrap(), "done");
+    /// let never = s.schedule_with("jobs", Timing::after(Duration::MAX), || ()).unwrap();
+    /// assert!(!never.is_finished());
+    /// # drop(never); s.shutdown_now();
+    /// ```
     pub fn after(delay: Duration) -> Self {
         Timing {
             due: Due::After(delay),
@@ -113,6 +180,17 @@ impl Timing {
     }
 
     /// Due at `instant` (an instant in the past means now).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited()).build().unwrap();
+    /// let past = Instant::now(); // already passed when it is scheduled: due now
+    /// assert_eq!(s.schedule_with("jobs", Timing::at(past), || 1).unwrap().join().unwrap(), 1);
+    /// # s.shutdown();
+    /// ```
     pub fn at(instant: Instant) -> Self {
         Timing {
             due: Due::At(instant),
@@ -121,6 +199,17 @@ impl Timing {
     }
 
     /// The task's priority (default 0); see [`PriorityOrder`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).interval(Duration::from_millis(10))
+    ///     .executor("jobs", ExecutorConfig::unlimited()).build().unwrap();
+    /// let urgent = Timing::after(Duration::ZERO).priority(i64::MAX);
+    /// assert_eq!(s.schedule_with("jobs", urgent, || "first").unwrap().join().unwrap(), "first");
+    /// # s.shutdown();
+    /// ```
     pub fn priority(mut self, priority: i64) -> Self {
         self.priority = priority;
         self

@@ -25,14 +25,20 @@
 pub trait Coordinator: Send + Sync + 'static {
     /// This process starts running `executor`, whose limit for the whole cluster is `limit`
     /// tasks per second. Called again with the new value when the limit changes.
+    ///
+    /// See [`Coordinator`]'s example.
     fn join(&self, executor: &str, limit: f64);
 
     /// This process stops running `executor` (it was removed, or its scheduler shut down): the
     /// other processes may take over its share at once.
+    ///
+    /// See [`Coordinator`]'s example.
     fn leave(&self, executor: &str);
 
     /// This process's share of `executor`'s `limit` now, in tasks per second, between `0.0` and
     /// `limit`. Must not block.
+    ///
+    /// See [`Coordinator`]'s example.
     fn share(&self, executor: &str, limit: f64) -> f64;
 }
 

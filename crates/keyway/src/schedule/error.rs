@@ -15,13 +15,13 @@ use std::time::Duration;
 /// assert!(matches!(err, ConfigError::InvalidTps { .. }));
 /// assert!(err.to_string().contains("emails"));
 /// ```
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A TPS limit was negative, NaN or infinite (use [`ExecutorConfig::unlimited`] for no
     /// limit, and `0.0` to pause an executor).
     ///
     /// [`ExecutorConfig::unlimited`]: crate::ExecutorConfig::unlimited
-    #[error("executor {executor:?}: the TPS limit must be a finite number >= 0 (got {value})")]
     InvalidTps {
         /// The executor's name.
         executor: String,
@@ -29,19 +29,14 @@ pub enum ConfigError {
         value: f64,
     },
     /// The interval is shorter than the 10 ms minimum (zero included).
-    #[error("the interval must be at least 10 ms (got {0:?})")]
     IntervalTooShort(Duration),
     /// The interval is longer than the one-day maximum.
-    #[error("the interval must be at most one day (got {0:?})")]
     IntervalTooLong(Duration),
     /// Two executors were given the same name.
-    #[error("executor {0:?} is configured twice")]
     DuplicateExecutor(String),
     /// No executor has this name.
-    #[error("no executor is named {0:?}")]
     UnknownExecutor(String),
     /// The scheduler's driver thread could not be started.
-    #[error("could not start the scheduler's thread: {0}")]
     Spawn(String),
 }
 
@@ -60,21 +55,26 @@ pub enum ConfigError {
 /// let task = err.into_inner();
 /// assert_eq!(task(), 1); // still ours
 /// ```
-#[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum ScheduleError<F> {
     /// No executor has this name; the task is handed back.
-    #[error("no executor is named {0:?}")]
     UnknownExecutor(String, F),
     /// The scheduler was shut down; the task is handed back.
-    #[error("the scheduler is shut down and accepts no more tasks")]
     Shutdown(F),
     /// A repetition period (or delay) of zero; the task is handed back.
-    #[error("a repeating task needs a period longer than zero")]
     ZeroPeriod(F),
 }
 
 impl<F> ScheduleError<F> {
     /// Gives back the refused task.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool).build().unwrap();
+    /// let err = s.schedule("nobody", std::time::Duration::ZERO, || 5).unwrap_err();
+    /// assert_eq!(err.into_inner()(), 5); // the task, unrun
+    /// # s.shutdown();
+    /// ```
     pub fn into_inner(self) -> F {
         match self {
             ScheduleError::UnknownExecutor(_, f)
@@ -95,3 +95,43 @@ impl<F> fmt::Debug for ScheduleError<F> {
         }
     }
 }
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::InvalidTps { executor, value } => write!(
+                f,
+                "executor {executor:?}: the TPS limit must be a finite number >= 0 (got {value})"
+            ),
+            ConfigError::IntervalTooShort(d) => {
+                write!(f, "the interval must be at least 10 ms (got {d:?})")
+            }
+            ConfigError::IntervalTooLong(d) => {
+                write!(f, "the interval must be at most one day (got {d:?})")
+            }
+            ConfigError::DuplicateExecutor(name) => {
+                write!(f, "executor {name:?} is configured twice")
+            }
+            ConfigError::UnknownExecutor(name) => write!(f, "no executor is named {name:?}"),
+            ConfigError::Spawn(e) => write!(f, "could not start the scheduler's thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl<F> fmt::Display for ScheduleError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleError::UnknownExecutor(name, _) => write!(f, "no executor is named {name:?}"),
+            ScheduleError::Shutdown(_) => {
+                f.write_str("the scheduler is shut down and accepts no more tasks")
+            }
+            ScheduleError::ZeroPeriod(_) => {
+                f.write_str("a repeating task needs a period longer than zero")
+            }
+        }
+    }
+}
+
+impl<F> std::error::Error for ScheduleError<F> {}

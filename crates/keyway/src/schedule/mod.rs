@@ -67,16 +67,22 @@ pub struct TimedOutTask {
 
 impl TimedOutTask {
     /// The executor's name.
+    ///
+    /// See [`TimedOutTask`]'s example.
     pub fn executor(&self) -> &str {
         &self.executor
     }
 
     /// When the task was due.
+    ///
+    /// See [`TimedOutTask`]'s example.
     pub fn due(&self) -> Option<Instant> {
         self.due
     }
 
     /// The task's priority.
+    ///
+    /// See [`TimedOutTask`]'s example.
     pub fn priority(&self) -> i64 {
         self.priority
     }

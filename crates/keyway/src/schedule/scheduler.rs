@@ -69,6 +69,18 @@ impl Drop for Inner {
 
 impl Scheduler {
     /// A builder for a scheduler running its tasks on `pool`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", keyway::ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(s.schedule("jobs", Duration::ZERO, || 3).unwrap().join().unwrap(), 3);
+    /// s.shutdown();
+    /// ```
     pub fn builder(pool: &Pool) -> SchedulerBuilder {
         SchedulerBuilder::new(pool)
     }
@@ -452,6 +464,21 @@ impl Scheduler {
     }
 
     /// Executor `executor`'s counts (see [`ExecutorStats`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", keyway::ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// s.schedule("jobs", Duration::ZERO, || ()).unwrap().join().unwrap();
+    /// s.shutdown();
+    /// let stats = s.stats("jobs").unwrap();
+    /// assert_eq!((stats.scheduled, stats.ran), (1, 1));
+    /// assert!(s.stats("nobody").is_err());
+    /// ```
     pub fn stats(&self, executor: &str) -> Result<ExecutorStats, ConfigError> {
         self.inner
             .by_name
@@ -461,6 +488,8 @@ impl Scheduler {
     }
 
     /// The interval's length.
+    ///
+    /// See the example on [`tps`](Scheduler::tps).
     pub fn interval(&self) -> Duration {
         self.inner.shared.clock.interval()
     }
@@ -512,6 +541,7 @@ impl Scheduler {
     /// for task in pending { task.run().unwrap(); } // run here, now
     /// assert_eq!(handle.join().unwrap(), 7);
     /// ```
+    #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         self.inner.shared.stop_now.store(true, Ordering::SeqCst);
         self.close();
@@ -528,6 +558,14 @@ impl Scheduler {
 
     /// True once [`shutdown`](Scheduler::shutdown) or
     /// [`shutdown_now`](Scheduler::shutdown_now) was called.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool).build().unwrap();
+    /// assert!(!s.is_shutdown());
+    /// s.shutdown();
+    /// assert!(s.is_shutdown());
+    /// ```
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.closed.load(Ordering::Acquire)
     }

@@ -184,14 +184,12 @@ impl RunOutcome {
 ///     Err(SequencerError::CapacityTooLarge { .. })
 /// ));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SequencerError {
     /// A capacity of zero was asked for; the ring needs at least one slot.
-    #[error("sequencer capacity must be at least 1")]
     ZeroCapacity,
     /// The capacity asked for is above [`Sequencer::MAX_CAPACITY`].
-    #[error("sequencer capacity {requested} is above the maximum of {max}")]
     CapacityTooLarge {
         /// The capacity asked for.
         requested: usize,
@@ -199,6 +197,20 @@ pub enum SequencerError {
         max: usize,
     },
 }
+
+impl fmt::Display for SequencerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SequencerError::ZeroCapacity => f.write_str("sequencer capacity must be at least 1"),
+            SequencerError::CapacityTooLarge { requested, max } => write!(
+                f,
+                "sequencer capacity {requested} is above the maximum of {max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SequencerError {}
 
 impl Sequencer {
     /// The largest capacity [`Sequencer::new`] accepts (2<sup>20</sup> slots, 128 MiB of ring).

@@ -1,9 +1,12 @@
 //! An order-preserving parallel map on a [`Sequencer`]: items are processed in parallel by
 //! whatever runs the tasks, and their outputs reach one sink in input order, each handed over by
-//! the thread that finishes the turn before it (the seed's video re-encoding example).
+//! the thread that finishes the turn before it.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::panic::{self, AssertUnwindSafe};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::Arc;
@@ -101,6 +104,57 @@ pub type MapTask = Box<dyn FnOnce() + Send + 'static>;
 pub struct OrderedMap<F, S> {
     sequencer: Sequencer,
     shared: Arc<Shared<F, S>>,
+    flight: std::sync::Arc<Flight>,
+}
+
+/// Items in flight: taken (a ticket issued) and whose task still holds the map's state — it has
+/// not run, or its output has not been through the sink yet. Only blocking callers wait here
+/// (`finish`, and `task` at the bound); it is never part of a turn.
+struct Flight {
+    count: Mutex<usize>,
+    max: std::sync::atomic::AtomicUsize,
+    changed: Condvar,
+}
+
+impl Flight {
+    /// Waits until fewer than the bound are in flight, then counts one more.
+    fn enter(&self) {
+        let mut count = self.count.lock();
+        while *count >= self.max.load(std::sync::atomic::Ordering::Relaxed) {
+            self.changed.wait(&mut count);
+        }
+        *count += 1;
+    }
+
+    fn leave(&self) {
+        let mut count = self.count.lock();
+        *count -= 1;
+        self.changed.notify_all();
+    }
+
+    fn wait_empty(&self) {
+        let mut count = self.count.lock();
+        while *count > 0 {
+            self.changed.wait(&mut count);
+        }
+    }
+}
+
+/// An item's hold on the map's state: released when the item's task is done with it, on
+/// whichever thread that happens. Fields drop in declaration order: the state first, then the
+/// count, so `finish` never sees an empty flight while an item still holds the state.
+struct InFlight<F, S> {
+    shared: Arc<Shared<F, S>>,
+    _leave: Leave,
+}
+
+/// Leaves the flight when dropped.
+struct Leave(std::sync::Arc<Flight>);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
 }
 
 struct Shared<F, S> {
@@ -135,7 +189,90 @@ impl<F, S> OrderedMap<F, S> {
                 f,
                 sink: UnsafeCell::new(sink),
             }),
+            flight: std::sync::Arc::new(Flight {
+                count: Mutex::new(0),
+                max: std::sync::atomic::AtomicUsize::new(usize::MAX),
+                changed: Condvar::new(),
+            }),
         })
+    }
+
+    /// Bounds the items in flight (taken, and not yet through the sink or dropped) to
+    /// `max`: [`task`](OrderedMap::task) and [`submit`](OrderedMap::submit) then block while
+    /// `max` items are in flight, so a fast producer cannot run ahead of a slow sink without
+    /// limit. Default: unbounded.
+    ///
+    /// The items in flight must be able to finish without the blocked caller: do not submit
+    /// from the only thread that runs the map's tasks.
+    ///
+    /// ```
+    /// use keyway::OrderedMap;
+    /// use std::num::NonZeroUsize;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let most = Arc::new(AtomicUsize::new(0));
+    /// let map = Arc::new(
+    ///     OrderedMap::new(16, |x: u32| x, |_: u32| {})
+    ///         .unwrap()
+    ///         .with_max_in_flight(NonZeroUsize::new(3).unwrap()),
+    /// );
+    /// let pool = keyway::Pool::new().unwrap();
+    /// for i in 0..100 {
+    ///     map.submit(i, |task| pool.execute(task).unwrap());
+    ///     most.fetch_max(map.in_flight(), Ordering::Relaxed);
+    /// }
+    /// assert!(most.load(Ordering::Relaxed) <= 3);
+    /// ```
+    pub fn with_max_in_flight(self, max: NonZeroUsize) -> Self {
+        self.flight
+            .max
+            .store(max.get(), std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// How many items are in flight now: taken, and not yet through the sink (or dropped).
+    ///
+    /// ```
+    /// use keyway::OrderedMap;
+    ///
+    /// let map = OrderedMap::new(4, |x: u32| x, |_: u32| {}).unwrap();
+    /// let task = map.task(1);
+    /// assert_eq!(map.in_flight(), 1);
+    /// task();
+    /// assert_eq!(map.in_flight(), 0);
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        *self.flight.count.lock()
+    }
+
+    /// Waits until every item taken so far is through the sink (or was dropped unrun, or
+    /// panicked), then returns the sink: for a file, a buffer or a channel to close.
+    ///
+    /// It waits for every task [`task`](OrderedMap::task) or [`submit`](OrderedMap::submit)
+    /// made: one that is kept but never run nor dropped makes it wait for ever.
+    ///
+    /// ```
+    /// use keyway::OrderedMap;
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = mpsc::channel();
+    /// let map = OrderedMap::new(8, |n: u64| n * n, move |sq| tx.send(sq).unwrap()).unwrap();
+    /// for n in 0..10 {
+    ///     map.submit(n, |task| pool.execute(task).unwrap());
+    /// }
+    /// let sink = map.finish(); // every square went through the sink
+    /// drop(sink); // drops the sender: the channel ends
+    /// assert_eq!(rx.iter().collect::<Vec<_>>(), (0..10).map(|n| n * n).collect::<Vec<_>>());
+    /// ```
+    pub fn finish(self) -> S {
+        self.flight.wait_empty();
+        // No item holds the state any more (each `InFlight` drops its `Arc` before it leaves).
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => shared.sink.into_inner(),
+            Err(_) => unreachable!("an item left the flight while still holding the map"),
+        }
     }
 
     /// The sequencer that orders the outputs: for its panic hook and counters.
@@ -178,22 +315,32 @@ impl<F, S> OrderedMap<F, S> {
         I: Send + 'static,
         O: Send + 'static,
     {
+        self.flight.enter();
         let ticket = self.sequencer.next_ticket();
-        let shared = Arc::clone(&self.shared);
-        move || match panic::catch_unwind(AssertUnwindSafe(|| (shared.f)(item))) {
-            Ok(output) => {
-                let _ = ticket.run(move || {
-                    // SAFETY: we are inside a turn of this map's sequencer; turns never overlap
-                    // and each happens-before the next (sequencer Rule 2), so this is the only
-                    // access to the sink now.
-                    shared.sink.with_mut(|sink| unsafe { (*sink)(output) });
-                });
-            }
-            Err(payload) => {
-                if let Some(inner) = &ticket.inner {
-                    inner.report(ticket.number, payload);
+        let held = InFlight {
+            shared: Arc::clone(&self.shared),
+            _leave: Leave(std::sync::Arc::clone(&self.flight)),
+        };
+        move || {
+            // Whole, not just the fields used (closures capture disjoint fields): the hold must
+            // travel with the task, and into its turn.
+            let held = held;
+            match panic::catch_unwind(AssertUnwindSafe(|| (held.shared.f)(item))) {
+                Ok(output) => {
+                    let _ = ticket.run(move || {
+                        let held = held;
+                        // SAFETY: we are inside a turn of this map's sequencer; turns never
+                        // overlap and each happens-before the next (sequencer Rule 2), so this
+                        // is the only access to the sink now.
+                        held.shared.sink.with_mut(|sink| unsafe { (*sink)(output) });
+                    });
                 }
-                ticket.skip();
+                Err(payload) => {
+                    if let Some(inner) = &ticket.inner {
+                        inner.report(ticket.number, payload);
+                    }
+                    ticket.skip();
+                }
             }
         }
     }

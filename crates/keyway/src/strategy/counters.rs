@@ -1,4 +1,4 @@
-//! How many tasks went each way (SPEC §6 "counts how many tasks went each way").
+//! How many tasks went each way.
 //!
 //! Most counters are written only by the thread that owns production, so they are bumped with a
 //! plain load and store, no read-modify-write (README.md, Rule 10): consecutive owners are
@@ -14,7 +14,8 @@ use crate::loom::sync::atomic::Ordering::Relaxed;
 
 /// The four ways a produced task can be consumed (Jetty's sub-strategies).
 ///
-/// README.md beside this file explains the choice; [`ModeCounts`] says how often each was taken.
+/// [`AdaptiveStrategy`](crate::AdaptiveStrategy)'s table says which mode a task gets and why;
+/// [`ModeCounts`] says how often each was taken.
 ///
 /// ```
 /// use keyway::ConsumeMode;
@@ -78,23 +79,15 @@ impl fmt::Display for ConsumeMode {
 /// production goes on, the numbers are each exact but not taken at one instant.
 ///
 /// ```
-/// # struct Threads;
-/// # impl keyway::Executor for Threads {
-/// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         std::thread::spawn(t);
-/// #         Ok(())
-/// #     }
-/// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         Err(t) // no reserved threads
-/// #     }
-/// # }
 /// use keyway::{AdaptiveStrategy, DeclaredTask};
+/// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
 /// let mut left = 3;
 /// let producer = move || {
 ///     left -= 1;
 ///     (left >= 0).then(|| DeclaredTask::non_blocking(|| ()))
 /// };
-/// let strategy = AdaptiveStrategy::new(producer, Threads);
+/// let strategy = AdaptiveStrategy::new(producer, pool);
 /// strategy.produce();
 /// let counts = strategy.counts();
 /// assert_eq!(counts.produce_consume, 3);

@@ -12,7 +12,8 @@ use std::fmt;
 /// Whether running a task may block its thread.
 ///
 /// The adaptive strategy runs a task on the producing thread only when that cannot starve
-/// production; the declared type is what it goes by (README.md beside this file, Rule 7).
+/// production; the declared type is what it goes by (the table on
+/// [`AdaptiveStrategy`](crate::AdaptiveStrategy) gives the mode each type gets).
 ///
 /// ```
 /// use keyway::InvocationType;
@@ -60,9 +61,13 @@ pub enum InvocationType {
 /// ```
 pub trait Invocable: Send + 'static {
     /// Whether running this task may block.
+    ///
+    /// See [`Invocable`]'s example.
     fn invocation_type(&self) -> InvocationType;
 
     /// Runs the task.
+    ///
+    /// See [`Invocable`]'s example.
     fn run(self);
 }
 
@@ -200,8 +205,9 @@ loom::thread_local! {
 /// task consumed in place by produce-invoke-consume, or anything inside [`invoke_non_blocking`].
 ///
 /// Code that would block should not, and a strategy started on this thread never consumes a
-/// blocking task in place nor hands production off (README.md, Rule 8): chained strategies stay
-/// non-blocking all the way down.
+/// blocking task in place nor hands production off (a `Blocking` task goes to the executor, an
+/// `Either` one runs here in non-blocking mode): chained strategies stay non-blocking all the
+/// way down.
 ///
 /// ```
 /// assert!(!keyway::is_non_blocking_invocation());

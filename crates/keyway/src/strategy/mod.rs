@@ -1,4 +1,4 @@
-//! The execution strategy: Jetty's adaptive "eat what you kill" (SPEC §6).
+//! The execution strategy: Jetty's adaptive "eat what you kill".
 //!
 //! A [`Producer`] yields tasks (a selector's ready connections, a connection's frames, …); an
 //! [`AdaptiveStrategy`] consumes them. A task consumed by the thread that produced it runs with
@@ -26,18 +26,10 @@
 //! # Example
 //!
 //! ```
-//! # struct Threads; // stands in for keyway's pool: a thread per task, no reserved threads
-//! # impl keyway::Executor for Threads {
-//! #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-//! #         std::thread::spawn(t);
-//! #         Ok(())
-//! #     }
-//! #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-//! #         Err(t)
-//! #     }
-//! # }
 //! use keyway::{AdaptiveStrategy, DeclaredTask, InvocationType};
 //! use std::sync::mpsc;
+//! // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+//! let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
 //!
 //! let (done_tx, done) = mpsc::channel();
 //! let mut frames = vec!["DATA", "WINDOW_UPDATE", "HEADERS"];
@@ -51,7 +43,7 @@
 //!         _ => DeclaredTask::boxed(InvocationType::Blocking, handle),
 //!     })
 //! };
-//! let strategy = AdaptiveStrategy::new(producer, Threads);
+//! let strategy = AdaptiveStrategy::new(producer, pool);
 //! strategy.produce(); // produce on this thread until the producer is empty
 //! let mut seen: Vec<_> = done.iter().take(3).collect();
 //! seen.sort();
@@ -106,6 +98,8 @@ use crate::loom::sync::Arc;
 /// ```
 pub trait Executor: Send + Sync + 'static {
     /// Queue `task` to run on a pool thread. Err gives the task back (pool shut down or full).
+    ///
+    /// See [`Executor`]'s example.
     #[allow(clippy::type_complexity)]
     fn execute(
         &self,
@@ -117,7 +111,10 @@ pub trait Executor: Send + Sync + 'static {
     ///
     /// The strategy relies on "starts it now": requests for production made while it hands
     /// production over this way are left to the thread that takes it, so that thread must not
-    /// wait in a queue (README.md, Rule 5). An `Err` must mean the task will never run.
+    /// wait in a queue: a queued hand-off would leave those requests unserved until it starts.
+    /// An `Err` must mean the task will never run.
+    ///
+    /// See [`Executor`]'s example.
     #[allow(clippy::type_complexity)]
     fn try_execute(
         &self,
@@ -132,19 +129,11 @@ pub trait Executor: Send + Sync + 'static {
     /// workers at once instead of waiting behind the blocked one.
     ///
     /// ```
-    /// # struct Threads;
-    /// # impl keyway::Executor for Threads {
-    /// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         std::thread::spawn(t);
-    /// #         Ok(())
-    /// #     }
-    /// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         Err(t)
-    /// #     }
-    /// # }
     /// use keyway::Executor;
+    /// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
     /// let mut ran = 0;
-    /// Threads.run_blocking(&mut || ran += 1);
+    /// pool.run_blocking(&mut || ran += 1);
     /// assert_eq!(ran, 1);
     /// ```
     fn run_blocking(&self, task: &mut dyn FnMut()) {
@@ -155,18 +144,10 @@ pub trait Executor: Send + Sync + 'static {
 /// A shared executor is an executor.
 ///
 /// ```
-/// # struct Threads;
-/// # impl keyway::Executor for Threads {
-/// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         std::thread::spawn(t);
-/// #         Ok(())
-/// #     }
-/// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         Err(t)
-/// #     }
-/// # }
 /// use keyway::Executor;
-/// let shared = std::sync::Arc::new(Threads);
+/// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+/// let shared = std::sync::Arc::new(pool);
 /// assert!(shared.try_execute(Box::new(|| ())).is_err());
 /// ```
 impl<E: Executor> Executor for std::sync::Arc<E> {
@@ -213,19 +194,11 @@ impl<E: Executor> Executor for std::sync::Arc<E> {
 /// queued run are gone.
 ///
 /// ```
-/// # struct Threads;
-/// # impl keyway::Executor for Threads {
-/// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         std::thread::spawn(t);
-/// #         Ok(())
-/// #     }
-/// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         Err(t)
-/// #     }
-/// # }
 /// use keyway::{AdaptiveStrategy, DeclaredTask};
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
+/// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
 ///
 /// let eaten = Arc::new(AtomicUsize::new(0));
 /// let counter = eaten.clone();
@@ -238,7 +211,7 @@ impl<E: Executor> Executor for std::sync::Arc<E> {
 ///             counter.fetch_add(1, Ordering::Relaxed);
 ///         }))
 ///     },
-///     Threads,
+///     pool,
 /// );
 /// strategy.produce();
 /// // Non-blocking tasks are eaten by the thread that killed them.
@@ -258,17 +231,9 @@ where
     /// [`produce`](AdaptiveStrategy::produce) or [`dispatch`](AdaptiveStrategy::dispatch).
     ///
     /// ```
-    /// # struct Threads;
-    /// # impl keyway::Executor for Threads {
-    /// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         std::thread::spawn(t);
-    /// #         Ok(())
-    /// #     }
-    /// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         Err(t)
-    /// #     }
-    /// # }
-    /// let strategy = keyway::AdaptiveStrategy::new(|| None::<fn()>, Threads);
+    /// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+    /// let strategy = keyway::AdaptiveStrategy::new(|| None::<fn()>, pool);
     /// assert_eq!(strategy.counts(), keyway::ModeCounts::default());
     /// ```
     pub fn new(producer: P, executor: E) -> Self {
@@ -290,20 +255,12 @@ where
     /// panics in tasks run in place are caught and counted ([`ModeCounts::panicked`]).
     ///
     /// ```
-    /// # struct Threads;
-    /// # impl keyway::Executor for Threads {
-    /// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         std::thread::spawn(t);
-    /// #         Ok(())
-    /// #     }
-    /// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         Err(t)
-    /// #     }
-    /// # }
     /// use keyway::{AdaptiveStrategy, DeclaredTask, ProduceOutcome};
+    /// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
     /// let me = std::thread::current().id();
     /// let mut once = Some(DeclaredTask::non_blocking(move || assert_eq!(std::thread::current().id(), me)));
-    /// let strategy = AdaptiveStrategy::new(move || once.take(), Threads);
+    /// let strategy = AdaptiveStrategy::new(move || once.take(), pool);
     /// assert_eq!(strategy.produce(), ProduceOutcome::Exhausted);
     /// assert_eq!(strategy.counts().produce_consume, 1); // ran here, on the producing thread
     /// ```
@@ -324,21 +281,13 @@ where
     /// call `produce` instead.
     ///
     /// ```
-    /// # struct Threads;
-    /// # impl keyway::Executor for Threads {
-    /// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         std::thread::spawn(t);
-    /// #         Ok(())
-    /// #     }
-    /// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         Err(t)
-    /// #     }
-    /// # }
     /// use keyway::{AdaptiveStrategy, DeclaredTask, DispatchOutcome};
+    /// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
     /// let (tx, rx) = std::sync::mpsc::channel();
     /// let mut once = Some(DeclaredTask::non_blocking(move || tx.send(std::thread::current().id()).unwrap()));
-    /// let strategy = AdaptiveStrategy::new(move || once.take(), Threads);
-    /// assert_eq!(strategy.dispatch().unwrap(), DispatchOutcome::Queued); // Threads has no reserved thread
+    /// let strategy = AdaptiveStrategy::new(move || once.take(), pool);
+    /// assert_eq!(strategy.dispatch().unwrap(), DispatchOutcome::Queued); // the pool has no reserved thread
     /// assert_ne!(rx.recv().unwrap(), std::thread::current().id()); // produced and eaten elsewhere
     /// ```
     pub fn dispatch(&self) -> Result<DispatchOutcome, DispatchError> {
@@ -348,20 +297,12 @@ where
     /// How many tasks went each way so far.
     ///
     /// ```
-    /// # struct Threads;
-    /// # impl keyway::Executor for Threads {
-    /// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         std::thread::spawn(t);
-    /// #         Ok(())
-    /// #     }
-    /// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-    /// #         Err(t)
-    /// #     }
-    /// # }
     /// use keyway::{AdaptiveStrategy, DeclaredTask};
     /// use keyway::InvocationType::{Blocking, Either};
+    /// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+    /// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
     /// let mut tasks = vec![DeclaredTask::boxed(Blocking, || ()), DeclaredTask::boxed(Either, || ())];
-    /// let strategy = AdaptiveStrategy::new(move || tasks.pop(), Threads);
+    /// let strategy = AdaptiveStrategy::new(move || tasks.pop(), pool);
     /// strategy.produce();
     /// let counts = strategy.counts();
     /// // No reserved thread: the Either task ran here in non-blocking mode, the blocking one went
@@ -398,18 +339,10 @@ where
 /// How a call to [`AdaptiveStrategy::produce`] ended.
 ///
 /// ```
-/// # struct Threads;
-/// # impl keyway::Executor for Threads {
-/// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         std::thread::spawn(t);
-/// #         Ok(())
-/// #     }
-/// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         Err(t)
-/// #     }
-/// # }
 /// use keyway::{AdaptiveStrategy, ProduceOutcome};
-/// let strategy = AdaptiveStrategy::new(|| None::<fn()>, Threads);
+/// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
+/// let strategy = AdaptiveStrategy::new(|| None::<fn()>, pool);
 /// assert_eq!(strategy.produce(), ProduceOutcome::Exhausted);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -428,17 +361,9 @@ pub enum ProduceOutcome {
 /// What [`AdaptiveStrategy::dispatch`] did.
 ///
 /// ```
-/// # struct Threads;
-/// # impl keyway::Executor for Threads {
-/// #     fn execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         std::thread::spawn(t);
-/// #         Ok(())
-/// #     }
-/// #     fn try_execute(&self, t: Box<dyn FnOnce() + Send>) -> Result<(), Box<dyn FnOnce() + Send>> {
-/// #         Err(t)
-/// #     }
-/// # }
 /// use keyway::{AdaptiveStrategy, DispatchOutcome};
+/// // keyway's pool is an `Executor`; with no reserved threads it never hands production off.
+/// let pool = keyway::Pool::builder().reserved_threads(0).build().unwrap();
 /// let (go_tx, go) = std::sync::mpsc::channel::<()>();
 /// let mut first = true;
 /// let strategy = AdaptiveStrategy::new(
@@ -448,7 +373,7 @@ pub enum ProduceOutcome {
 ///         }
 ///         None::<fn()>
 ///     },
-///     Threads,
+///     pool,
 /// );
 /// assert_eq!(strategy.dispatch().unwrap(), DispatchOutcome::Queued);
 /// // Queued and not started yet, or already producing: either way no second run is queued.
@@ -490,8 +415,7 @@ pub enum DispatchOutcome {
 /// // Production is not stuck: the caller can still produce.
 /// assert_eq!(strategy.produce(), keyway::ProduceOutcome::Exhausted);
 /// ```
-#[derive(Debug, thiserror::Error)]
-#[error("the executor refused the production run (shut down or full)")]
+#[derive(Debug)]
 pub struct DispatchError {
     _private: (),
 }
@@ -501,3 +425,11 @@ impl DispatchError {
         DispatchError { _private: () }
     }
 }
+
+impl fmt::Display for DispatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the executor refused the production run (shut down or full)")
+    }
+}
+
+impl std::error::Error for DispatchError {}

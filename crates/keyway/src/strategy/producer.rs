@@ -4,8 +4,9 @@ use super::invocation::Invocable;
 
 /// Yields the tasks an [`AdaptiveStrategy`](crate::AdaptiveStrategy) consumes.
 ///
-/// The strategy calls [`produce`](Producer::produce) from one thread at a time (README.md beside
-/// this file, Rules 1–2), so the producer needs no lock of its own; it is `Send` because
+/// The strategy calls [`produce`](Producer::produce) from one thread at a time (a thread that
+/// wants production while another has it never waits: it asks the owner to call the producer
+/// once more), so the producer needs no lock of its own; it is `Send` because
 /// production moves between threads. `None` means "nothing to do right now": production stops
 /// until someone calls [`AdaptiveStrategy::produce`](crate::AdaptiveStrategy::produce) or
 /// [`dispatch`](crate::AdaptiveStrategy::dispatch) again (for example when new data arrives).
@@ -35,6 +36,8 @@ pub trait Producer: Send + 'static {
     type Task: Invocable;
 
     /// The next task, or `None` if there is nothing to do right now.
+    ///
+    /// See [`Producer`]'s example.
     fn produce(&mut self) -> Option<Self::Task>;
 }
 

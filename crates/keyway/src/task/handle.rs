@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{Abandon, PanicReport, Runnable};
+use super::abort::Abortable;
+use super::{Abandon, AbortHandle, PanicReport, Runnable};
 use crate::error::{panic_message, TaskError};
 
 /// The handle of a task submitted with one of the `submit*` methods.
@@ -29,6 +30,7 @@ use crate::error::{panic_message, TaskError};
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 #[must_use = "dropping a TaskHandle detaches the task; use execute* if no result is wanted"]
+#[doc(alias = "JoinHandle")]
 pub struct TaskHandle<T> {
     shared: Arc<Shared<T>>,
 }
@@ -63,6 +65,34 @@ impl<T> Shared<T> {
         } else {
             false
         }
+    }
+
+    /// Queued → Finished as cancelled; false if the task already started or finished. A started
+    /// future (one with an abort waker) is cancelled too: its waker is woken so the driver drops
+    /// it at its next await point.
+    fn cancel(&self) -> bool {
+        let (waker, abort) = {
+            let mut st = self.state.lock();
+            let started_future = st.stage == Stage::Running && st.abort.is_some();
+            if st.stage != Stage::Queued && !started_future {
+                return false;
+            }
+            st.stage = Stage::Finished;
+            st.result = Some(Err(TaskError::Cancelled));
+            (st.waker.take(), st.abort.take())
+        };
+        self.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        if let Some(w) = abort {
+            w.wake();
+        }
+        true
+    }
+
+    fn is_finished(&self) -> bool {
+        self.state.lock().stage == Stage::Finished
     }
 
     /// Any stage → Finished with `result`; a second finish is ignored.
@@ -114,6 +144,14 @@ impl<T> TaskHandle<T> {
     ///
     /// # Panics
     /// If the handle was already polled to completion as a future.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let ok = pool.submit(|| "done").unwrap();
+    /// let bad = pool.submit(|| -> u8 { panic!("oops") }).unwrap();
+    /// assert_eq!(ok.join().unwrap(), "done");
+    /// assert!(bad.join().unwrap_err().is_panic()); // the panic is the handle's, not ours
+    /// ```
     pub fn join(self) -> Result<T, TaskError> {
         let mut st = self.shared.state.lock();
         while st.stage != Stage::Finished {
@@ -132,6 +170,18 @@ impl<T> TaskHandle<T> {
     /// let pool = keyway::Pool::new().unwrap();
     /// let handle = pool.submit(|| 7).unwrap();
     /// assert_eq!(handle.join_timeout(Duration::MAX).ok().unwrap().unwrap(), 7);
+    /// ```
+    ///
+    /// A task that is not done yet: the handle comes back, to join (or cancel) later.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.submit(move || { gate.recv().unwrap(); 42 }).unwrap();
+    /// let handle = handle.join_timeout(Duration::ZERO).unwrap_err(); // not done: handed back
+    /// release.send(()).unwrap();
+    /// assert_eq!(handle.join().unwrap(), 42);
     /// ```
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, TaskHandle<T>> {
         // Checked: a timeout too long to add to `now` (`Duration::MAX`) means no deadline.
@@ -172,30 +222,53 @@ impl<T> TaskHandle<T> {
     /// tx.send(()).unwrap();
     /// assert!(matches!(queued.join(), Err(keyway::TaskError::Cancelled)));
     /// ```
+    #[doc(alias = "abort")]
     pub fn cancel(&self) -> bool {
-        let (waker, abort) = {
-            let mut st = self.shared.state.lock();
-            let started_future = st.stage == Stage::Running && st.abort.is_some();
-            if st.stage != Stage::Queued && !started_future {
-                return false;
-            }
-            st.stage = Stage::Finished;
-            st.result = Some(Err(TaskError::Cancelled));
-            (st.waker.take(), st.abort.take())
-        };
-        self.shared.done.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
-        if let Some(w) = abort {
-            w.wake();
-        }
-        true
+        self.shared.cancel()
     }
 
     /// True once the task has an outcome (ran, panicked, cancelled, coalesced or rejected).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.submit(move || gate.recv().is_ok()).unwrap();
+    /// assert!(!handle.is_finished()); // waits at the gate
+    /// release.send(()).unwrap();
+    /// while !handle.is_finished() { std::thread::yield_now(); }
+    /// assert!(handle.join().unwrap()); // now `join` does not block
+    /// ```
     pub fn is_finished(&self) -> bool {
-        self.shared.state.lock().stage == Stage::Finished
+        self.shared.is_finished()
+    }
+
+    /// A handle that can cancel this task from anywhere, also once this `TaskHandle` has been
+    /// moved into an `.await` (see [`AbortHandle`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let handle = pool.submit(|| 1).unwrap();
+    /// let abort = handle.abort_handle();
+    /// assert_eq!(handle.join().unwrap(), 1);
+    /// assert!(abort.is_finished());
+    /// assert!(!abort.abort()); // too late: it ran
+    /// ```
+    #[must_use = "an AbortHandle does nothing unless `abort` is called"]
+    pub fn abort_handle(&self) -> AbortHandle
+    where
+        T: Send + 'static,
+    {
+        AbortHandle::new(self.shared.clone())
+    }
+}
+
+impl<T: Send> Abortable for Shared<T> {
+    fn abort(&self) -> bool {
+        self.cancel()
+    }
+
+    fn is_finished(&self) -> bool {
+        Shared::is_finished(self)
     }
 }
 
@@ -271,7 +344,7 @@ where
             Err(payload) => {
                 let report = PanicReport::new(panic_message(&*payload).to_owned());
                 self.shared
-                    .transition_to_finished(Err(TaskError::Panicked(payload)));
+                    .transition_to_finished(Err(TaskError::panicked(payload)));
                 Err(report)
             }
         })
