@@ -176,7 +176,9 @@ fn a_panicking_future_is_reported_and_releases_its_context() {
     let pool = Pool::builder()
         .core_threads(1)
         .panic_hook(move |r: &keyway::PanicReport| {
-            sink.lock().unwrap().push(r.message().to_owned())
+            sink.lock()
+                .unwrap()
+                .push((r.message().to_owned(), r.context_hash()))
         })
         .build()
         .unwrap();
@@ -205,7 +207,11 @@ fn a_panicking_future_is_reported_and_releases_its_context() {
     pool.shutdown();
     assert_eq!(
         *reports.lock().unwrap(),
-        vec!["future boom".to_string(), "keyed boom".to_string()]
+        vec![
+            // A future holding one lane is reported in that lane's context.
+            ("future boom".to_string(), Some(pool.context_hash(&"ctx"))),
+            ("keyed boom".to_string(), None),
+        ]
     );
     assert_eq!(pool.stats().panicked_tasks, 2);
 }
@@ -263,6 +269,35 @@ fn cancelling_a_started_future_releases_its_context() {
     }
     assert!(!done.cancel());
     assert_eq!(done.join().unwrap(), 3);
+    pool.shutdown();
+}
+
+/// An `AbortHandle` cancels a started future too, while its `TaskHandle` is joined elsewhere:
+/// the future is dropped at its await point and its context released.
+#[test]
+fn an_abort_handle_cancels_a_started_future() {
+    let _s = serial();
+    let pool = fixed_pool(1);
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let waiting = pool
+        .spawn_sequential("ctx", forever(&started, &dropped))
+        .unwrap();
+    let abort = waiting.abort_handle();
+    let next = pool.submit_sequential("ctx", || "next").unwrap();
+    let joiner = std::thread::spawn(move || waiting.join());
+    started.wait();
+    assert!(!abort.is_finished());
+    assert!(abort.clone().abort(), "a started future can be aborted");
+    assert!(!abort.abort(), "already cancelled");
+    dropped.wait();
+    assert!(matches!(joiner.join().unwrap(), Err(TaskError::Cancelled)));
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
+    assert!(abort.is_finished());
+    // A finished future cannot be aborted.
+    let done = pool.spawn(async { 3 }).unwrap();
+    let abort = done.abort_handle();
+    assert_eq!(done.join().unwrap(), 3);
+    assert!(!abort.abort());
     pool.shutdown();
 }
 
@@ -557,6 +592,33 @@ fn async_typed_lanes_keep_per_key_order() {
         assert_eq!(mine, want);
     }
     assert_eq!(pool.stats().panicked_tasks, 1);
+}
+
+/// A flush of an async typed lane completes only once every message sent before it has been
+/// handled, awaits included (the flush waits behind the suspended lane).
+#[test]
+fn a_flush_waits_for_an_async_typed_lanes_futures() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let count = done.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u8, _: ()| {
+        let count = count.clone();
+        async move {
+            for _ in 0..3 {
+                yield_now().await;
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for round in 1..=20 {
+        for _ in 0..10 {
+            lanes.send(7, ()).unwrap();
+        }
+        lanes.flush(7).unwrap().join().unwrap();
+        assert_eq!(done.load(Ordering::SeqCst), round * 10);
+    }
+    pool.shutdown();
 }
 
 /// Handles are awaitable from tokio and from `futures::executor::block_on`; tokio timers and

@@ -65,6 +65,10 @@ impl<F: Future> Driver<F> {
                 registry.futures.remove(id);
             }
             if let Some(report) = report {
+                let report = match &finish.release {
+                    Release::Lane(lane) => report.in_context(lane.context_hash()),
+                    Release::None | Release::Multi(_) => report,
+                };
                 registry.report_panic(report);
             }
             if !registry.is_stopping() {
@@ -108,8 +112,17 @@ impl<F: Future> Future for Driver<F> {
             }
             Ok(Poll::Pending) => {
                 if let Some(finish) = this.finish.as_mut() {
-                    if finish.live.is_none() {
-                        if let Some(registry) = finish.registry.upgrade() {
+                    if let Some(registry) = finish.registry.upgrade() {
+                        if registry.is_stopping() {
+                            // `shutdown_now` may have cancelled the waiting set already: this
+                            // await point is where the future is cancelled.
+                            if let Some(handle) = &finish.handle {
+                                handle.finish(Err(TaskError::Cancelled));
+                            }
+                            this.done(None, None);
+                            return Poll::Ready(());
+                        }
+                        if finish.live.is_none() {
                             finish.live = Some(registry.futures.insert(cx.waker().clone()));
                         }
                     }

@@ -82,7 +82,12 @@ pub(crate) struct LaunchTask {
 impl Runnable for LaunchTask {
     fn run(self) -> Result<(), PanicReport> {
         match self.registry.upgrade() {
-            Some(registry) if !registry.is_stopping() => {
+            // A worker that took the job just as `shutdown_now` began starts it as usual (it is
+            // then cancelled at its first await): blocking here would keep `shutdown_now`
+            // waiting for this worker, and the future for a wake-up, forever.
+            Some(registry)
+                if !registry.is_stopping() || crate::pool::worker::is_worker_of(&registry) =>
+            {
                 self.launcher.launch(&registry, Release::None);
                 Ok(())
             }

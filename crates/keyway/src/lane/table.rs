@@ -77,6 +77,8 @@ pub(crate) enum Ran {
 /// it idle if its queue is empty).
 pub(crate) trait Resume: Send + Sync {
     fn resume(self: Arc<Self>, registry: &Arc<Registry>);
+    /// The lane's context hash, for the panic report of the future it waits for.
+    fn context_hash(&self) -> u64;
 }
 
 /// What the pool needs from every lane table, whatever its kind.
@@ -509,6 +511,10 @@ impl<S: LaneKind> LaneCore<S> {
 }
 
 impl<S: LaneKind> Resume for LaneCore<S> {
+    fn context_hash(&self) -> u64 {
+        self.hash
+    }
+
     fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
         let idle = {
             let mut st = self.state.lock();
@@ -594,7 +600,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                                 suspended = true;
                                 Ok(())
                             }
-                            Ran::Done(outcome) => outcome,
+                            Ran::Done(outcome) => outcome.map_err(|r| r.in_context(lane.hash)),
                         }
                     });
                     // The start counts as the task; a future still running holds one more
