@@ -33,7 +33,7 @@ pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))] // `futures` is a dev-dependency only outside loom (see Cargo.toml)
 mod tests {
     #[test]
     fn block_on_waits_for_a_wake_from_another_thread() {
