@@ -38,11 +38,15 @@ const AFTER_HELP: &str = "\
 SYSTEMS (row names; pick some with --systems a,b):
   keyway              keyway: lanes (contexts), Pool::execute / execute_sequential /
                       execute_keyed (throughput), a Sequencer (ordered), the
-                      adaptive strategy (strategy)
+                      adaptive strategy (strategy), Lane::spawn futures
+                      (contexts --async)
   ideal               contexts: one thread per core running the contexts' tasks
                       directly, no queue, no producer: the machine's limit
   thread-per-context  contexts: a std thread and a channel per context
   tokio-actor         contexts: a tokio task and an mpsc mailbox per context
+                      (contexts --async: the task awaits in its loop)
+  tokio-mutex         contexts --async: a tokio task per message holding its
+                      context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one
                       crossbeam-channel MPMC channel
   rayon               throughput: rayon ThreadPool::spawn from the producer threads

@@ -37,6 +37,12 @@
 //! timeout is timed out, never dropped silently. A [`Coordinator`] shares a limit across a
 //! cluster.
 //!
+//! ## Async ([`Pool::spawn_sequential`], [`Pool::spawn_keyed`], [`Lane::spawn`], [`Pool::typed_lanes_async`])
+//! Futures on the same lanes: a context's future holds the context until it completes, awaits
+//! included, without holding a thread; woken futures are polled on the pool. They may await any
+//! runtime's timers and I/O (tokio's through a runtime handle). Handles are awaitable, and
+//! cancelling one drops its started future at its next await.
+//!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
 //! [`SubmitError`]; `shutdown_now` hands back every task that had not started, saying which
@@ -87,6 +93,7 @@
 #[cfg(doctest)]
 mod compile_fail;
 mod error;
+mod future;
 mod keyed;
 mod lane;
 pub(crate) mod loom;

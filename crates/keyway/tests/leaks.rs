@@ -90,11 +90,45 @@ fn exercise(
         typed.send(Counted::new(i % 20), Counted::new(i)).unwrap();
         let c = Counted::new(i);
         lane.execute(move || drop(c)).unwrap();
+        // Futures (issue 12): each waits once, holding a counted capture across the await.
+        let c = Counted::new(i);
+        let fut = async move {
+            YieldOnce(false).await;
+            drop(c);
+        };
+        drop(pool.spawn_sequential(Counted::new(i % 30), fut).unwrap());
+        let c = Counted::new(i);
+        let fut = async move {
+            YieldOnce(false).await;
+            drop(c);
+        };
+        let keys = [Counted::new(i % 11), Counted::new(200 + i % 5)];
+        drop(pool.spawn_keyed(keys, fut).unwrap());
+        let c = Counted::new(i);
+        drop(lane.spawn(async move { drop(c) }).unwrap());
     }
     if settle {
         lane.submit(|| ()).unwrap().join().unwrap();
     }
     (lane, typed)
+}
+
+/// Returns `Pending` once (waking itself), then `Ready`.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
 }
 
 /// Checks that nothing counted is alive and the heap is back within `slack` bytes of `before`.
@@ -240,4 +274,46 @@ fn memory_returns_after_a_burst_of_one_shot_contexts() {
         "the pool keeps {after} bytes more than before the burst (peak +{peak})"
     );
     pool.shutdown();
+}
+
+/// Futures waiting forever (their wakers held by nobody but the pool) are cancelled by
+/// `shutdown_now` and freed, with everything they captured; async typed lanes too.
+#[test]
+fn shutdown_now_frees_waiting_futures() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = live_bytes();
+    for round in 0..20u64 {
+        let pool = fixed_pool(2);
+        let token = Counted::new(u64::MAX);
+        let typed = pool.typed_lanes_async(move |_k: &Counted, m: Counted| {
+            let _ = &token;
+            async move {
+                std::future::pending::<()>().await;
+                drop(m);
+            }
+        });
+        let mut handles = Vec::new();
+        for i in 0..50u64 {
+            let c = Counted::new(i);
+            let forever = async move {
+                std::future::pending::<()>().await;
+                drop(c);
+            };
+            handles.push(match i % 3 {
+                0 => pool.spawn(forever).unwrap(),
+                1 => pool.spawn_sequential(Counted::new(i % 7), forever).unwrap(),
+                _ => pool
+                    .spawn_keyed([Counted::new(i % 5), Counted::new(10 + i % 4)], forever)
+                    .unwrap(),
+            });
+            typed.send(Counted::new(i % 6), Counted::new(i)).unwrap();
+        }
+        if round % 2 == 0 {
+            drop(handles);
+        }
+        let back = pool.shutdown_now();
+        drop(back);
+        drop((typed, pool));
+    }
+    all_freed("waiting futures", before, SLACK);
 }

@@ -49,6 +49,12 @@ pub struct ContextsArgs {
     /// Atomic increments per task (picks a single variant).
     #[arg(long)]
     pub work: Option<u64>,
+    /// Async tasks: each awaits (see --wait) before its work; keyway futures vs tokio.
+    #[arg(long = "async")]
+    pub asynchronous: bool,
+    /// With --async: what each task awaits, a yield or a short tokio timer.
+    #[arg(long, value_parser = ["yield", "timer"], default_value = "yield")]
+    pub wait: String,
 }
 
 /// One workload of the scenario.
@@ -143,7 +149,13 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
     for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
-        emit(&run_variant(&variant, opts)?);
+        if args.asynchronous {
+            emit(&super::contexts_async::run_variant(
+                &variant, &args.wait, opts,
+            )?);
+        } else {
+            emit(&run_variant(&variant, opts)?);
+        }
     }
     Ok(())
 }
@@ -163,7 +175,19 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
     }
     contenders.push(contender::<TokioActor>(v, threads, timeout));
     contenders.push(contender::<Ideal>(v, threads, timeout));
-    let label = format!("contexts {}", v.name);
+    measure_variant(v, opts, None, contenders)
+}
+
+/// Measures `contenders` on `v` and makes the report; `wait` (async runs) names what each task
+/// awaits.
+pub(super) fn measure_variant(
+    v: &Variant,
+    opts: &RunOptions,
+    wait: Option<&str>,
+    mut contenders: Vec<Contender<'static>>,
+) -> Result<VariantReport, String> {
+    let kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    let label = format!("contexts{kind} {}", v.name);
     let results = measure(
         &label,
         opts.runs,
@@ -177,13 +201,16 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
     params.insert("tasks_per_context".into(), json!(v.tasks));
     params.insert("work".into(), json!(v.work));
     params.insert("total_tasks".into(), json!(v.total()));
-    params.insert("cores".into(), json!(threads));
+    params.insert("cores".into(), json!(cores()));
     params.insert("runs".into(), json!(opts.runs));
     params.insert("quick".into(), json!(opts.quick));
+    if let Some(w) = wait {
+        params.insert("async_wait".into(), json!(w));
+    }
     Ok(VariantReport {
         scenario: "contexts",
         title: format!(
-            "{}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
+            "{}{kind}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
             v.name,
             group_thousands(v.contexts as u64),
             group_thousands(v.tasks),
@@ -196,7 +223,7 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
     })
 }
 
-fn contender<S: ContextsSystem>(
+pub(super) fn contender<S: ContextsSystem>(
     v: &Variant,
     threads: usize,
     timeout: Duration,
@@ -207,7 +234,7 @@ fn contender<S: ContextsSystem>(
 
 /// One run of system `S`: untimed setup, timed feed until every context's
 /// last task ran, untimed teardown, then the order check.
-fn run_once<S: ContextsSystem>(
+pub(super) fn run_once<S: ContextsSystem>(
     v: &Variant,
     threads: usize,
     timeout: Duration,

@@ -1,6 +1,7 @@
 //! The scenarios of SPEC §9 that this command implements.
 
 pub mod contexts;
+pub mod contexts_async;
 pub mod distributed;
 pub mod ordered;
 pub mod schedule;

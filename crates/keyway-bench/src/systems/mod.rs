@@ -2,6 +2,7 @@
 //! systems it compares; a system implements the trait of the scenario shape
 //! it takes part in.
 
+pub mod async_contexts;
 pub mod crossbeam_pool;
 pub mod global_mutex;
 pub mod heap_scheduler;

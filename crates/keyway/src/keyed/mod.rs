@@ -22,24 +22,31 @@ mod loom_keyed;
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::error::SubmitError;
+use crate::future::{Launcher, Release};
 use crate::lane::{
-    admit_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures, KeyPanicked,
-    LaneCore, LaneTable, MakeEntry,
+    admit_entry_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures,
+    KeyPanicked, LaneCore, LaneTable, MakeEntry,
 };
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
 use crate::pool::Pool;
 use crate::task::{Task, TaskHandle};
 
+/// What a multi-key task runs: a closure, or a future that holds the keys until it is done.
+enum Body {
+    Run(Task),
+    Launch(Launcher),
+}
+
 /// A task waiting at the head of several lanes.
 pub(crate) struct MultiTask {
-    task: Mutex<Option<Task>>,
+    task: Mutex<Option<Body>>,
     /// Lanes that have not yet reached this task.
     waiting: AtomicUsize,
     lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
@@ -54,9 +61,22 @@ impl MultiTask {
         if worker.registry.is_stopping() {
             return; // `shutdown_now` hands the task back from the lanes
         }
-        if let Some(task) = self.take_task() {
-            worker.run_one(|| task.run());
-            worker.tasks_done(1);
+        let body = self.task.lock().take();
+        match body {
+            Some(Body::Run(task)) => {
+                worker.run_one(|| task.run());
+                worker.tasks_done(1);
+            }
+            Some(Body::Launch(fut)) => {
+                // Rule 7: the future holds every key until it is done; its end calls `release`.
+                worker.run_one(|| {
+                    fut.launch(&worker.registry, Release::Multi(self.clone()));
+                    Ok(())
+                });
+                worker.tasks_done(1);
+                return;
+            }
+            None => {}
         }
         if worker.registry.is_stopping() {
             // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
@@ -79,7 +99,20 @@ impl MultiTask {
 
     /// The task, once: for the run, or for `shutdown_now` from whichever lane drains first.
     pub(crate) fn take_task(&self) -> Option<Task> {
-        self.task.lock().take()
+        match self.task.lock().take()? {
+            Body::Run(task) => Some(task),
+            Body::Launch(fut) => Some(Task::new(fut.into_runnable(Weak::new()))),
+        }
+    }
+
+    /// Rule 7: the multi-key future is done: pop it from every lane and restart those with more
+    /// work (each on the pool: this may run on any thread).
+    pub(crate) fn release(self: &Arc<Self>, registry: &Arc<Registry>) {
+        for lane in self.lanes.iter() {
+            if let Some(lane) = lane.pass_barrier(self) {
+                registry.schedule(Job::Lane(lane));
+            }
+        }
     }
 
     /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
@@ -169,11 +202,13 @@ where
         }
     }
     let (out, entry) = make();
-    let ClosureEntry::One { task, .. } = entry else {
-        unreachable!("admit_then makes single entries")
+    let body = match entry {
+        ClosureEntry::One { task, .. } => Body::Run(task),
+        ClosureEntry::Async { fut, .. } => Body::Launch(fut),
+        ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
     };
     let multi = Arc::new(MultiTask {
-        task: Mutex::new(Some(task)),
+        task: Mutex::new(Some(body)),
         waiting: AtomicUsize::new(lanes.len()),
         lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
     });
@@ -214,6 +249,29 @@ impl Pool {
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
+        let wrap = |f| {
+            let (out, task) = wrap(f);
+            (
+                out,
+                ClosureEntry::One {
+                    task,
+                    coalescing: false,
+                },
+            )
+        };
+        self.keyed_submit_entry(keys, f, wrap)
+    }
+
+    /// `keyed_submit` for any kind of entry (a future's, say).
+    pub(crate) fn keyed_submit_entry<K, F, T>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+        f: F,
+        wrap: impl FnOnce(F) -> (T, ClosureEntry),
+    ) -> Result<T, SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
         // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
         let distinct = catch_key(|| {
             let mut distinct = SmallVec::<[K; 4]>::new();
@@ -229,10 +287,15 @@ impl Pool {
         };
         let handle = &self.handle;
         let registry = &handle.registry;
-        admit_then(self, f, false, wrap, |make| match distinct.len() {
+        admit_entry_then(self, f, wrap, |make| match distinct.len() {
             0 => match make() {
                 (out, ClosureEntry::One { task, .. }) => {
                     registry.schedule(Job::Task(task));
+                    Ok(out)
+                }
+                (out, ClosureEntry::Async { fut, .. }) => {
+                    let task = fut.into_runnable(Arc::downgrade(registry));
+                    registry.schedule(Job::Task(Task::new(task)));
                     Ok(out)
                 }
                 (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),

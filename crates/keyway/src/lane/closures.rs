@@ -6,11 +6,17 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::key::{drop_quietly, KeyPanicked};
+use super::table::Ran;
 use super::table::{LaneCore, LaneKind};
+use crate::error::panic_message;
 use crate::error::SubmitError;
+use crate::future::{Launcher, Release};
 use crate::keyed::MultiTask;
+use crate::pool::registry::Registry;
 use crate::pool::{refused, Pool};
 use crate::task::{Abandon, ContextOf, PanicReport, PendingTask, Plain, Task, TaskHandle};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Weak;
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
@@ -20,6 +26,8 @@ pub(crate) enum ClosureEntry {
     One { task: Task, coalescing: bool },
     /// A multi-key task, standing in every lane of its keys (rule 6).
     Many(Arc<MultiTask>),
+    /// A future of this lane alone (rule 7): it holds the lane until it is done.
+    Async { fut: Launcher, coalescing: bool },
 }
 
 impl LaneKind for Closures {
@@ -31,8 +39,31 @@ impl LaneKind for Closures {
             ClosureEntry::One {
                 coalescing: true,
                 ..
+            } | ClosureEntry::Async {
+                coalescing: true,
+                ..
             }
         )
+    }
+
+    fn is_async(&self, entry: &ClosureEntry) -> bool {
+        matches!(entry, ClosureEntry::Async { .. })
+    }
+
+    fn launch(
+        &self,
+        lane: &Arc<LaneCore<Self>>,
+        key: &(dyn Any + Send + Sync),
+        registry: &Arc<Registry>,
+        entry: ClosureEntry,
+    ) -> Ran {
+        match entry {
+            ClosureEntry::Async { fut, .. } => {
+                fut.launch(registry, Release::Lane(lane.clone()));
+                Ran::Suspended
+            }
+            other => Ran::Done(self.run(key, other)),
+        }
     }
 
     fn run(&self, _key: &(dyn Any + Send + Sync), entry: ClosureEntry) -> Result<(), PanicReport> {
@@ -40,6 +71,8 @@ impl LaneKind for Closures {
             ClosureEntry::One { task, .. } => task.run(),
             // Never taken as a chunk entry: `take_chunk` stops at barriers.
             ClosureEntry::Many(_) => Ok(()),
+            // Never taken as a chunk entry either (rule 7); run here if it ever were.
+            ClosureEntry::Async { fut, .. } => Task::new(fut.into_runnable(Weak::new())).run(),
         }
     }
 
@@ -47,6 +80,8 @@ impl LaneKind for Closures {
         match entry {
             ClosureEntry::One { task, .. } => task.abandon_reporting(why),
             ClosureEntry::Many(_) => Ok(()),
+            ClosureEntry::Async { fut, .. } => catch_unwind(AssertUnwindSafe(|| fut.abandon(why)))
+                .map_err(|p| PanicReport::new(panic_message(&*p).to_owned())),
         }
     }
 
@@ -60,13 +95,19 @@ impl LaneKind for Closures {
                 let task = multi.take_task()?;
                 Some(PendingTask::in_contexts(task, multi.contexts()))
             }
+            // Handed back unstarted: run, it blocks on the future (no lane to hold any more).
+            ClosureEntry::Async { fut, .. } => {
+                let context = lane.clone() as Arc<dyn ContextOf>;
+                let task = Task::new(fut.into_runnable(Weak::new()));
+                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
+            }
         }
     }
 
     fn barrier(entry: &ClosureEntry) -> Option<&Arc<MultiTask>> {
         match entry {
             ClosureEntry::Many(multi) => Some(multi),
-            ClosureEntry::One { .. } => None,
+            ClosureEntry::One { .. } | ClosureEntry::Async { .. } => None,
         }
     }
 }
@@ -89,6 +130,23 @@ pub(crate) fn admit_then<F, T, W>(
 where
     W: FnOnce(F) -> (T, Task),
 {
+    let wrap = move |f| {
+        let (out, task) = wrap(f);
+        (out, ClosureEntry::One { task, coalescing })
+    };
+    admit_entry_then(pool, f, wrap, place)
+}
+
+/// [`admit_then`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
+pub(crate) fn admit_entry_then<F, T, W>(
+    pool: &Pool,
+    f: F,
+    wrap: W,
+    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+) -> Result<T, SubmitError<F>>
+where
+    W: FnOnce(F) -> (T, ClosureEntry),
+{
     let registry = pool.registry();
     if let Err(why) = registry.admit() {
         // `place` owns the task's keys. A key whose `Drop` panics must not unwind through this
@@ -99,10 +157,7 @@ where
     }
     let mut parts = Some((f, wrap));
     let mut make = || match parts.take() {
-        Some((f, wrap)) => {
-            let (out, task) = wrap(f);
-            (out, ClosureEntry::One { task, coalescing })
-        }
+        Some((f, wrap)) => wrap(f),
         None => unreachable!("a task's entry is made once"),
     };
     match place(&mut make) {
@@ -350,8 +405,20 @@ impl<K: 'static> Lane<K> {
         coalescing: bool,
         wrap: impl FnOnce(F) -> (T, Task),
     ) -> Result<T, SubmitError<F>> {
+        self.push_entry(f, move |f| {
+            let (out, task) = wrap(f);
+            (out, ClosureEntry::One { task, coalescing })
+        })
+    }
+
+    /// Queues the entry `wrap` makes (a closure's or a future's) in this lane.
+    pub(crate) fn push_entry<F, T>(
+        &self,
+        f: F,
+        wrap: impl FnOnce(F) -> (T, ClosureEntry),
+    ) -> Result<T, SubmitError<F>> {
         let handle = &self.pool.handle;
-        admit_then(&self.pool, f, coalescing, wrap, |make| {
+        admit_entry_then(&self.pool, f, wrap, |make| {
             let (out, entry) = make();
             self.core
                 .push_pinned(&handle.lanes, &handle.registry, entry);

@@ -6,6 +6,7 @@
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
 //! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
+//! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
@@ -17,14 +18,17 @@ mod key;
 mod state;
 mod table;
 mod typed;
+mod typed_async;
 
 #[cfg(test)]
 mod test;
 
 pub use closures::Lane;
-pub(crate) use closures::{admit_then, plain, with_handle, ClosureEntry, Closures, MakeEntry};
+pub(crate) use closures::{
+    admit_entry_then, plain, with_handle, ClosureEntry, Closures, MakeEntry,
+};
 pub use contexts::Contexts;
 pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
 pub use state::KeyState;
-pub(crate) use table::{LaneCore, LaneTable, TableOps};
+pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;

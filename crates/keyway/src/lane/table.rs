@@ -36,6 +36,22 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn barrier(_entry: &Self::Entry) -> Option<&Arc<MultiTask>> {
         None
     }
+    /// Rule 7: whether `entry` runs as a future, which may outlive the runner's call.
+    fn is_async(&self, _entry: &Self::Entry) -> bool {
+        false
+    }
+    /// Rule 7: starts an async entry (taken out of `lane`'s queue). `Suspended`: its future
+    /// resumes the lane (`Resume::resume`) once done; until then the lane stays scheduled with
+    /// no job. `Done`: nothing was left running; the runner goes on with the lane.
+    fn launch(
+        &self,
+        _lane: &Arc<LaneCore<Self>>,
+        key: &(dyn Any + Send + Sync),
+        _registry: &Arc<Registry>,
+        entry: Self::Entry,
+    ) -> Ran {
+        Ran::Done(self.run(key, entry))
+    }
     /// The key the user gave, from the key the table stores (a kind may store it wrapped).
     fn context_key(key: &(dyn Any + Send + Sync)) -> &(dyn Any + Send + Sync) {
         key
@@ -46,6 +62,23 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn context_type<Q: 'static>() -> TypeId {
         TypeId::of::<Q>()
     }
+}
+
+/// What starting an async entry did (rule 7).
+pub(crate) enum Ran {
+    /// Its future runs on; it resumes the lane when done.
+    Suspended,
+    /// It is over (e.g. the handler panicked before making its future).
+    Done(Result<(), PanicReport>),
+}
+
+/// Rule 7: a lane suspended on a future, resumed by that future once it is done (completed,
+/// panicked, cancelled). The lane is scheduled with no job; `resume` gives it back one (or turns
+/// it idle if its queue is empty).
+pub(crate) trait Resume: Send + Sync {
+    fn resume(self: Arc<Self>, registry: &Arc<Registry>);
+    /// The lane's context hash, for the panic report of the future it waits for.
+    fn context_hash(&self) -> u64;
 }
 
 /// What the pool needs from every lane table, whatever its kind.
@@ -400,6 +433,8 @@ enum Taken<S: LaneKind> {
     /// The lane went idle; here is the table it held while scheduled.
     Empty(Option<Arc<LaneTable<S>>>),
     Barrier(Arc<MultiTask>),
+    /// Rule 7: an async entry, taken out of the queue, to start alone.
+    Launch(S::Entry),
 }
 
 impl<S: LaneKind> LaneCore<S> {
@@ -416,6 +451,15 @@ impl<S: LaneKind> LaneCore<S> {
                 if take == 0 {
                     // Rule 6: the lane parks at a multi-key task; it stays scheduled.
                     return Taken::Barrier(multi.clone());
+                }
+                break;
+            }
+            if self.kind.is_async(e) {
+                if take == 0 {
+                    return match st.queue.pop_front() {
+                        Some(entry) => Taken::Launch(entry),
+                        None => unreachable!("the head was just seen"),
+                    };
                 }
                 break;
             }
@@ -462,6 +506,30 @@ impl<S: LaneKind> LaneCore<S> {
                 None
             }
             None => Some(self.clone()),
+        }
+    }
+}
+
+impl<S: LaneKind> Resume for LaneCore<S> {
+    fn context_hash(&self) -> u64 {
+        self.hash
+    }
+
+    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
+        let idle = {
+            let mut st = self.state.lock();
+            if st.table.is_none() {
+                return; // drained by `shutdown_now`
+            }
+            if st.queue.is_empty() {
+                st.table.take()
+            } else {
+                None
+            }
+        };
+        match idle {
+            Some(table) => self.release(table),
+            None => registry.schedule_next(Job::Lane(self)),
         }
     }
 }
@@ -520,6 +588,30 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 Taken::Barrier(multi) => {
                     multi.arrive(worker);
                     return;
+                }
+                Taken::Launch(entry) => {
+                    let mut suspended = false;
+                    worker.run_one(|| {
+                        match lane
+                            .kind
+                            .launch(lane, lane.key.get(), &worker.registry, entry)
+                        {
+                            Ran::Suspended => {
+                                suspended = true;
+                                Ok(())
+                            }
+                            Ran::Done(outcome) => outcome.map_err(|r| r.in_context(lane.hash)),
+                        }
+                    });
+                    // The start counts as the task; a future still running holds one more
+                    // admission until it is done (`Registry::extend_task`).
+                    worker.tasks_done(1);
+                    if suspended || worker.registry.is_stopping() {
+                        // Rule 7: the future owns the lane now; never touch it again here.
+                        return;
+                    }
+                    left -= 1;
+                    continue;
                 }
             }
             {

@@ -13,17 +13,18 @@ use smallvec::smallvec;
 use super::closures::with_handle;
 use super::key::drop_quietly;
 use super::state::{KeyState, Keyed};
-use super::table::{LaneCore, LaneKind, LaneTable};
+use super::table::{LaneCore, LaneKind, LaneTable, Ran};
+use super::typed_async::TypedHandler;
 use crate::error::{panic_message, SubmitError};
+use crate::future::{run_here, Launcher, Release};
+use crate::pool::registry::Registry;
 use crate::pool::{refused, Pool};
 use crate::task::{
     Abandon, ContextOf, PanicReport, PendingMessage, PendingTask, Task, TaskHandle, Work,
 };
 
-type Handler<K, M, S> = dyn Fn(&K, &mut S, M) + Send + Sync + 'static;
-
 pub(crate) struct Typed<K, M, S> {
-    handler: Box<Handler<K, M, S>>,
+    handler: TypedHandler<K, M, S>,
     state: KeyState<K, S>,
     /// Made by `typed_lanes`: the state is `()`, made by a no-op, so no slot is kept (measured:
     /// the slot's lock per message nearly doubled a typed lane's cost per message).
@@ -79,18 +80,55 @@ where
     }
 
     fn run(&self, key: &(dyn Any + Send + Sync), entry: Entry<M>) -> Result<(), PanicReport> {
-        match entry {
-            Entry::Message { msg, .. } if self.stateless => {
+        let msg = match entry {
+            Entry::Message { msg, .. } => msg,
+            Entry::Flush(task) => return (*task).run(),
+        };
+        match &self.handler {
+            TypedHandler::Sync(handler) if self.stateless => {
                 let key = &Self::keyed(key).key;
                 catch_unwind(AssertUnwindSafe(|| {
                     let mut unit = (self.state.init)(key);
-                    (self.handler)(key, &mut unit, msg)
+                    handler(key, &mut unit, msg)
                 }))
                 .map_err(PanicReport::from_payload)
             }
-            Entry::Message { msg, .. } => Self::keyed(key)
-                .with_state(&self.state, |key, state| (self.handler)(key, state, msg)),
-            Entry::Flush(task) => (*task).run(),
+            TypedHandler::Sync(handler) => {
+                Self::keyed(key).with_state(&self.state, |key, state| handler(key, state, msg))
+            }
+            // Never a chunk entry (rule 7): only a message handed back by `shutdown_now` and run
+            // by the caller comes here, to run on the caller's thread.
+            TypedHandler::Async(handler) => {
+                let key = &Self::keyed(key).key;
+                let fut = catch_unwind(AssertUnwindSafe(|| handler(key, msg)))
+                    .map_err(PanicReport::from_payload)?;
+                run_here(fut, None)
+            }
+        }
+    }
+
+    fn is_async(&self, entry: &Entry<M>) -> bool {
+        matches!(self.handler, TypedHandler::Async(_)) && matches!(entry, Entry::Message { .. })
+    }
+
+    fn launch(
+        &self,
+        lane: &Arc<LaneCore<Self>>,
+        key: &(dyn Any + Send + Sync),
+        registry: &Arc<Registry>,
+        entry: Entry<M>,
+    ) -> Ran {
+        let (TypedHandler::Async(handler), Entry::Message { msg, .. }) = (&self.handler, entry)
+        else {
+            unreachable!("only an async handler's messages are launched (`is_async`)")
+        };
+        let key = &Self::keyed(key).key;
+        match catch_unwind(AssertUnwindSafe(|| handler(key, msg))) {
+            Ok(fut) => {
+                Launcher::new(fut, None).launch(registry, Release::Lane(lane.clone()));
+                Ran::Suspended
+            }
+            Err(p) => Ran::Done(Err(PanicReport::from_payload(p))),
         }
     }
 
@@ -247,9 +285,10 @@ impl Pool {
         M: Send + 'static,
         H: Fn(&K, M) + Send + Sync + 'static,
     {
+        let handler = move |key: &K, _: &mut (), msg: M| handler(key, msg);
         self.make_typed_lanes(
             KeyState::new(|_| ()),
-            move |key, _, msg| handler(key, msg),
+            TypedHandler::Sync(Box::new(handler)),
             true,
         )
     }
@@ -279,25 +318,25 @@ impl Pool {
         S: Send + 'static,
         H: Fn(&K, &mut S, M) + Send + Sync + 'static,
     {
-        self.make_typed_lanes(state, handler, false)
+        self.make_typed_lanes(state, TypedHandler::Sync(Box::new(handler)), false)
     }
 
-    fn make_typed_lanes<K, M, S, H>(
+    /// `stateless`: the state is `()` and kept in no slot (an async handler's must be).
+    pub(super) fn make_typed_lanes<K, M, S>(
         &self,
         state: KeyState<K, S>,
-        handler: H,
+        handler: TypedHandler<K, M, S>,
         stateless: bool,
     ) -> TypedLanes<K, M, S>
     where
         K: Hash + Eq + Send + Sync + 'static,
         M: Send + 'static,
         S: Send + 'static,
-        H: Fn(&K, &mut S, M) + Send + Sync + 'static,
     {
         let registry = self.registry();
         let table = LaneTable::new(
             Typed {
-                handler: Box::new(handler),
+                handler,
                 state,
                 stateless,
                 _types: PhantomData,

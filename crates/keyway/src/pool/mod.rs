@@ -301,7 +301,8 @@ impl Pool {
         }
     }
 
-    /// Stops intake and waits until every accepted task has run and the threads have exited.
+    /// Stops intake and waits until every accepted task has run (every future completed, awaits
+    /// included) and the threads have exited.
     ///
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
@@ -428,6 +429,10 @@ impl Pool {
     /// started, in lane order per context. Their handles (if any) learn the outcome when the
     /// returned tasks are run or dropped.
     ///
+    /// Started futures (`spawn*`) are cancelled at their await point: dropped, their handles
+    /// saying [`TaskError::Cancelled`](crate::TaskError::Cancelled). Unstarted ones are handed
+    /// back; running one of those runs the future to completion on the calling thread.
+    ///
     /// Blocks until the tasks already running have returned. Called from a task of this pool,
     /// it does not wait for its own thread, nor for other pool threads inside `shutdown_now`:
     /// any number of callers, inside tasks or outside, may call it at once; each returns, and
@@ -472,6 +477,8 @@ impl Pool {
             for table in registry.tables() {
                 table.drain(&mut pending);
             }
+            // Started futures waiting for a wake-up are cancelled (dropped) now.
+            registry.futures.cancel_all();
             for _ in before..pending.len() {
                 registry.task_done();
             }

@@ -32,6 +32,10 @@ pub(crate) enum Job {
     Task(Task),
     /// A lane with queued work: the worker that takes it runs a batch of the lane's tasks.
     Lane(Arc<dyn LaneJob>),
+    /// A woken future (`spawn*`): the worker polls it once. Not a task of its own (its task was
+    /// counted when it started; it is counted finished when the future completes). Dropped
+    /// unrun, it cancels the future.
+    Poll(async_task::Runnable),
 }
 
 /// A lane as the pool sees it.
@@ -91,6 +95,8 @@ pub(crate) struct Registry {
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
+    /// Started futures waiting to be woken: `shutdown_now` cancels them.
+    pub(crate) futures: crate::future::Live,
     /// Submitters waiting for room, callers of `wait_idle`.
     pub(crate) waiters: Waiters,
 }
@@ -149,6 +155,7 @@ impl Registry {
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
+            futures: crate::future::Live::new(),
             waiters: Waiters::new(),
         }
     }
@@ -181,6 +188,15 @@ impl Registry {
             }
         }
         Ok(())
+    }
+
+    /// A started task left work behind (a future that has not completed): it stays pending, as
+    /// one more accepted task, until `task_done`. No refusal: it was accepted already.
+    pub(crate) fn extend_task(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_add(1, Ordering::SeqCst);
+        }
+        self.accepted.incr();
     }
 
     /// Takes back an admission whose task was handed back before it was queued.
@@ -271,6 +287,23 @@ impl Registry {
             self.injector.push(job);
         }
         self.notify_one();
+    }
+
+    /// Like `schedule`, but on a worker of this pool the job runs right after the current one
+    /// (no queue, no wake-up) when the worker's continuation slot is free: for a woken future's
+    /// poll and a lane its future resumed, which would otherwise bounce through the deque.
+    pub(crate) fn schedule_next(self: &Arc<Self>, job: Job) {
+        if worker::is_worker_of(self) {
+            let job = worker::with_current(|cx| match cx {
+                Some(cx) => cx.try_next(job).err(),
+                None => Some(job),
+            });
+            if let Some(job) = job {
+                self.schedule(job);
+            }
+        } else {
+            self.schedule(job);
+        }
     }
 
     pub(crate) fn notify_one(&self) {

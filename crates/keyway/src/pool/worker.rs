@@ -79,6 +79,11 @@ pub(crate) struct WorkerCtx {
     pub(crate) index: usize,
     deque: Worker<Job>,
     tick: Cell<u32>,
+    /// The continuation of the job this worker just ran (a woken future's poll, a lane its
+    /// future resumed), run next without a queue or a wake-up; `streak` bounds how many run in a
+    /// row before the queues are looked at again (fairness).
+    next: Cell<Option<Job>>,
+    streak: Cell<u32>,
     prefer_global: Cell<bool>,
     rng: Cell<u64>,
 }
@@ -90,6 +95,8 @@ impl WorkerCtx {
             index,
             deque,
             tick: Cell::new(0),
+            next: Cell::new(None),
+            streak: Cell::new(0),
             prefer_global: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
         })
@@ -110,6 +117,27 @@ impl WorkerCtx {
             self.registry.injector.push(job);
         } else {
             self.deque.push(job);
+        }
+    }
+
+    /// Runs `job` right after the current one on this worker (see `next`); false, with the job
+    /// given back, when the slot is taken or the streak is used up.
+    pub(crate) fn try_next(&self, job: Job) -> Result<(), Job> {
+        const STREAK: u32 = 32;
+        let streak = self.streak.get();
+        if streak >= STREAK || self.slot().blocking.load(Ordering::Relaxed) {
+            return Err(job);
+        }
+        match self.next.take() {
+            Some(other) => {
+                self.next.set(Some(other));
+                Err(job)
+            }
+            None => {
+                self.streak.set(streak + 1);
+                self.next.set(Some(job));
+                Ok(())
+            }
         }
     }
 
@@ -149,6 +177,11 @@ impl WorkerCtx {
         match job {
             Job::Task(task) => self.run_task(task),
             Job::Lane(lane) => lane.run_batch(self),
+            // A poll contains its future's panics (`future::driver`).
+            Job::Poll(runnable) => self.run_one(|| {
+                runnable.run();
+                Ok(())
+            }),
         }
     }
 
@@ -291,7 +324,14 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
-        match cx.find_job() {
+        let next = match cx.next.take() {
+            Some(job) => Some(job),
+            None => {
+                cx.streak.set(0);
+                cx.find_job()
+            }
+        };
+        match next {
             Some(job) => {
                 if cx.registry.is_stopping() {
                     // `shutdown_now` collects it from the deque.
@@ -353,6 +393,10 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _reset = Reset(&slot.blocking);
+    if let Some(job) = cx.next.take() {
+        // Not behind a blocked worker: another one takes it.
+        cx.registry.injector.push(job);
+    }
     cx.registry.transfer_from(cx.index);
     cx.registry.ensure_threads();
     f()

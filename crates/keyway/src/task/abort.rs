@@ -1,4 +1,4 @@
-//! `AbortHandle`: cancel a queued task without holding its `TaskHandle`.
+//! `AbortHandle`: cancel a queued task (or a started future) without holding its `TaskHandle`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,8 +15,9 @@ pub(super) trait Abortable: Send + Sync {
 /// `TaskHandle` it can be cloned and shared between threads, and it still works once the
 /// `TaskHandle` has been moved into an `.await` or to another thread: aborting wakes whoever
 /// awaits or joins the task, with [`TaskError::Cancelled`](crate::TaskError::Cancelled). A task
-/// that already started runs to the end (keyway never interrupts running code). Dropping an
-/// `AbortHandle` does nothing.
+/// that already started runs to the end (keyway never interrupts running code), except a future
+/// (from one of the `spawn*` methods): that one is dropped at its next await point, and the
+/// contexts it held are released. Dropping an `AbortHandle` does nothing.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -46,7 +47,8 @@ impl AbortHandle {
 
     /// Cancels the task if it has not started: it will not run, and its handle's outcome
     /// becomes [`TaskError::Cancelled`](crate::TaskError::Cancelled). Returns false if the task
-    /// already started or finished (a running task is not interrupted). Same as
+    /// already started or finished (a running task is not interrupted). A started future is
+    /// cancelled too, at its next await point. Same as
     /// [`TaskHandle::cancel`](crate::TaskHandle::cancel).
     ///
     /// ```

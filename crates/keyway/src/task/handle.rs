@@ -44,6 +44,8 @@ struct State<T> {
     stage: Stage,
     result: Option<Result<T, TaskError>>,
     waker: Option<Waker>,
+    /// A started future's waker: `cancel` wakes it so the future is dropped at its next await.
+    abort: Option<Waker>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -65,19 +67,25 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Queued → Finished as cancelled; false if the task already started or finished.
+    /// Queued → Finished as cancelled; false if the task already started or finished. A started
+    /// future (one with an abort waker) is cancelled too: its waker is woken so the driver drops
+    /// it at its next await point.
     fn cancel(&self) -> bool {
-        let waker = {
+        let (waker, abort) = {
             let mut st = self.state.lock();
-            if st.stage != Stage::Queued {
+            let started_future = st.stage == Stage::Running && st.abort.is_some();
+            if st.stage != Stage::Queued && !started_future {
                 return false;
             }
             st.stage = Stage::Finished;
             st.result = Some(Err(TaskError::Cancelled));
-            st.waker.take()
+            (st.waker.take(), st.abort.take())
         };
         self.done.notify_all();
         if let Some(w) = waker {
+            w.wake();
+        }
+        if let Some(w) = abort {
             w.wake();
         }
         true
@@ -96,6 +104,7 @@ impl<T> Shared<T> {
             }
             st.stage = Stage::Finished;
             st.result = Some(result);
+            st.abort = None;
             st.waker.take()
         };
         self.done.notify_all();
@@ -117,6 +126,7 @@ impl<T> TaskHandle<T> {
                 stage: Stage::Queued,
                 result: None,
                 waker: None,
+                abort: None,
             }),
             done: Condvar::new(),
         });
@@ -199,6 +209,9 @@ impl<T> TaskHandle<T> {
 
     /// Cancels the task if it has not started: it will not run, and the handle's outcome becomes
     /// [`TaskError::Cancelled`]. Returns false if the task already started or finished.
+    ///
+    /// A future (from one of the `spawn*` methods) can also be cancelled once it has started:
+    /// it is dropped at its next await point, and the contexts it held are released.
     ///
     /// ```
     /// let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
@@ -349,5 +362,69 @@ impl<F, T> Drop for WithHandle<F, T> {
         if self.f.take().is_some() {
             self.shared.transition_to_finished(Err(TaskError::Rejected));
         }
+    }
+}
+
+/// The side of a [`TaskHandle`] that a future (`spawn*`) completes.
+pub(crate) struct Completer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> TaskHandle<T> {
+    /// Makes a handle and its completer, for a future.
+    pub(crate) fn for_future() -> (TaskHandle<T>, Completer<T>) {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                stage: Stage::Queued,
+                result: None,
+                waker: None,
+                abort: None,
+            }),
+            done: Condvar::new(),
+        });
+        (
+            TaskHandle {
+                shared: shared.clone(),
+            },
+            Completer { shared },
+        )
+    }
+}
+
+impl<T> Completer<T> {
+    /// Queued → Running; false if the handle was cancelled first.
+    pub(crate) fn start(&self) -> bool {
+        self.shared.transition_to_running()
+    }
+
+    /// Before each poll of the future: false once the handle was cancelled, before or after it
+    /// started (the future is then dropped); otherwise `waker` is what `cancel` wakes.
+    /// On the first poll, also Queued → Running (one lock for both).
+    pub(crate) fn keep_going(&self, waker: &Waker) -> bool {
+        let mut st = self.shared.state.lock();
+        match st.stage {
+            Stage::Finished => return false,
+            Stage::Queued => st.stage = Stage::Running,
+            Stage::Running => {}
+        }
+        match &st.abort {
+            Some(w) if w.will_wake(waker) => {}
+            _ => st.abort = Some(waker.clone()),
+        }
+        true
+    }
+
+    /// Gives the handle its outcome (ignored if it already has one, e.g. cancelled).
+    pub(crate) fn finish(&self, result: Result<T, TaskError>) {
+        self.shared.transition_to_finished(result);
+    }
+
+    /// The outcome for a future dropped unfinished: why it was dropped.
+    pub(crate) fn abandon(&self, why: Abandon) {
+        self.finish(Err(match why {
+            Abandon::Coalesced => TaskError::Coalesced,
+            Abandon::Rejected => TaskError::Rejected,
+            Abandon::TimedOut => TaskError::TimedOut,
+        }));
     }
 }

@@ -11,7 +11,7 @@ mod raw;
 
 pub use abort::AbortHandle;
 pub use handle::TaskHandle;
-pub(crate) use handle::WithHandle;
+pub(crate) use handle::{Completer, WithHandle};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Work};
 pub(crate) use raw::Task;
 

@@ -1,0 +1,233 @@
+//! `contexts --async`: each task awaits first (a yield, or a short tokio timer), then runs the
+//! `contexts` task body. Three systems:
+//!
+//! * `keyway` — `Lane::spawn(future)` on a pool lane per context (a one-thread tokio runtime
+//!   drives the timers when the wait is a timer; keyway polls the futures);
+//! * `tokio-actor` — one tokio task and unbounded mpsc mailbox per context, awaiting in its loop;
+//! * `tokio-mutex` — a tokio task per message holding its context's `tokio::sync::Mutex` across
+//!   the await. Tasks of one context exclude each other, but tokio does not start them in
+//!   submission order, so this peer numbers each context's tasks in the order they got the lock
+//!   (its order check then checks exclusion and completeness, not submission order).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use keyway::{Lane, Pool};
+use tokio::runtime::{Handle, Runtime};
+use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use super::ContextsSystem;
+use crate::work::{context_task, ContextsRun};
+
+/// The timer a task awaits (`--wait timer`).
+pub const TIMER: Duration = Duration::from_micros(100);
+
+/// What each task awaits before its work.
+pub trait Wait: Send + Sync + 'static {
+    /// `yield` or `timer`.
+    const NAME: &'static str;
+    /// The wait, for a task polled by any executor; `rt` drives tokio timers.
+    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static;
+}
+
+/// A single yield: the task returns `Pending` once, waking itself.
+pub struct Yield;
+
+/// A tokio timer of [`TIMER`].
+pub struct Timer;
+
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+impl Wait for Yield {
+    const NAME: &'static str = "yield";
+    fn wait(_rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+        YieldNow(false)
+    }
+}
+
+impl Wait for Timer {
+    const NAME: &'static str = "timer";
+    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+        let _enter = rt.enter();
+        tokio::time::sleep(TIMER)
+    }
+}
+
+fn runtime(threads: usize) -> Result<Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_time()
+        .build()
+        .map_err(|e| format!("building the tokio runtime: {e}"))
+}
+
+/// keyway: a lane handle per context, one future per task.
+pub struct KeywayAsync<W> {
+    run: &'static ContextsRun,
+    pool: Pool,
+    lanes: Vec<Lane<usize>>,
+    timers: Runtime,
+    _wait: std::marker::PhantomData<W>,
+}
+
+impl<W: Wait> ContextsSystem for KeywayAsync<W> {
+    const NAME: &'static str = "keyway";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        let pool = Pool::builder()
+            .core_threads(threads)
+            .build()
+            .map_err(|e| format!("building the keyway pool: {e}"))?;
+        let lanes = (0..run.contexts()).map(|ctx| pool.lane(ctx)).collect();
+        Ok(Self {
+            run,
+            pool,
+            lanes,
+            timers: runtime(1)?,
+            _wait: std::marker::PhantomData,
+        })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let (run, lanes, rt) = (self.run, &self.lanes, self.timers.handle());
+        run.produce(|ctx, seq| {
+            // The wait starts when the task starts (as in the peers), not when it is queued.
+            let rt = rt.clone();
+            let fut = async move {
+                W::wait(&rt).await;
+                context_task(run, ctx, seq);
+            };
+            match lanes[ctx].spawn(fut) {
+                Ok(handle) => {
+                    drop(handle);
+                    Ok(())
+                }
+                Err(_) => Err(format!("keyway rejected task {seq} of context {ctx}")),
+            }
+        })
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        drop(self.lanes);
+        self.pool.shutdown();
+        drop(self.timers);
+        Ok(())
+    }
+}
+
+/// tokio: one actor task and mailbox per context, awaiting in its loop.
+pub struct TokioActorAsync<W> {
+    run: &'static ContextsRun,
+    runtime: Runtime,
+    senders: Vec<UnboundedSender<u64>>,
+    actors: Vec<JoinHandle<()>>,
+    _wait: std::marker::PhantomData<W>,
+}
+
+impl<W: Wait> ContextsSystem for TokioActorAsync<W> {
+    const NAME: &'static str = "tokio-actor";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        let runtime = runtime(threads)?;
+        let mut senders = Vec::with_capacity(run.contexts());
+        let mut actors = Vec::with_capacity(run.contexts());
+        for ctx in 0..run.contexts() {
+            let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
+            let rt = runtime.handle().clone();
+            actors.push(runtime.spawn(async move {
+                while let Some(seq) = rx.recv().await {
+                    W::wait(&rt).await;
+                    context_task(run, ctx, seq);
+                }
+            }));
+            senders.push(tx);
+        }
+        Ok(Self {
+            run,
+            runtime,
+            senders,
+            actors,
+            _wait: std::marker::PhantomData,
+        })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let senders = &self.senders;
+        self.run.produce(|ctx, seq| {
+            senders[ctx]
+                .send(seq)
+                .map_err(|_| format!("the actor of context {ctx} is gone"))
+        })
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        drop(self.senders);
+        let actors = self.actors;
+        self.runtime.block_on(async move {
+            for actor in actors {
+                actor.await.map_err(|e| format!("an actor failed: {e}"))?;
+            }
+            Ok::<(), String>(())
+        })
+    }
+}
+
+/// tokio: a task per message, holding its context's mutex across the await.
+pub struct TokioMutexAsync<W> {
+    run: &'static ContextsRun,
+    runtime: Runtime,
+    /// Per context: the number of tasks that held the lock so far.
+    locks: Arc<[tokio::sync::Mutex<u64>]>,
+    _wait: std::marker::PhantomData<W>,
+}
+
+impl<W: Wait> ContextsSystem for TokioMutexAsync<W> {
+    const NAME: &'static str = "tokio-mutex";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        Ok(Self {
+            run,
+            runtime: runtime(threads)?,
+            locks: (0..run.contexts())
+                .map(|_| tokio::sync::Mutex::new(0))
+                .collect(),
+            _wait: std::marker::PhantomData,
+        })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let (run, rt) = (self.run, self.runtime.handle());
+        self.run.produce(|ctx, _seq| {
+            let locks = self.locks.clone();
+            let rt2 = rt.clone();
+            drop(rt.spawn(async move {
+                let mut held = locks[ctx].lock().await;
+                W::wait(&rt2).await;
+                *held += 1;
+                context_task(run, ctx, *held);
+            }));
+            Ok(())
+        })
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        drop(self.runtime);
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! How a future runs on the pool: wrapped in a [`Driver`] that contains its panics, obeys its
+//! handle's `cancel`, and — exactly once, however it ends (completes, panics, is cancelled or
+//! dropped by `shutdown_now`) — gives its handle the outcome, releases the context(s) it held and
+//! counts its task finished.
+//!
+//! The driver is an `async-task` task whose schedule function queues its `Runnable` on the pool
+//! as a [`Job::Poll`]: a future is polled only when woken, never in a loop.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use crate::error::{panic_message, TaskError};
+use crate::keyed::MultiTask;
+use crate::lane::{drop_quietly, Resume};
+use crate::pool::registry::{Job, Registry};
+use crate::task::{Abandon, Completer, PanicReport};
+
+/// What a finished future lets go of (its context or contexts).
+pub(crate) enum Release {
+    /// Nothing: a plain future, or one run outside the pool.
+    None,
+    /// The single lane it suspended (a lane stays scheduled without a job meanwhile).
+    Lane(Arc<dyn Resume>),
+    /// Every lane of a multi-key future.
+    Multi(Arc<MultiTask>),
+}
+
+/// What happens once, when the future is done.
+struct Finish<T> {
+    handle: Option<Completer<T>>,
+    release: Release,
+    registry: Weak<Registry>,
+    /// Its key in the pool's set of waiting futures, once it suspended.
+    live: Option<u64>,
+}
+
+/// A future as the pool runs it.
+pub(crate) struct Driver<F: Future> {
+    /// Structurally pinned; set to `None` (dropped in place) when done.
+    fut: Option<F>,
+    finish: Option<Finish<F::Output>>,
+}
+
+impl<F: Future> Driver<F> {
+    fn done(&mut self, outcome: Option<Result<F::Output, TaskError>>, report: Option<PanicReport>) {
+        // The future's own drop is user code: contained.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
+            tracing::error!(
+                panic = panic_message(&*p),
+                "keyway: a future's drop panicked"
+            );
+        }
+        let Some(finish) = self.finish.take() else {
+            return;
+        };
+        if let (Some(handle), Some(outcome)) = (&finish.handle, outcome) {
+            handle.finish(outcome);
+        }
+        let registry = finish.registry.upgrade();
+        if let Some(registry) = &registry {
+            if let Some(id) = finish.live {
+                registry.futures.remove(id);
+            }
+            if let Some(report) = report {
+                let report = match &finish.release {
+                    Release::Lane(lane) => report.in_context(lane.context_hash()),
+                    Release::None | Release::Multi(_) => report,
+                };
+                registry.report_panic(report);
+            }
+            if !registry.is_stopping() {
+                match finish.release {
+                    Release::None => {}
+                    Release::Lane(lane) => lane.resume(registry),
+                    Release::Multi(multi) => multi.release(registry),
+                }
+            }
+            registry.task_done();
+        }
+    }
+}
+
+impl<F: Future> Future for Driver<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `fut` is never moved out of the driver: it is polled in place and dropped in
+        // place (`self.fut = None`); no other field is pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let Some(finish) = &this.finish else {
+            return Poll::Ready(());
+        };
+        if let Some(handle) = &finish.handle {
+            if !handle.keep_going(cx.waker()) {
+                // Cancelled: before it started (it never runs), or at this await point.
+                this.done(None, None);
+                return Poll::Ready(());
+            }
+        }
+        let Some(fut) = this.fut.as_mut() else {
+            return Poll::Ready(());
+        };
+        // SAFETY: structural pinning of `fut` (see above).
+        let fut = unsafe { Pin::new_unchecked(fut) };
+        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Ready(value)) => {
+                this.done(Some(Ok(value)), None);
+                Poll::Ready(())
+            }
+            Ok(Poll::Pending) => {
+                if let Some(finish) = this.finish.as_mut() {
+                    if let Some(registry) = finish.registry.upgrade() {
+                        if registry.is_stopping() {
+                            // `shutdown_now` may have cancelled the waiting set already: this
+                            // await point is where the future is cancelled.
+                            if let Some(handle) = &finish.handle {
+                                handle.finish(Err(TaskError::Cancelled));
+                            }
+                            this.done(None, None);
+                            return Poll::Ready(());
+                        }
+                        if finish.live.is_none() {
+                            finish.live = Some(registry.futures.insert(cx.waker().clone()));
+                        }
+                    }
+                }
+                Poll::Pending
+            }
+            Err(payload) => {
+                // The payload is the handle's if there is one, else the panic hook's.
+                let has_handle = this.finish.as_ref().is_some_and(|f| f.handle.is_some());
+                if has_handle {
+                    let report = PanicReport::new(panic_message(&*payload).to_owned());
+                    this.done(Some(Err(TaskError::panicked(payload))), Some(report));
+                } else {
+                    this.done(None, Some(PanicReport::from_payload(payload)));
+                }
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl<F: Future> Drop for Driver<F> {
+    fn drop(&mut self) {
+        // Dropped unfinished: the pool cancelled it (`shutdown_now`) at an await point.
+        if let Some(handle) = self.finish.as_ref().and_then(|f| f.handle.as_ref()) {
+            handle.finish(Err(TaskError::Cancelled));
+        }
+        self.done(None, None);
+    }
+}
+
+/// Starts `fut` on the pool: its first poll runs here, at once; later polls run on the pool's
+/// workers when it is woken. Its task stays pending until the future is done.
+pub(crate) fn launch<F>(
+    registry: &Arc<Registry>,
+    fut: F,
+    handle: Option<Completer<F::Output>>,
+    release: Release,
+) where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    registry.extend_task();
+    let driver = Driver {
+        fut: Some(fut),
+        finish: Some(Finish {
+            handle,
+            release,
+            registry: Arc::downgrade(registry),
+            live: None,
+        }),
+    };
+    let weak = Arc::downgrade(registry);
+    let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {
+        Some(registry) if !registry.is_stopping() => registry.schedule_next(Job::Poll(runnable)),
+        // Stopped (or gone): dropping the runnable cancels the future at this await point.
+        _ => drop_quietly(runnable),
+    });
+    task.detach();
+    runnable.run();
+}
+
+/// Tells a future's handle that it was dropped without starting.
+pub(crate) fn abandon<T>(fut: impl Future, handle: Option<Completer<T>>, why: Abandon) {
+    drop_quietly(fut);
+    if let Some(handle) = handle {
+        handle.abandon(why);
+    }
+}
+
+/// Runs a future to completion on the calling thread (a future handed back by `shutdown_now`
+/// and run by the caller). Its panic is caught and comes back as its report.
+pub(crate) fn run_here<F: Future>(
+    fut: F,
+    handle: Option<Completer<F::Output>>,
+) -> Result<(), PanicReport> {
+    if let Some(handle) = &handle {
+        if !handle.start() {
+            drop_quietly(fut);
+            return Ok(());
+        }
+    }
+    let mut fut = std::pin::pin!(fut);
+    let outcome = catch_unwind(AssertUnwindSafe(|| super::block::block_on(fut.as_mut())));
+    match outcome {
+        Ok(value) => {
+            if let Some(handle) = handle {
+                handle.finish(Ok(value));
+            }
+            Ok(())
+        }
+        Err(payload) => match handle {
+            Some(handle) => {
+                let report = PanicReport::new(panic_message(&*payload).to_owned());
+                handle.finish(Err(TaskError::panicked(payload)));
+                Err(report)
+            }
+            None => Err(PanicReport::from_payload(payload)),
+        },
+    }
+}

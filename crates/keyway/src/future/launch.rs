@@ -1,0 +1,101 @@
+//! A submitted future before it starts: what a lane entry, a multi-key task or a plain job holds,
+//! and what `shutdown_now` hands back when it had not started.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+
+use super::driver::{self, Release};
+use crate::pool::registry::Registry;
+use crate::task::{Abandon, Completer, PanicReport, Runnable};
+
+/// A future not yet started, type-erased.
+pub(crate) struct Launcher(Box<dyn Launch>);
+
+trait Launch: Send {
+    fn launch(self: Box<Self>, registry: &Arc<Registry>, release: Release);
+    fn run_here(self: Box<Self>) -> Result<(), PanicReport>;
+    fn abandon(self: Box<Self>, why: Abandon);
+}
+
+struct Spawned<F: Future> {
+    fut: F,
+    handle: Option<Completer<F::Output>>,
+}
+
+impl<F> Launch for Spawned<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn launch(self: Box<Self>, registry: &Arc<Registry>, release: Release) {
+        let Spawned { fut, handle } = *self;
+        driver::launch(registry, fut, handle, release);
+    }
+
+    fn run_here(self: Box<Self>) -> Result<(), PanicReport> {
+        let Spawned { fut, handle } = *self;
+        driver::run_here(fut, handle)
+    }
+
+    fn abandon(self: Box<Self>, why: Abandon) {
+        let Spawned { fut, handle } = *self;
+        driver::abandon(fut, handle, why);
+    }
+}
+
+impl Launcher {
+    pub(crate) fn new<F>(fut: F, handle: Option<Completer<F::Output>>) -> Self
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Launcher(Box::new(Spawned { fut, handle }))
+    }
+
+    /// Starts the future on the pool (first poll here); `release` is let go once it is done.
+    pub(crate) fn launch(self, registry: &Arc<Registry>, release: Release) {
+        self.0.launch(registry, release)
+    }
+
+    /// Drops the future unstarted, telling its handle why (its drop may panic: the caller
+    /// contains it).
+    pub(crate) fn abandon(self, why: Abandon) {
+        self.0.abandon(why)
+    }
+
+    /// As a task: started on the pool of `registry` if it still runs, else run to completion on
+    /// the calling thread (a future handed back by `shutdown_now`).
+    pub(crate) fn into_runnable(self, registry: Weak<Registry>) -> LaunchTask {
+        LaunchTask {
+            launcher: self,
+            registry,
+        }
+    }
+}
+
+/// A future as a plain task of the pool (or handed back by `shutdown_now`).
+pub(crate) struct LaunchTask {
+    launcher: Launcher,
+    registry: Weak<Registry>,
+}
+
+impl Runnable for LaunchTask {
+    fn run(self) -> Result<(), PanicReport> {
+        match self.registry.upgrade() {
+            // A worker that took the job just as `shutdown_now` began starts it as usual (it is
+            // then cancelled at its first await): blocking here would keep `shutdown_now`
+            // waiting for this worker, and the future for a wake-up, forever.
+            Some(registry)
+                if !registry.is_stopping() || crate::pool::worker::is_worker_of(&registry) =>
+            {
+                self.launcher.launch(&registry, Release::None);
+                Ok(())
+            }
+            _ => self.launcher.0.run_here(),
+        }
+    }
+
+    fn abandon(self, why: Abandon) {
+        self.launcher.abandon(why)
+    }
+}

@@ -1,0 +1,706 @@
+//! Futures on keyway lanes (issue 12): per-context order across awaits, panics and cancellation
+//! release the context, no busy polling, multi-key futures, shutdown, tokio timers and sockets.
+//!
+//! The tests run one at a time (`SERIAL`): one of them measures the process's CPU time.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use common::{fixed_pool, DropCount, Gate, Latch, HANG};
+use keyway::{Pool, TaskError};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Returns `Pending` once (waking itself), then `Ready`.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
+
+/// A tokio sleep made in `rt`'s context, awaitable from a keyway worker.
+fn sleep(rt: &tokio::runtime::Handle, d: Duration) -> tokio::time::Sleep {
+    let _enter = rt.enter();
+    tokio::time::sleep(d)
+}
+
+/// Polls a future inside a tokio runtime's context (what tokio's I/O types need to register
+/// with its reactor), wherever it is polled: here, on a keyway worker.
+struct InRuntime<F> {
+    rt: tokio::runtime::Handle,
+    fut: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for InRuntime<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _enter = self.rt.enter();
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+/// Per-context checker: strict submission order and no overlap, across awaits.
+struct Checker {
+    inside: AtomicBool,
+    next: AtomicUsize,
+}
+
+/// Done-when 1: 100 contexts x 1,000 futures, each awaiting a random short wait (a yield, a
+/// wake-up from the tokio runtime's thread, or a tokio timer), over 20 seeds.
+#[test]
+fn per_context_order_holds_across_awaits() {
+    let _s = serial();
+    let rt = runtime();
+    const CONTEXTS: usize = 100;
+    const PER: usize = 1_000;
+    for seed in 0..20u64 {
+        let pool = Pool::builder().core_threads(2).build().unwrap();
+        let checkers: Arc<Vec<Checker>> = Arc::new(
+            (0..CONTEXTS)
+                .map(|_| Checker {
+                    inside: AtomicBool::new(false),
+                    next: AtomicUsize::new(0),
+                })
+                .collect(),
+        );
+        let violations = Arc::new(AtomicUsize::new(0));
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for i in 0..PER {
+            for ctx in 0..CONTEXTS {
+                let (checkers, violations) = (checkers.clone(), violations.clone());
+                let wait = rng.gen_range(0..100u32);
+                let rt = rt.handle().clone();
+                let fut = async move {
+                    let c = &checkers[ctx];
+                    if c.inside.swap(true, Ordering::SeqCst) {
+                        violations.fetch_add(1, Ordering::SeqCst); // overlap
+                    }
+                    if c.next.load(Ordering::SeqCst) != i {
+                        violations.fetch_add(1, Ordering::SeqCst); // out of order
+                    }
+                    match wait {
+                        0..=69 => {
+                            for _ in 0..=wait % 3 {
+                                yield_now().await;
+                            }
+                        }
+                        70..=97 => {
+                            let (tx, rx) = tokio::sync::oneshot::channel();
+                            rt.spawn(async move { tx.send(()).unwrap() });
+                            rx.await.unwrap();
+                        }
+                        _ => sleep(&rt, Duration::from_micros(u64::from(wait) * 5)).await,
+                    }
+                    if !c.inside.load(Ordering::SeqCst) {
+                        violations.fetch_add(1, Ordering::SeqCst); // someone cleared it: overlap
+                    }
+                    c.next.store(i + 1, Ordering::SeqCst);
+                    c.inside.store(false, Ordering::SeqCst);
+                };
+                // Half the contexts through a `Lane` handle, half by key.
+                let h = pool.spawn_sequential(ctx, fut).unwrap();
+                drop(h);
+            }
+        }
+        pool.shutdown();
+        assert_eq!(violations.load(Ordering::SeqCst), 0, "seed {seed}");
+        for c in checkers.iter() {
+            assert_eq!(c.next.load(Ordering::SeqCst), PER, "seed {seed}");
+        }
+    }
+}
+
+/// The same through a `Lane` handle, with closures and futures interleaved in one context.
+#[test]
+fn a_lane_orders_closures_and_futures_together() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let lane = pool.lane("mixed");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..2_000 {
+        let log = log.clone();
+        if i % 2 == 0 {
+            lane.execute(move || log.lock().unwrap().push(i)).unwrap();
+        } else {
+            drop(
+                lane.spawn(async move {
+                    yield_now().await;
+                    log.lock().unwrap().push(i);
+                })
+                .unwrap(),
+            );
+        }
+    }
+    pool.shutdown();
+    assert_eq!(*log.lock().unwrap(), (0..2_000).collect::<Vec<_>>());
+}
+
+/// Done-when 2: a panicking future is reported (panic hook, stats) and releases its context.
+#[test]
+fn a_panicking_future_is_reported_and_releases_its_context() {
+    let _s = serial();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .panic_hook(move |r: &keyway::PanicReport| {
+            sink.lock()
+                .unwrap()
+                .push((r.message().to_owned(), r.context_hash()))
+        })
+        .build()
+        .unwrap();
+    let bad = pool
+        .spawn_sequential("ctx", async {
+            yield_now().await;
+            panic!("future boom");
+        })
+        .unwrap();
+    let next = pool.spawn_sequential("ctx", async { 7 }).unwrap();
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), 7);
+    match bad.join() {
+        Err(e) => assert!(e.is_panic()),
+        Ok(()) => panic!("the future panicked"),
+    }
+    // A multi-key future too.
+    let bad = pool
+        .spawn_keyed(["a", "b"], async {
+            yield_now().await;
+            panic!("keyed boom");
+        })
+        .unwrap();
+    let next = pool.spawn_keyed(["b", "c"], async { 8 }).unwrap();
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), 8);
+    assert!(bad.join().unwrap_err().is_panic());
+    pool.shutdown();
+    assert_eq!(
+        *reports.lock().unwrap(),
+        vec![
+            // A future holding one lane is reported in that lane's context.
+            ("future boom".to_string(), Some(pool.context_hash(&"ctx"))),
+            ("keyed boom".to_string(), None),
+        ]
+    );
+    assert_eq!(pool.stats().panicked_tasks, 2);
+}
+
+/// A future that waits forever and tells when it is dropped.
+fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send + 'static {
+    struct OnDrop(Latch);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.count_down();
+        }
+    }
+    let (started, guard) = (started.clone(), OnDrop(dropped.clone()));
+    async move {
+        let _guard = guard;
+        started.count_down();
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Done-when 3: cancelling the handle of a started future drops it at its await point and
+/// releases its context (single and multi-key); the next task runs.
+#[test]
+fn cancelling_a_started_future_releases_its_context() {
+    let _s = serial();
+    let pool = fixed_pool(1);
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let waiting = pool
+        .spawn_sequential("ctx", forever(&started, &dropped))
+        .unwrap();
+    let next = pool.submit_sequential("ctx", || "next").unwrap();
+    started.wait();
+    assert!(waiting.cancel(), "a started future can be cancelled");
+    dropped.wait();
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
+    assert!(matches!(waiting.join(), Err(TaskError::Cancelled)));
+
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let waiting = pool
+        .spawn_keyed(["x", "y"], forever(&started, &dropped))
+        .unwrap();
+    let on_x = pool.submit_sequential("x", || 1).unwrap();
+    let on_y = pool.spawn_keyed(["y", "z"], async { 2 }).unwrap();
+    started.wait();
+    assert!(!on_x.is_finished() && !on_y.is_finished());
+    assert!(waiting.cancel());
+    dropped.wait();
+    assert_eq!(on_x.join_timeout(HANG).ok().unwrap().unwrap(), 1);
+    assert_eq!(on_y.join_timeout(HANG).ok().unwrap().unwrap(), 2);
+    assert!(matches!(waiting.join(), Err(TaskError::Cancelled)));
+    // A finished future cannot be cancelled any more.
+    let done = pool.spawn(async { 3 }).unwrap();
+    while !done.is_finished() {
+        std::thread::yield_now();
+    }
+    assert!(!done.cancel());
+    assert_eq!(done.join().unwrap(), 3);
+    pool.shutdown();
+}
+
+/// An `AbortHandle` cancels a started future too, while its `TaskHandle` is joined elsewhere:
+/// the future is dropped at its await point and its context released.
+#[test]
+fn an_abort_handle_cancels_a_started_future() {
+    let _s = serial();
+    let pool = fixed_pool(1);
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let waiting = pool
+        .spawn_sequential("ctx", forever(&started, &dropped))
+        .unwrap();
+    let abort = waiting.abort_handle();
+    let next = pool.submit_sequential("ctx", || "next").unwrap();
+    let joiner = std::thread::spawn(move || waiting.join());
+    started.wait();
+    assert!(!abort.is_finished());
+    assert!(abort.clone().abort(), "a started future can be aborted");
+    assert!(!abort.abort(), "already cancelled");
+    dropped.wait();
+    assert!(matches!(joiner.join().unwrap(), Err(TaskError::Cancelled)));
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
+    assert!(abort.is_finished());
+    // A finished future cannot be aborted.
+    let done = pool.spawn(async { 3 }).unwrap();
+    let abort = done.abort_handle();
+    assert_eq!(done.join().unwrap(), 3);
+    assert!(!abort.abort());
+    pool.shutdown();
+}
+
+/// User + system CPU time of this process, from `/proc/self/stat` (clock ticks of 10 ms).
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// Done-when 4: a context whose future waits 1 s costs no CPU while it waits.
+#[test]
+fn a_waiting_future_costs_no_cpu() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(2);
+    let h = rt.handle().clone();
+    let behind = Arc::new(AtomicBool::new(false));
+    let b = behind.clone();
+    let before = process_cpu();
+    let waiting = pool
+        .spawn_sequential("slow", async move {
+            sleep(&h, Duration::from_secs(1)).await;
+            b.load(Ordering::SeqCst) // the task behind it has not run yet
+        })
+        .unwrap();
+    let b = behind.clone();
+    pool.execute_sequential("slow", move || b.store(true, Ordering::SeqCst))
+        .unwrap();
+    assert!(
+        !waiting.join().unwrap(),
+        "the next task ran during the await"
+    );
+    let used = process_cpu().saturating_sub(before);
+    eprintln!("cpu used during the 1 s wait: {used:?}");
+    assert!(
+        used < Duration::from_millis(100),
+        "the wait cost {used:?} of CPU: busy polling"
+    );
+    pool.shutdown();
+}
+
+/// Done-when 5: multi-key futures sharing a key never overlap across awaits; disjoint ones run
+/// concurrently (both reach a barrier while the pool has one thread).
+#[test]
+fn multi_key_futures_exclude_shared_keys_and_run_disjoint_ones_concurrently() {
+    let _s = serial();
+    let rt = runtime();
+    for seed in 0..20u64 {
+        let pool = fixed_pool(2);
+        let inside: Arc<Vec<AtomicBool>> =
+            Arc::new((0..6).map(|_| AtomicBool::new(false)).collect());
+        let violations = Arc::new(AtomicUsize::new(0));
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for _ in 0..300 {
+            let a = rng.gen_range(0..6usize);
+            let b = (a + rng.gen_range(1..6usize)) % 6;
+            let (inside, violations) = (inside.clone(), violations.clone());
+            let rt = rt.handle().clone();
+            let wait = rng.gen_range(0..10u32);
+            let fut = async move {
+                for k in [a, b] {
+                    if inside[k].swap(true, Ordering::SeqCst) {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                if wait == 0 {
+                    sleep(&rt, Duration::from_micros(200)).await;
+                } else {
+                    for _ in 0..wait {
+                        yield_now().await;
+                    }
+                }
+                for k in [a, b] {
+                    if !inside[k].swap(false, Ordering::SeqCst) {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            };
+            drop(pool.spawn_keyed([a, b], fut).unwrap());
+        }
+        pool.shutdown();
+        assert_eq!(violations.load(Ordering::SeqCst), 0, "seed {seed}");
+    }
+
+    // Disjoint keys, one thread: both futures must be waiting at once to pass the barrier.
+    let pool = fixed_pool(1);
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let mut handles = Vec::new();
+    for keys in [["x", "y"], ["z", "w"]] {
+        let (barrier, rt) = (barrier.clone(), rt.handle().clone());
+        handles.push(
+            pool.spawn_keyed(keys, async move {
+                let timeout = {
+                    let _enter = rt.enter();
+                    tokio::time::timeout(HANG, barrier.wait())
+                };
+                timeout.await.is_ok()
+            })
+            .unwrap(),
+        );
+    }
+    for h in handles {
+        assert!(
+            h.join().unwrap(),
+            "disjoint multi-key futures did not run concurrently"
+        );
+    }
+    pool.shutdown();
+}
+
+/// `shutdown` waits for every accepted future, waiting ones included.
+#[test]
+fn shutdown_waits_for_accepted_futures() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..200u64 {
+        let (done, rt) = (done.clone(), rt.handle().clone());
+        let fut = async move {
+            sleep(&rt, Duration::from_millis(1 + i % 5)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            i
+        };
+        handles.push(match i % 4 {
+            0 => pool.spawn(fut).unwrap(),
+            1 => pool.spawn_sequential(i % 7, fut).unwrap(),
+            2 => pool.spawn_keyed([i % 5, 10 + i % 3], fut).unwrap(),
+            _ => pool.lane(i % 3).spawn(fut).unwrap(),
+        });
+    }
+    pool.shutdown();
+    assert_eq!(done.load(Ordering::SeqCst), 200);
+    for (i, h) in handles.into_iter().enumerate() {
+        assert!(h.is_finished());
+        assert_eq!(h.join().unwrap(), i as u64);
+    }
+    assert!(matches!(
+        pool.spawn(async {}),
+        Err(keyway::SubmitError::Shutdown(_))
+    ));
+}
+
+/// `shutdown_now` cancels started futures at their await point (releasing what they hold) and
+/// hands back the unstarted ones, which the caller may run or drop.
+#[test]
+fn shutdown_now_cancels_started_futures_and_hands_back_unstarted_ones() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let pool = fixed_pool(1);
+    // Started and waiting forever: one per kind.
+    let started = Latch::new(3);
+    let dropped = Latch::new(3);
+    let waiting = vec![
+        pool.spawn_sequential("a", forever(&started, &dropped))
+            .unwrap(),
+        pool.spawn_keyed(["b", "c"], forever(&started, &dropped))
+            .unwrap(),
+        pool.spawn(forever(&started, &dropped)).unwrap(),
+    ];
+    started.wait();
+    // Unstarted: behind the waiting ones, or behind a held worker.
+    let mut behind = Vec::new();
+    for i in 0..5u32 {
+        let t = drops.token();
+        behind.push(
+            pool.spawn_sequential("a", async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
+        let t = drops.token();
+        behind.push(
+            pool.spawn_keyed(["c", "d"], async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
+    }
+    let gate = Gate::new();
+    let held = Latch::new(1);
+    let task = common::held_task(&gate, &held);
+    pool.execute(move || {
+        task();
+    })
+    .unwrap();
+    held.wait();
+    for i in 0..5u32 {
+        let t = drops.token();
+        behind.push(
+            pool.spawn(async move {
+                drop(t);
+                i
+            })
+            .unwrap(),
+        );
+    }
+    let pending = common::shutdown_now_while_held(&pool, &gate);
+    dropped.wait(); // every started future was dropped
+    for h in waiting {
+        assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+    }
+    assert_eq!(pending.len(), 15, "every unstarted future handed back once");
+    // Run some on this thread, drop the others.
+    let mut pending = pending.into_iter();
+    for task in pending.by_ref().take(5) {
+        task.run().unwrap();
+    }
+    drop(pending.collect::<Vec<_>>());
+    assert_eq!(drops.live(), 0, "every captured value freed");
+    let (mut ran, mut rejected) = (0, 0);
+    for h in behind {
+        match h.join() {
+            Ok(_) => ran += 1,
+            Err(TaskError::Rejected) => rejected += 1,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!((ran, rejected), (5, 10));
+}
+
+/// A coalescing future replaces the pending one; a started one is never replaced.
+#[test]
+fn coalescing_futures_replace_only_unstarted_ones() {
+    let _s = serial();
+    let pool = fixed_pool(1);
+    let (started, release) = (Latch::new(1), Gate::new());
+    let (s, r) = (started.clone(), release.clone());
+    let first = pool
+        .spawn_coalescing("px", async move {
+            s.count_down();
+            let (tx, rx) = futures::channel::oneshot::channel();
+            std::thread::spawn(move || {
+                r.wait();
+                tx.send(()).unwrap();
+            });
+            rx.await.unwrap();
+            1
+        })
+        .unwrap();
+    started.wait();
+    let second = pool.spawn_coalescing("px", async { 2 }).unwrap();
+    let third = pool.spawn_coalescing("px", async { 3 }).unwrap();
+    release.open();
+    assert_eq!(first.join().unwrap(), 1);
+    assert!(matches!(second.join(), Err(TaskError::Coalesced)));
+    assert_eq!(third.join().unwrap(), 3);
+    pool.shutdown();
+}
+
+/// Typed lanes with an async handler: per-key order across awaits, a panicking message
+/// reported and skipped.
+#[test]
+fn async_typed_lanes_keep_per_key_order() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(2);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let h = rt.handle().clone();
+    let lanes = pool.typed_lanes_async(move |key: &u32, msg: u32| {
+        let (sink, key, h) = (sink.clone(), *key, h.clone());
+        async move {
+            if msg % 3 == 0 {
+                sleep(&h, Duration::from_micros(100)).await;
+            } else {
+                yield_now().await;
+            }
+            assert!(msg != 500, "message 500 panics");
+            sink.lock().unwrap().push((key, msg));
+        }
+    });
+    for msg in 0..1_000u32 {
+        lanes.send(msg % 4, msg).unwrap();
+    }
+    pool.shutdown();
+    let log = log.lock().unwrap();
+    for key in 0..4 {
+        let mine: Vec<u32> = log
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, m)| *m)
+            .collect();
+        let want: Vec<u32> = (0..1_000).filter(|m| m % 4 == key && *m != 500).collect();
+        assert_eq!(mine, want);
+    }
+    assert_eq!(pool.stats().panicked_tasks, 1);
+}
+
+/// A flush of an async typed lane completes only once every message sent before it has been
+/// handled, awaits included (the flush waits behind the suspended lane).
+#[test]
+fn a_flush_waits_for_an_async_typed_lanes_futures() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let count = done.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u8, _: ()| {
+        let count = count.clone();
+        async move {
+            for _ in 0..3 {
+                yield_now().await;
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for round in 1..=20 {
+        for _ in 0..10 {
+            lanes.send(7, ()).unwrap();
+        }
+        lanes.flush(7).unwrap().join().unwrap();
+        assert_eq!(done.load(Ordering::SeqCst), round * 10);
+    }
+    pool.shutdown();
+}
+
+/// Handles are awaitable from tokio and from `futures::executor::block_on`; tokio timers and
+/// sockets work inside keyway futures through a runtime handle.
+#[test]
+fn tokio_timers_and_sockets_work_inside_keyway_futures() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(2);
+    let h = rt.handle().clone();
+    let listener = {
+        let _enter = rt.enter();
+        let std = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std.set_nonblocking(true).unwrap();
+        tokio::net::TcpListener::from_std(std).unwrap()
+    };
+    let addr = listener.local_addr().unwrap();
+    // An echo server on the tokio runtime.
+    rt.spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).await.unwrap();
+        s.write_all(&buf).await.unwrap();
+    });
+    let echoed = pool
+        .spawn_sequential("conn", async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            sleep(&h, Duration::from_millis(5)).await;
+            let io = async move {
+                let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                s.write_all(b"hello").await.unwrap();
+                let mut buf = [0u8; 5];
+                s.read_exact(&mut buf).await.unwrap();
+                buf
+            };
+            InRuntime {
+                rt: h,
+                fut: Box::pin(io),
+            }
+            .await
+        })
+        .unwrap();
+    // Awaited from tokio.
+    assert_eq!(&rt.block_on(echoed).unwrap(), b"hello");
+    // Awaited from futures' executor.
+    let h = rt.handle().clone();
+    let timed = pool
+        .spawn(async move {
+            sleep(&h, Duration::from_millis(2)).await;
+            "slept"
+        })
+        .unwrap();
+    assert_eq!(futures::executor::block_on(timed).unwrap(), "slept");
+    pool.shutdown();
+}
+
+/// A waiting future holds no thread: on a one-thread pool, futures of two contexts and a plain
+/// future all wait at one barrier at once, and each context's next task still waits its turn.
+#[test]
+fn waiting_futures_hold_no_thread() {
+    let _s = serial();
+    let rt = runtime();
+    let pool = fixed_pool(1);
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let meet = |barrier: &Arc<tokio::sync::Barrier>| {
+        let (barrier, rt) = (barrier.clone(), rt.handle().clone());
+        async move {
+            let timeout = {
+                let _enter = rt.enter();
+                tokio::time::timeout(HANG, barrier.wait())
+            };
+            timeout.await.is_ok()
+        }
+    };
+    let a = pool.spawn_sequential("a", meet(&barrier)).unwrap();
+    let b = pool.lane("b").spawn(meet(&barrier)).unwrap();
+    let after_a = pool.submit_sequential("a", || "after").unwrap();
+    let c = pool.spawn(meet(&barrier)).unwrap();
+    for h in [a, b, c] {
+        assert!(h.join().unwrap(), "the futures did not all wait at once");
+    }
+    assert_eq!(after_a.join().unwrap(), "after");
+    pool.shutdown();
+}
