@@ -1,8 +1,9 @@
 //! Context lanes (SPEC §3): tasks of one context run one at a time, in submission order;
 //! contexts run in parallel; a coalescing task replaces its context's older pending one.
 //!
-//! * `table` — one lane per context value, created on first use, freed when idle; how a lane
-//!   runs on the pool (batches, yielding) — the protocol is in `README.md` beside this file;
+//! * `table` — one lane per context value, created on first use, freed when idle; pushing onto
+//!   a lane — the protocol is in `README.md` beside this file;
+//! * `runner` — how a lane runs on the pool: chunks, batches, multi-key and async entries;
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
 //! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
@@ -15,6 +16,7 @@ mod closures;
 mod contexts;
 mod held;
 mod key;
+mod runner;
 mod state;
 mod table;
 mod typed;

@@ -3,7 +3,6 @@
 //! See `README.md` beside this file for the lane protocol and why it cannot strand a task.
 
 use std::any::{Any, TypeId};
-use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,13 +11,11 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
-use smallvec::SmallVec;
 
-use super::held::{self, Held};
+use super::held;
 use super::key::{catch_key, drop_quietly, KeyPanicked, LaneKey};
 use crate::keyed::MultiTask;
-use crate::pool::registry::{Job, LaneJob, Registry};
-use crate::pool::worker::WorkerCtx;
+use crate::pool::registry::{Job, Registry};
 use crate::pool::LaneDepth;
 use crate::task::{Abandon, ContextOf, PanicReport, PendingTask};
 
@@ -121,10 +118,10 @@ pub(crate) struct LaneTable<S: LaneKind> {
 /// A lane refers to its table only while it is scheduled (`LaneState::table`): the table holds
 /// its lanes, so an idle lane holding the table would make a cycle that leaks both (rule 1).
 pub(crate) struct LaneCore<S: LaneKind> {
-    kind: Arc<S>,
-    hash: u64,
-    key: LaneKey,
-    state: Mutex<LaneState<S>>,
+    pub(super) kind: Arc<S>,
+    pub(super) hash: u64,
+    pub(super) key: LaneKey,
+    pub(super) state: Mutex<LaneState<S>>,
     /// `Lane` handles holding this lane in the table; changed only under the shard lock when it
     /// goes to or from zero.
     pins: AtomicUsize,
@@ -132,12 +129,12 @@ pub(crate) struct LaneCore<S: LaneKind> {
     cached: AtomicBool,
 }
 
-struct LaneState<S: LaneKind> {
-    queue: VecDeque<S::Entry>,
+pub(super) struct LaneState<S: LaneKind> {
+    pub(super) queue: VecDeque<S::Entry>,
     /// Rule 1: `Some` iff the lane is scheduled (a `Job::Lane` for it is queued or running, or it
     /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
     /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
-    table: Option<Arc<LaneTable<S>>>,
+    pub(super) table: Option<Arc<LaneTable<S>>>,
 }
 
 /// What a push did.
@@ -392,7 +389,7 @@ impl<S: LaneKind> LaneCore<S> {
 
     /// Rule 3: the lane went idle (its runner took `table` out of its state): it leaves the table
     /// unless pinned. The table may be freed right here, if this lane held its last reference.
-    fn release(self: &Arc<Self>, table: Arc<LaneTable<S>>) {
+    pub(super) fn release(self: &Arc<Self>, table: Arc<LaneTable<S>>) {
         if self.pins.load(Ordering::Acquire) > 0 {
             return;
         }
@@ -419,235 +416,6 @@ impl<S: LaneKind> ShardMap<S> {
         let len = self.lanes.len();
         if self.lanes.capacity() > 32 && len * 4 < self.lanes.capacity() {
             self.lanes.shrink_to(len * 2, |l| l.hash);
-        }
-    }
-}
-
-/// Entries a runner takes from its lane per lock (one cache-line hand-over per chunk, not per
-/// task).
-const CHUNK: usize = 16;
-
-/// What `take_chunk` found.
-enum Taken<S: LaneKind> {
-    Entries,
-    /// The lane went idle; here is the table it held while scheduled.
-    Empty(Option<Arc<LaneTable<S>>>),
-    Barrier(Arc<MultiTask>),
-    /// Rule 7: an async entry, taken out of the queue, to start alone.
-    Launch(S::Entry),
-}
-
-impl<S: LaneKind> LaneCore<S> {
-    /// Takes up to `max` entries from the front (rule 5: never a coalescing entry that is last in
-    /// the queue unless it is the very next to run, so `push` sees every pending coalescing entry
-    /// that could be replaced). Empty: the lane is turned off (rule 2).
-    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken<S> {
-        let mut st = self.state.lock();
-        let len = st.queue.len();
-        let mut take = 0;
-        while take < max.min(len) {
-            let e = &st.queue[take];
-            if let Some(multi) = S::barrier(e) {
-                if take == 0 {
-                    // Rule 6: the lane parks at a multi-key task; it stays scheduled.
-                    return Taken::Barrier(multi.clone());
-                }
-                break;
-            }
-            if self.kind.is_async(e) {
-                if take == 0 {
-                    return match st.queue.pop_front() {
-                        Some(entry) => Taken::Launch(entry),
-                        None => unreachable!("the head was just seen"),
-                    };
-                }
-                break;
-            }
-            if take > 0 && take == len - 1 && S::is_coalescing(e) {
-                break;
-            }
-            take += 1;
-        }
-        if take == 0 {
-            // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
-            // empty under the lane lock.
-            return Taken::Empty(st.table.take());
-        }
-        // Reversed: the runner pops the next entry to run from the back.
-        chunk.extend(st.queue.drain(..take).rev());
-        Taken::Entries
-    }
-
-    /// Rule 6: the multi-key task at this lane's head is done: pop it. Returns the lane if it
-    /// has more work (still scheduled: the caller restarts it), else frees it if idle. If
-    /// `shutdown_now` already drained the lane (called from inside the task), there is nothing
-    /// to pop and the lane stays as the drain left it.
-    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>) -> Option<Arc<Self>> {
-        let idle = {
-            let mut st = self.state.lock();
-            let at_head = st
-                .queue
-                .front()
-                .and_then(S::barrier)
-                .is_some_and(|m| Arc::ptr_eq(m, multi));
-            if !at_head {
-                return None;
-            }
-            st.queue.pop_front();
-            if st.queue.is_empty() {
-                st.table.take()
-            } else {
-                None
-            }
-        };
-        match idle {
-            Some(table) => {
-                self.release(table);
-                None
-            }
-            None => Some(self.clone()),
-        }
-    }
-}
-
-impl<S: LaneKind> Resume for LaneCore<S> {
-    fn context_hash(&self) -> u64 {
-        self.hash
-    }
-
-    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
-        let idle = {
-            let mut st = self.state.lock();
-            if st.table.is_none() {
-                return; // drained by `shutdown_now`
-            }
-            if st.queue.is_empty() {
-                st.table.take()
-            } else {
-                None
-            }
-        };
-        match idle {
-            Some(table) => self.release(table),
-            None => registry.schedule_next(Job::Lane(self)),
-        }
-    }
-}
-
-/// A runner's lane and the chunk it took from it (reversed: the next entry to run is last).
-struct Running<S: LaneKind> {
-    lane: Arc<LaneCore<S>>,
-    chunk: RefCell<SmallVec<[S::Entry; CHUNK]>>,
-    /// Entries of the chunk that ran and are not yet counted finished.
-    ran: Cell<usize>,
-}
-
-impl<S: LaneKind> Running<S> {
-    /// The next entry of the chunk (no borrow is held while it runs).
-    fn next(&self) -> Option<S::Entry> {
-        self.chunk.borrow_mut().pop()
-    }
-}
-
-impl<S: LaneKind> Held for Running<S> {
-    /// Rule 5 under `shutdown_now`: the entries not started go back to the front, in order.
-    fn put_back(&self) -> usize {
-        let mut chunk = self.chunk.borrow_mut();
-        if !chunk.is_empty() {
-            let mut st = self.lane.state.lock();
-            for entry in chunk.drain(..) {
-                st.queue.push_front(entry);
-            }
-        }
-        self.ran.take()
-    }
-}
-
-impl<S: LaneKind> LaneJob for LaneCore<S> {
-    fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
-        let running = Running {
-            lane: self,
-            chunk: RefCell::new(SmallVec::new()),
-            ran: Cell::new(0),
-        };
-        let lane = &running.lane;
-        let mut left = worker.registry.config.lane_batch;
-        while left > 0 {
-            let taken = {
-                let mut chunk = running.chunk.borrow_mut();
-                lane.take_chunk(left.min(CHUNK), &mut chunk)
-            };
-            match taken {
-                Taken::Entries => {}
-                Taken::Empty(table) => {
-                    if let Some(table) = table {
-                        lane.release(table);
-                    }
-                    return;
-                }
-                Taken::Barrier(multi) => {
-                    multi.arrive(worker);
-                    return;
-                }
-                Taken::Launch(entry) => {
-                    let mut suspended = false;
-                    worker.run_one(|| {
-                        match lane
-                            .kind
-                            .launch(lane, lane.key.get(), &worker.registry, entry)
-                        {
-                            Ran::Suspended => {
-                                suspended = true;
-                                Ok(())
-                            }
-                            Ran::Done(outcome) => outcome.map_err(|r| r.in_context(lane.hash)),
-                        }
-                    });
-                    // The start counts as the task; a future still running holds one more
-                    // admission until it is done (`Registry::extend_task`).
-                    worker.tasks_done(1);
-                    if suspended || worker.registry.is_stopping() {
-                        // Rule 7: the future owns the lane now; never touch it again here.
-                        return;
-                    }
-                    left -= 1;
-                    continue;
-                }
-            }
-            {
-                // A `shutdown_now` called by one of these entries finds the rest of the chunk.
-                let _held = held::hold(&running);
-                while let Some(entry) = running.next() {
-                    worker.run_one(|| {
-                        (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
-                    });
-                    running.ran.set(running.ran.get() + 1);
-                    if worker.registry.is_stopping() {
-                        break;
-                    }
-                }
-            }
-            let ran = running.ran.take();
-            left = left.saturating_sub(ran);
-            worker.tasks_done(ran);
-            if worker.registry.is_stopping() {
-                // `shutdown_now`: the untouched entries go back, in order, for the drain (which
-                // runs once this worker has exited).
-                running.put_back();
-                return;
-            }
-        }
-        let idle = {
-            let mut st = lane.state.lock();
-            if st.queue.is_empty() {
-                st.table.take()
-            } else {
-                None
-            }
-        };
-        match idle {
-            Some(table) => lane.release(table),
-            None => worker.requeue_lane(Job::Lane(running.lane)),
         }
     }
 }

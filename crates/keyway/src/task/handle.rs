@@ -56,6 +56,19 @@ enum Stage {
 }
 
 impl<T> Shared<T> {
+    /// The shared state of a task not started yet.
+    fn queued() -> Arc<Self> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                stage: Stage::Queued,
+                result: None,
+                waker: None,
+                abort: None,
+            }),
+            done: Condvar::new(),
+        })
+    }
+
     /// Queued → Running; false if the task was cancelled (or otherwise finished) first.
     fn transition_to_running(&self) -> bool {
         let mut st = self.state.lock();
@@ -121,15 +134,7 @@ impl<T> TaskHandle<T> {
     where
         F: FnOnce() -> T,
     {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                stage: Stage::Queued,
-                result: None,
-                waker: None,
-                abort: None,
-            }),
-            done: Condvar::new(),
-        });
+        let shared = Shared::queued();
         (
             TaskHandle {
                 shared: shared.clone(),
@@ -373,15 +378,7 @@ pub(crate) struct Completer<T> {
 impl<T> TaskHandle<T> {
     /// Makes a handle and its completer, for a future.
     pub(crate) fn for_future() -> (TaskHandle<T>, Completer<T>) {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                stage: Stage::Queued,
-                result: None,
-                waker: None,
-                abort: None,
-            }),
-            done: Condvar::new(),
-        });
+        let shared = Shared::queued();
         (
             TaskHandle {
                 shared: shared.clone(),
