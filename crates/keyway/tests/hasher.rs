@@ -219,8 +219,16 @@ fn typed_lanes_hash_keys_as_the_pool_does() {
     ] {
         let gate = Gate::new();
         let g = gate.clone();
-        let lanes = pool.typed_lanes(move |_: &u64, _: u32| g.wait());
-        for m in 0..10 {
+        let (started, running) = std::sync::mpsc::channel();
+        let lanes = pool.typed_lanes(move |_: &u64, _: u32| {
+            let _ = started.send(());
+            g.wait()
+        });
+        lanes.send(5, 0).unwrap();
+        // The first message runs (and holds the lane): the next nine wait in the lane's queue,
+        // not in a chunk its runner took already.
+        running.recv().unwrap();
+        for m in 1..10 {
             lanes.send(5, m).unwrap();
         }
         let deepest = &pool.stats().largest_lanes;

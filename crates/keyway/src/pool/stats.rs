@@ -15,7 +15,13 @@ use super::registry::Registry;
 /// use std::sync::mpsc::channel;
 /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
 /// let (release, gate) = channel::<()>();
-/// pool.execute_sequential("hot", move || gate.recv().unwrap()).unwrap();
+/// let (started, running) = channel::<()>();
+/// pool.execute_sequential("hot", move || {
+///     started.send(()).unwrap();
+///     gate.recv().unwrap()
+/// })
+/// .unwrap();
+/// running.recv().unwrap(); // the lane's first task runs; the next three wait behind it
 /// for _ in 0..3 {
 ///     pool.execute_sequential("hot", || ()).unwrap();
 /// }
