@@ -20,6 +20,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::task::JoinHandle;
 
+use super::tokio_actor::{close_mailboxes, send_to_mailboxes};
 use super::ContextsSystem;
 use crate::work::{context_task, ContextsRun};
 
@@ -168,23 +169,11 @@ impl<W: Wait> ContextsSystem for TokioActorAsync<W> {
     }
 
     fn feed(&mut self) -> Result<(), String> {
-        let senders = &self.senders;
-        self.run.produce(|ctx, seq| {
-            senders[ctx]
-                .send(seq)
-                .map_err(|_| format!("the actor of context {ctx} is gone"))
-        })
+        send_to_mailboxes(self.run, &self.senders)
     }
 
     fn teardown(self) -> Result<(), String> {
-        drop(self.senders);
-        let actors = self.actors;
-        self.runtime.block_on(async move {
-            for actor in actors {
-                actor.await.map_err(|e| format!("an actor failed: {e}"))?;
-            }
-            Ok::<(), String>(())
-        })
+        close_mailboxes(&self.runtime, self.senders, self.actors)
     }
 }
 

@@ -44,22 +44,37 @@ impl ContextsSystem for TokioActor {
     }
 
     fn feed(&mut self) -> Result<(), String> {
-        let senders = &self.senders;
-        self.run.produce(|ctx, seq| {
-            senders[ctx]
-                .send(seq)
-                .map_err(|_| format!("the actor of context {ctx} is gone"))
-        })
+        send_to_mailboxes(self.run, &self.senders)
     }
 
     fn teardown(self) -> Result<(), String> {
-        drop(self.senders);
-        let actors = self.actors;
-        self.runtime.block_on(async move {
-            for actor in actors {
-                actor.await.map_err(|e| format!("an actor failed: {e}"))?;
-            }
-            Ok::<(), String>(())
-        })
+        close_mailboxes(&self.runtime, self.senders, self.actors)
     }
+}
+
+/// Sends every task of `run` to its context's mailbox, in the run's order.
+pub(crate) fn send_to_mailboxes(
+    run: &ContextsRun,
+    senders: &[UnboundedSender<u64>],
+) -> Result<(), String> {
+    run.produce(|ctx, seq| {
+        senders[ctx]
+            .send(seq)
+            .map_err(|_| format!("the actor of context {ctx} is gone"))
+    })
+}
+
+/// Closes every mailbox and waits until each actor has drained its own.
+pub(crate) fn close_mailboxes(
+    runtime: &Runtime,
+    senders: Vec<UnboundedSender<u64>>,
+    actors: Vec<JoinHandle<()>>,
+) -> Result<(), String> {
+    drop(senders);
+    runtime.block_on(async move {
+        for actor in actors {
+            actor.await.map_err(|e| format!("an actor failed: {e}"))?;
+        }
+        Ok::<(), String>(())
+    })
 }
