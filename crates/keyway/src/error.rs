@@ -105,6 +105,16 @@ impl<T> SubmitError<T> {
         }
     }
 
+    /// The same refusal with the task replaced by `f(task)` (e.g. `drop` for a flush, whose
+    /// no-op task is of no use to the caller).
+    pub(crate) fn map_task<U>(self, f: impl FnOnce(T) -> U) -> SubmitError<U> {
+        match self {
+            SubmitError::Shutdown(t) => SubmitError::Shutdown(f(t)),
+            SubmitError::Full(t) => SubmitError::Full(f(t)),
+            SubmitError::KeyPanicked(t) => SubmitError::KeyPanicked(f(t)),
+        }
+    }
+
     /// Why the task was refused, without the task.
     ///
     /// ```

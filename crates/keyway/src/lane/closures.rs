@@ -172,15 +172,6 @@ where
     }
 }
 
-/// The same refusal without the task (a flush's no-op task is of no use to the caller).
-pub(crate) fn unit_error<F>(err: SubmitError<F>) -> SubmitError<()> {
-    match err {
-        SubmitError::Shutdown(_) => SubmitError::Shutdown(()),
-        SubmitError::Full(_) => SubmitError::Full(()),
-        SubmitError::KeyPanicked(_) => SubmitError::KeyPanicked(()),
-    }
-}
-
 pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
     ((), Task::new(Plain(f)))
 }
@@ -377,7 +368,8 @@ impl Pool {
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        self.submit_sequential(ctx, || ()).map_err(unit_error)
+        self.submit_sequential(ctx, || ())
+            .map_err(|e| e.map_task(drop))
     }
 }
 
@@ -518,7 +510,7 @@ impl<K: 'static> Lane<K> {
     /// assert_eq!(rx.try_iter().count(), 10);
     /// ```
     pub fn flush(&self) -> Result<TaskHandle<()>, SubmitError<()>> {
-        self.submit(|| ()).map_err(unit_error)
+        self.submit(|| ()).map_err(|e| e.map_task(drop))
     }
 
     /// The lane's context.
