@@ -310,7 +310,9 @@ impl<P: Place> Job for Box<Repeating<P>> {
                 // Shut down: the repetition ends. Its next run counts as scheduled and
                 // rejected, as it does when the shutdown finds it queued, so the counts do not
                 // depend on which came first.
+                // (It was never released: counted out as such, or the driver would wait for it.)
                 core.stats.scheduled();
+                core.stats.ended_unreleased();
                 core.stats.rejected();
                 job.abandon(Abandon::Rejected);
             }
