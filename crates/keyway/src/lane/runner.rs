@@ -3,19 +3,14 @@
 //! empty (rule 2) or its batch is used up (fairness). See `README.md` beside this file.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::sync::Arc;
-
-use smallvec::SmallVec;
 
 use super::held::{self, Held};
 use super::table::{LaneCore, LaneKind, LaneTable, Ran, Resume};
 use crate::keyed::MultiTask;
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
-
-/// Entries a runner takes from its lane per lock (one cache-line hand-over per chunk, not per
-/// task).
-const CHUNK: usize = 16;
 
 /// What `take_chunk` found.
 enum Taken<S: LaneKind> {
@@ -28,43 +23,52 @@ enum Taken<S: LaneKind> {
 }
 
 impl<S: LaneKind> LaneCore<S> {
-    /// Takes up to `max` entries from the front (rule 5: never a coalescing entry that is last in
-    /// the queue unless it is the very next to run, so `push` sees every pending coalescing entry
-    /// that could be replaced). Empty: the lane is turned off (rule 2).
-    fn take_chunk(&self, max: usize, chunk: &mut SmallVec<[S::Entry; CHUNK]>) -> Taken<S> {
-        let mut st = self.state.lock();
-        let len = st.queue.len();
-        let mut take = 0;
-        while take < max.min(len) {
-            let e = &st.queue[take];
-            if let Some(multi) = S::barrier(e) {
-                if take == 0 {
-                    // Rule 6: the lane parks at a multi-key task; it stays scheduled.
-                    return Taken::Barrier(multi.clone());
-                }
-                break;
-            }
-            if self.kind.is_async(e) {
-                if take == 0 {
-                    return match st.queue.pop_front() {
-                        Some(entry) => Taken::Launch(entry),
-                        None => unreachable!("the head was just seen"),
-                    };
-                }
-                break;
-            }
-            if take > 0 && take == len - 1 && S::is_coalescing(e) {
-                break;
-            }
-            take += 1;
+    /// Takes up to `max` entries from the front into `chunk` (empty, oldest first). A queue of
+    /// at most `max` entries is taken whole by swapping buffers with `chunk`: no entry is read or
+    /// copied under the lock. Rule 5: a coalescing entry last in the queue stays there unless it
+    /// is the very next to run, so `push` sees every pending coalescing entry that could be
+    /// replaced. Only the head is looked at for a barrier or an async entry; one further back
+    /// is found by the runner, which puts it back with the rest (`Running::put_back_from`).
+    /// Empty: the lane is turned off (rule 2). Whenever the runner leaves the lane (empty,
+    /// barrier, launch), the chunk's buffer goes back to the lane as its spare.
+    fn take_chunk(&self, max: usize, chunk: &mut VecDeque<S::Entry>) -> Taken<S> {
+        debug_assert!(chunk.is_empty());
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if chunk.capacity() == 0 {
+            std::mem::swap(chunk, &mut st.spare);
         }
-        if take == 0 {
+        let len = st.queue.len();
+        let Some(front) = st.queue.front() else {
             // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
             // empty under the lane lock.
+            st.spare = std::mem::take(chunk);
             return Taken::Empty(st.table.take());
+        };
+        if let Some(multi) = S::barrier(front) {
+            // Rule 6: the lane parks at a multi-key task; it stays scheduled.
+            let multi = multi.clone();
+            st.spare = std::mem::take(chunk);
+            return Taken::Barrier(multi);
         }
-        // Reversed: the runner pops the next entry to run from the back.
-        chunk.extend(st.queue.drain(..take).rev());
+        if self.kind.is_async(front) {
+            st.spare = std::mem::take(chunk);
+            return match st.queue.pop_front() {
+                Some(entry) => Taken::Launch(entry),
+                None => unreachable!("the head was just seen"),
+            };
+        }
+        if len <= max {
+            std::mem::swap(&mut st.queue, chunk);
+            if chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
+                if let Some(last) = chunk.pop_back() {
+                    st.queue.push_back(last);
+                }
+            }
+        } else {
+            // The rest stays behind the `max` taken: none of them is last in the queue.
+            chunk.extend(st.queue.drain(..max));
+        }
         Taken::Entries
     }
 
@@ -124,10 +128,10 @@ impl<S: LaneKind> Resume for LaneCore<S> {
     }
 }
 
-/// A runner's lane and the chunk it took from it (reversed: the next entry to run is last).
+/// A runner's lane and the chunk it took from it (oldest first).
 struct Running<S: LaneKind> {
     lane: Arc<LaneCore<S>>,
-    chunk: RefCell<SmallVec<[S::Entry; CHUNK]>>,
+    chunk: RefCell<VecDeque<S::Entry>>,
     /// Entries of the chunk that ran and are not yet counted finished.
     ran: Cell<usize>,
 }
@@ -135,7 +139,19 @@ struct Running<S: LaneKind> {
 impl<S: LaneKind> Running<S> {
     /// The next entry of the chunk (no borrow is held while it runs).
     fn next(&self) -> Option<S::Entry> {
-        self.chunk.borrow_mut().pop()
+        self.chunk.borrow_mut().pop_front()
+    }
+
+    /// `first`, then the rest of the chunk, go back to the front of the lane, in order: a
+    /// barrier or an async entry that was not at the head when the chunk was taken; the next
+    /// `take_chunk` meets it at the head (rules 6 and 7).
+    fn put_back_from(&self, first: S::Entry) {
+        let mut chunk = self.chunk.borrow_mut();
+        let mut st = self.lane.state.lock();
+        for entry in chunk.drain(..).rev() {
+            st.queue.push_front(entry);
+        }
+        st.queue.push_front(first);
     }
 }
 
@@ -145,7 +161,7 @@ impl<S: LaneKind> Held for Running<S> {
         let mut chunk = self.chunk.borrow_mut();
         if !chunk.is_empty() {
             let mut st = self.lane.state.lock();
-            for entry in chunk.drain(..) {
+            for entry in chunk.drain(..).rev() {
                 st.queue.push_front(entry);
             }
         }
@@ -157,7 +173,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
     fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
         let running = Running {
             lane: self,
-            chunk: RefCell::new(SmallVec::new()),
+            chunk: RefCell::new(VecDeque::new()),
             ran: Cell::new(0),
         };
         let lane = &running.lane;
@@ -165,7 +181,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         while left > 0 {
             let taken = {
                 let mut chunk = running.chunk.borrow_mut();
-                lane.take_chunk(left.min(CHUNK), &mut chunk)
+                lane.take_chunk(left, &mut chunk)
             };
             match taken {
                 Taken::Entries => {}
@@ -208,6 +224,10 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = held::hold(&running);
                 while let Some(entry) = running.next() {
+                    if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
+                        running.put_back_from(entry);
+                        break;
+                    }
                     worker.run_one(|| {
                         (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
                     });
@@ -228,7 +248,12 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             }
         }
         let idle = {
-            let mut st = lane.state.lock();
+            let mut guard = lane.state.lock();
+            let st = &mut *guard;
+            // The batch is used up and the chunk is empty: its buffer is the lane's spare again.
+            if st.spare.capacity() == 0 {
+                st.spare = running.chunk.take();
+            }
             if st.queue.is_empty() {
                 st.table.take()
             } else {

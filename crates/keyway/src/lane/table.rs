@@ -131,6 +131,10 @@ pub(crate) struct LaneCore<S: LaneKind> {
 
 pub(super) struct LaneState<S: LaneKind> {
     pub(super) queue: VecDeque<S::Entry>,
+    /// Rule 5: the empty buffer the runner swaps with `queue` to take the whole queue at once
+    /// (no entry is copied or read under the lock); the runner gives it back, empty, when it
+    /// leaves the lane, so a warm lane allocates nothing.
+    pub(super) spare: VecDeque<S::Entry>,
     /// Rule 1: `Some` iff the lane is scheduled (a `Job::Lane` for it is queued or running, or it
     /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
     /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
@@ -250,6 +254,7 @@ impl<S: LaneKind> LaneTable<S> {
                     key: LaneKey::new(key),
                     state: Mutex::new(LaneState {
                         queue: VecDeque::new(),
+                        spare: VecDeque::new(),
                         table: None,
                     }),
                     pins: AtomicUsize::new(0),
@@ -320,6 +325,7 @@ impl<S: LaneKind> LaneTable<S> {
             if map.cached < IDLE_KEEP && !lane.cached.load(Ordering::Relaxed) {
                 // Keep it for a while (idle cache); give back a large queue buffer now.
                 st.queue.shrink_to(4);
+                st.spare = VecDeque::new();
                 lane.cached.store(true, Ordering::Relaxed);
                 map.cached += 1;
                 return;
