@@ -69,3 +69,36 @@ fn equal_keys_of_different_types_are_different_lanes() {
     tx.send(()).unwrap();
     pool.shutdown();
 }
+
+/// Rule 5: a runner takes a short queue whole; a multi-key task and a future queued behind
+/// other entries are met by the runner inside its chunk and put back at the head, in order
+/// (catches a runner that ran them as plain entries, skipped them, or lost the entries behind).
+#[test]
+fn barrier_and_future_inside_a_taken_chunk_keep_their_order() {
+    use std::sync::Mutex;
+    let pool = pool();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    pool.execute_sequential("k", move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap(); // the lane is busy: what follows queues up behind it
+    let push = |i: u32| {
+        let log = log.clone();
+        move || log.lock().unwrap().push(i)
+    };
+    pool.execute_sequential("k", push(1)).unwrap();
+    pool.execute_keyed(["k", "j"], push(2)).unwrap();
+    pool.execute_sequential("k", push(3)).unwrap();
+    let step = push(4);
+    let fut = pool.spawn_sequential("k", async move { step() }).unwrap();
+    pool.execute_sequential("k", push(5)).unwrap();
+    release.send(()).unwrap();
+    pool.flush("k").unwrap().join().unwrap();
+    fut.join().unwrap();
+    assert_eq!(*log.lock().unwrap(), [1, 2, 3, 4, 5]);
+    pool.shutdown();
+}
