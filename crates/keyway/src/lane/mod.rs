@@ -9,6 +9,7 @@
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
 //! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
+//! * `loom_lane` — loom models of a runner taking its queue in chunks against pushers;
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
 
@@ -22,6 +23,8 @@ mod table;
 mod typed;
 mod typed_async;
 
+#[cfg(all(test, loom))]
+mod loom_lane;
 #[cfg(test)]
 mod test;
 

@@ -1,0 +1,206 @@
+//! loom models of a runner taking its lane's queue in chunks (`README.md`, rules 1, 2, 4, 5 and
+//! the coalescing rule), on a miniature of `LaneState`: a queue, a spare buffer and a
+//! `scheduled` flag under one lock. The runner takes a queue no longer than its chunk whole, by
+//! swapping it with its empty chunk, gives back a coalescing last entry that is not alone, copies
+//! the front of a longer queue, and turns the lane idle only when it sees the queue empty under
+//! the lock. "Scheduling" a lane runs it later on the thread that scheduled it, so every
+//! interleaving of the runner and the pushers is explored.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
+//!
+//! Deliberate breaks tried when these models were written: keeping a coalescing last entry in
+//! the swapped chunk failed the coalescing model (the entry that was pending behind entry 0 when
+//! a newer one was pushed ran: `[0, 1, 2]`), and turning the lane idle under a second lock, after
+//! letting go of the one the runner saw the queue empty under, failed both models (a pusher
+//! started a second runner while the first was still on the lane).
+
+use std::collections::VecDeque;
+
+use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+use crate::loom::sync::{Arc, Mutex};
+use crate::loom::thread;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    id: u32,
+    coalescing: bool,
+}
+
+struct LaneSt {
+    queue: VecDeque<Entry>,
+    spare: VecDeque<Entry>,
+    scheduled: bool,
+}
+
+struct World {
+    lane: Mutex<LaneSt>,
+    /// Runners inside `run_lane` right now (rule 1: never more than one).
+    runners: AtomicUsize,
+    /// Every run, in order.
+    ran: Mutex<Vec<u32>>,
+    /// Chunk size of the runner.
+    max: usize,
+}
+
+impl World {
+    fn new(max: usize) -> Arc<World> {
+        Arc::new(World {
+            lane: Mutex::new(LaneSt {
+                queue: VecDeque::new(),
+                spare: VecDeque::new(),
+                scheduled: false,
+            }),
+            runners: AtomicUsize::new(0),
+            ran: Mutex::new(Vec::new()),
+            max,
+        })
+    }
+
+    /// `LaneCore::push`: appends (a coalescing entry replaces a coalescing back); true if the
+    /// lane went from idle to scheduled: the caller then runs it.
+    fn push(&self, entry: Entry) -> bool {
+        self.push_noting(entry).0
+    }
+
+    /// `push`, also giving how many entries had started running when it took the lock.
+    fn push_noting(&self, entry: Entry) -> (bool, usize) {
+        let mut st = self.lane.lock();
+        let started = self.ran.lock().len();
+        if entry.coalescing && st.queue.back().is_some_and(|e| e.coalescing) {
+            st.queue.pop_back(); // abandoned: never runs
+        }
+        st.queue.push_back(entry);
+        let was_idle = !st.scheduled;
+        st.scheduled = true;
+        (was_idle, started)
+    }
+
+    /// `take_chunk`: false when the lane went idle.
+    fn take(&self, chunk: &mut VecDeque<Entry>) -> bool {
+        let mut guard = self.lane.lock();
+        let st = &mut *guard;
+        if chunk.capacity() == 0 {
+            std::mem::swap(chunk, &mut st.spare);
+        }
+        let len = st.queue.len();
+        if len == 0 {
+            st.spare = std::mem::take(chunk);
+            st.scheduled = false;
+            // Leaves the lane under the lock it turned the lane idle under (after it, a push
+            // may start the next runner at once).
+            self.runners.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        if len <= self.max {
+            std::mem::swap(&mut st.queue, chunk);
+            if chunk.len() > 1 && chunk.back().is_some_and(|e| e.coalescing) {
+                if let Some(last) = chunk.pop_back() {
+                    st.queue.push_back(last);
+                }
+            }
+        } else {
+            chunk.extend(st.queue.drain(..self.max));
+        }
+        true
+    }
+
+    /// `run_batch`, without a batch limit: chunks until the lane is empty.
+    fn run_lane(&self) {
+        assert_eq!(
+            self.runners.fetch_add(1, Ordering::AcqRel),
+            0,
+            "two runners on one lane"
+        );
+        let mut chunk = VecDeque::new();
+        loop {
+            if !self.take(&mut chunk) {
+                break;
+            }
+            while let Some(entry) = chunk.pop_front() {
+                self.ran.lock().push(entry.id);
+            }
+        }
+    }
+
+    fn assert_quiet(&self) {
+        let st = self.lane.lock();
+        assert!(st.queue.is_empty(), "an entry was stranded");
+        assert!(!st.scheduled, "the lane stayed scheduled with no runner");
+    }
+
+    fn ran(&self) -> Vec<u32> {
+        self.ran.lock().clone()
+    }
+}
+
+fn seq(id: u32) -> Entry {
+    Entry {
+        id,
+        coalescing: false,
+    }
+}
+
+fn coal(id: u32) -> Entry {
+    Entry {
+        id,
+        coalescing: true,
+    }
+}
+
+/// Rules 1, 2, 4, 5: pushes race a runner that takes chunks of two (whole by swap, or the front
+/// of a longer queue by copy) and drains the lane to empty. Each entry runs exactly once, in
+/// order; the lane ends idle; never two runners.
+#[test]
+fn loom_push_vs_chunked_drain_to_empty() {
+    crate::loom::model(|| {
+        let world = World::new(2);
+        assert!(world.push(seq(0)));
+        let runner = {
+            let world = world.clone();
+            thread::spawn(move || world.run_lane())
+        };
+        for id in 1..4 {
+            if world.push(seq(id)) {
+                world.run_lane();
+            }
+        }
+        runner.join().unwrap();
+        assert_eq!(world.ran(), vec![0, 1, 2, 3]);
+        world.assert_quiet();
+    });
+}
+
+/// The coalescing rule under rule 5: coalescing pushes race a runner that swaps the queue out.
+/// The newest coalescing entry always runs, last; nothing runs twice; and a coalescing entry
+/// that was pending behind another when a newer one was pushed (entry 0 had not started) is
+/// replaced, never run.
+#[test]
+fn loom_coalescing_replace_vs_swap_take() {
+    crate::loom::model(|| {
+        let world = World::new(4);
+        assert!(world.push(seq(0)));
+        let runner = {
+            let world = world.clone();
+            thread::spawn(move || world.run_lane())
+        };
+        if world.push(coal(1)) {
+            world.run_lane();
+        }
+        let (idle, started) = world.push_noting(coal(2));
+        if idle {
+            world.run_lane();
+        }
+        runner.join().unwrap();
+        let ran = world.ran();
+        if started == 0 {
+            assert_eq!(ran, [0, 2], "a pending coalescing entry was not replaced");
+        }
+        assert_eq!(ran.first(), Some(&0), "{ran:?}");
+        assert_eq!(ran.last(), Some(&2), "the newest did not run last: {ran:?}");
+        assert!(
+            ran == [0, 2] || ran == [0, 1, 2],
+            "a coalescing entry ran twice or out of order: {ran:?}"
+        );
+        world.assert_quiet();
+    });
+}
