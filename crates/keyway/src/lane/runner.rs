@@ -19,11 +19,15 @@ use crate::pool::worker::WorkerCtx;
 const SPARE_MAX: usize = 1024;
 
 impl<S: LaneKind> super::table::LaneState<S> {
-    /// Rule 5: `buf` (empty) becomes the lane's spare, unless the lane has one already or `buf`
-    /// is larger than `SPARE_MAX` (then it is freed).
+    /// Rule 5: `buf` (empty) goes back to the lane: as its queue's buffer if the queue has none
+    /// (a lane that goes idle keeps one buffer where the next push needs it, also when the idle
+    /// cache drops its spare), else as its spare, unless it has one already or `buf` is larger
+    /// than `SPARE_MAX` (then it is freed).
     fn keep_spare(&mut self, buf: VecDeque<S::Entry>) {
         debug_assert!(buf.is_empty());
-        if self.spare.capacity() == 0 && buf.capacity() <= SPARE_MAX {
+        if self.queue.capacity() == 0 {
+            self.queue = buf;
+        } else if self.spare.capacity() == 0 && buf.capacity() <= SPARE_MAX {
             self.spare = buf;
         }
     }
