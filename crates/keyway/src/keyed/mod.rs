@@ -31,7 +31,7 @@ use crate::error::SubmitError;
 use crate::future::{Launcher, Release};
 use crate::lane::{
     admit_entry_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures,
-    KeyPanicked, LaneCore, LaneTable, MakeEntry,
+    KeyPanicked, LaneCore, LaneTable, MakeEntry, Passed,
 };
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
@@ -53,47 +53,17 @@ pub(crate) struct MultiTask {
 }
 
 impl MultiTask {
-    /// One of the task's lanes reached it. The last arrival runs it and restarts the lanes.
+    /// `n` of the task's lanes reached it; true if these were the last (the caller then owns
+    /// the run). `n` is never 0.
+    fn arrived(&self, n: usize) -> bool {
+        self.waiting.fetch_sub(n, Ordering::AcqRel) == n
+    }
+
+    /// One of the task's lanes reached it (its runner found it at the head). The last arrival
+    /// runs it and lets its lanes go on.
     pub(crate) fn arrive(self: &Arc<Self>, worker: &WorkerCtx) {
-        if self.waiting.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
-        if worker.registry.is_stopping() {
-            return; // `shutdown_now` hands the task back from the lanes
-        }
-        let body = self.task.lock().take();
-        match body {
-            Some(Body::Run(task)) => {
-                worker.run_one(|| task.run());
-                worker.tasks_done(1);
-            }
-            Some(Body::Launch(fut)) => {
-                // Rule 7: the future holds every key until it is done; its end calls `release`.
-                worker.run_one(|| {
-                    fut.launch(&worker.registry, Release::Multi(self.clone()));
-                    Ok(())
-                });
-                worker.tasks_done(1);
-                return;
-            }
-            None => {}
-        }
-        if worker.registry.is_stopping() {
-            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
-            // ours to pop any more.
-            return;
-        }
-        // Restart the lanes with more work; this worker continues the last of them itself
-        // (no scheduler round-trip), up to a small nesting depth.
-        let mut more = self.lanes.iter().filter_map(|lane| lane.pass_barrier(self));
-        let mut next = more.next();
-        for lane in more {
-            if let Some(prev) = next.replace(lane) {
-                worker.registry.schedule(Job::Lane(prev));
-            }
-        }
-        if let Some(lane) = next {
-            continue_inline(lane, worker);
+        if self.arrived(1) {
+            run_ready(self.clone(), worker);
         }
     }
 
@@ -105,12 +75,18 @@ impl MultiTask {
         }
     }
 
-    /// Rule 7: the multi-key future is done: pop it from every lane and restart those with more
-    /// work (each on the pool: this may run on any thread).
+    /// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on
+    /// (each on the pool: this may run on any thread).
     pub(crate) fn release(self: &Arc<Self>, registry: &Arc<Registry>) {
         for lane in self.lanes.iter() {
-            if let Some(lane) = lane.pass_barrier(self) {
-                registry.schedule(Job::Lane(lane));
+            match lane.pass_multi(self) {
+                Passed::Done => {}
+                Passed::Arrived(next) => {
+                    if next.arrived(1) {
+                        registry.schedule(Job::Lane(next));
+                    }
+                }
+                Passed::Restart(lane) => registry.schedule(Job::Lane(lane)),
             }
         }
     }
@@ -124,13 +100,87 @@ impl MultiTask {
     }
 }
 
+/// A multi-key task whose every lane arrived, queued by the thread whose arrivals completed the
+/// count (a submitter, or a worker that made several tasks ready at once).
+impl LaneJob for MultiTask {
+    fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
+        run_ready(self, worker);
+    }
+}
+
+/// Runs a multi-key task whose every lane arrived, pops it from its lanes and lets them go on.
+/// A lane whose next entry is another multi-key task arrives there at once (no job: it stays
+/// parked); a task that this makes ready runs next on this worker, up to `lane_batch` tasks
+/// (further ready tasks are queued). A lane with entries of its own is restarted: the last of
+/// them continues on this worker when no ready task does.
+fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
+    let registry = &worker.registry;
+    let mut budget = registry.config.lane_batch.max(1);
+    let mut next = Some(first);
+    while let Some(multi) = next.take() {
+        if registry.is_stopping() {
+            return; // `shutdown_now` hands the task back from the lanes
+        }
+        let body = multi.task.lock().take();
+        match body {
+            Some(Body::Run(task)) => {
+                worker.run_one(|| task.run());
+                worker.tasks_done(1);
+            }
+            Some(Body::Launch(fut)) => {
+                // Rule 7: the future holds every key until it is done; its end calls `release`.
+                worker.run_one(|| {
+                    fut.launch(registry, Release::Multi(multi.clone()));
+                    Ok(())
+                });
+                worker.tasks_done(1);
+                return;
+            }
+            None => {}
+        }
+        if registry.is_stopping() {
+            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
+            // ours to pop any more.
+            return;
+        }
+        let mut ready = SmallVec::<[Arc<MultiTask>; 4]>::new();
+        let mut restart = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+        for lane in multi.lanes.iter() {
+            match lane.pass_multi(&multi) {
+                Passed::Done => {}
+                Passed::Arrived(m) => {
+                    if m.arrived(1) {
+                        ready.push(m);
+                    }
+                }
+                Passed::Restart(lane) => restart.push(lane),
+            }
+        }
+        drop(multi);
+        budget -= 1;
+        if budget > 0 {
+            next = ready.pop();
+        }
+        for m in ready {
+            registry.schedule(Job::Lane(m));
+        }
+        let inline = if next.is_none() { restart.pop() } else { None };
+        for lane in restart {
+            registry.schedule(Job::Lane(lane));
+        }
+        if let Some(lane) = inline {
+            continue_inline(lane, worker);
+        }
+    }
+}
+
 thread_local! {
     /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
     static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
-/// once (its head may be another multi-key task, whose completion may continue inline again —
+/// once (it may reach another multi-key task, whose completion may continue inline again —
 /// bounded, so the stack stays flat), or queue it when already nested deep.
 fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
     const MAX_DEPTH: u32 = 4;
@@ -181,7 +231,8 @@ where
             guards.push((shard, table.lock_shard(shard)));
         }
     }
-    let mut lanes: SmallVec<[(usize, Arc<LaneCore<Closures>>); 4]> = SmallVec::new();
+    let mut lanes = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+    let mut lane_guard = SmallVec::<[usize; 4]>::new();
     let mut g = 0;
     let mut hashed = hashed.into_iter();
     for (shard, hash, key) in hashed.by_ref() {
@@ -190,12 +241,15 @@ where
         }
         let map = &mut *guards[g].1;
         match catch_key(move || table.lane_in(map, hash, key).clone()) {
-            Ok(lane) => lanes.push((g, lane)),
+            Ok(lane) => {
+                lanes.push(lane);
+                lane_guard.push(g);
+            }
             Err(e) => {
                 drop_quietly(hashed);
                 // Nothing was queued: lanes the look-up created are idle again (rule 3).
-                for (g, lane) in &lanes {
-                    table.remove_if_idle(&mut guards[*g].1, lane);
+                for (lane, &g) in lanes.iter().zip(&lane_guard) {
+                    table.remove_if_idle(&mut guards[g].1, lane);
                 }
                 return Err(e);
             }
@@ -210,30 +264,20 @@ where
     let multi = Arc::new(MultiTask {
         task: Mutex::new(Some(body)),
         waiting: AtomicUsize::new(lanes.len()),
-        lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
+        lanes,
     });
-    let mut pushed: SmallVec<[_; 4]> = multi
+    // Rule 6: a lane that was idle has the task at its head at once: it parks there, and the
+    // submitter counts its arrival (after the pushes, so the count cannot reach zero before
+    // every lane has the task). If that completes the count (every lane was idle), the task is
+    // ready: it is queued as a job of its own, and no lane needs one.
+    let fresh = multi
         .lanes
         .iter()
-        .map(|lane| lane.push(table, ClosureEntry::Many(multi.clone())))
-        .collect();
+        .filter(|lane| lane.push_multi(table, &multi))
+        .count();
     drop(guards);
-    // Rule 6, common case: every lane that was idle has the task at its head already. One of
-    // them is queued and arrives as usual; the others park at once (counted arrived here, before
-    // that job exists, so the count cannot reach zero without it): one job, not one per key.
-    let mut fresh = pushed.iter_mut().filter(|p| p.was_idle());
-    if fresh.next().is_some() {
-        let mut parked = 0;
-        for p in fresh {
-            p.park();
-            parked += 1;
-        }
-        if parked > 0 {
-            multi.waiting.fetch_sub(parked, Ordering::AcqRel);
-        }
-    }
-    for p in pushed {
-        table.after_push(registry, p);
+    if fresh > 0 && multi.arrived(fresh) {
+        registry.schedule(Job::Lane(multi));
     }
     Ok(out)
 }
