@@ -9,10 +9,14 @@
 //!   that key's shard lock, so their order is the same on every key they share, and the orders
 //!   of all conflicting tasks embed in one total order: no cycle, so no deadlock. Ascending lock
 //!   order keeps the submitters themselves from deadlocking.
-//! * **Arrival**: a lane whose head is the entry *parks*: its runner leaves (no thread is held,
-//!   no job queued) and `scheduled` stays on so pushes do not restart it. Each lane arrives once.
-//! * **Run**: the worker whose arrival is the last one runs the task, then pops the entry from
-//!   every lane and restarts each that has more work.
+//! * **Arrival**: a lane whose head is the entry *parks*: it stays scheduled with no job (no
+//!   thread is held) so pushes do not restart it. Each lane arrives once: at submission if it
+//!   was idle (counted by the submitter), through its runner if it was busy, or through the
+//!   completion of the multi-key task before it on that lane.
+//! * **Run**: whoever makes the last arrival owns the run: a submitter queues the task as a job
+//!   of its own, a worker runs it. The worker then pops it from every lane and lets each go on
+//!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
+//!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
 
 #[cfg(test)]
 mod test;
