@@ -115,3 +115,99 @@ fn keys_of(i: u32) -> Vec<u32> {
     keys.dedup();
     keys
 }
+
+/// A key whose `Hash` or `Eq` (against an equal key: a lane look-up, not de-duplication) panics.
+#[derive(Debug)]
+struct Touchy {
+    id: u32,
+    bad_hash: bool,
+    bad_eq: bool,
+}
+
+impl std::hash::Hash for Touchy {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        assert!(!self.bad_hash, "bad hash");
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(
+            !(self.id == other.id && (self.bad_eq || other.bad_eq)),
+            "bad eq"
+        );
+        self.id == other.id
+    }
+}
+
+impl Eq for Touchy {}
+
+fn touchy(id: u32) -> Touchy {
+    Touchy {
+        id,
+        bad_hash: false,
+        bad_eq: false,
+    }
+}
+
+/// The two-key submission path: a key's `Hash` panicking, or its `Eq` panicking when its lane
+/// is looked up (after the other key's lane may have been created), hands the task back
+/// unqueued; no lane is left behind and the pool's accounting stays exact.
+#[test]
+fn two_key_look_up_panics_hand_the_task_back() {
+    let pool = Pool::builder().core_threads(1).build().unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    // Key 1's lane exists (busy), so looking it up again compares keys.
+    pool.execute_sequential(touchy(1), move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap();
+    let bad_hash = Touchy {
+        bad_hash: true,
+        ..touchy(3)
+    };
+    for (i, bad) in [
+        bad_hash,
+        Touchy {
+            bad_eq: true,
+            ..touchy(1)
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (a, b) = if i == 0 {
+            (touchy(9), bad)
+        } else {
+            (bad, touchy(9))
+        };
+        let ran = Arc::new(Mutex::new(false));
+        let r = ran.clone();
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.execute_keyed([a, b], move || *r.lock().unwrap() = true)
+        }));
+        let Ok(Err(crate::SubmitError::KeyPanicked(task))) = out else {
+            panic!("case {i}: the key's panic was not contained as KeyPanicked");
+        };
+        task();
+        assert!(
+            *ran.lock().unwrap(),
+            "case {i}: the task was not handed back intact"
+        );
+    }
+    release.send(()).unwrap();
+    pool.submit_keyed([touchy(9), touchy(1)], || ())
+        .unwrap()
+        .join()
+        .unwrap();
+    pool.shutdown();
+    assert_eq!(
+        pool.stats().live_lanes,
+        0,
+        "lanes outlived shutdown"
+    );
+}
