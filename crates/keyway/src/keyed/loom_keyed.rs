@@ -7,12 +7,13 @@
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
-//! Deliberate breaks tried when these models were written (each made a model fail): a
-//! submitter that counts its fresh lanes' arrivals before pushing to every lane (the task ran
-//! before a busy lane's earlier task), a completion that pops a lane and restarts it without
-//! counting its arrival at the next multi-key task (that task never runs: stranded), and a
-//! runner that turns its lane idle after letting go of the lock it saw the queue empty under
-//! (an entry pushed in between is stranded).
+//! Deliberate breaks tried when these models were written: a completion that leaves a lane
+//! parked at the next multi-key task without counting its arrival made
+//! `loom_multi_key_completion_arrives_at_next` fail (that task never ran); with that, a
+//! submitter that completes the count but never queues the ready task made every multi-key
+//! model fail. An earlier version was checked against a runner that turns its lane idle after
+//! letting go of the lock it saw the queue empty under (an entry pushed in between is
+//! stranded).
 
 use std::collections::VecDeque;
 
