@@ -145,9 +145,10 @@ impl World {
                 match st.queue.front() {
                     None => st.scheduled = false,
                     Some(Entry::Many(m)) => {
-                        let m = m.clone();
-                        drop(st);
+                        // Counted under the lane lock, as `pass_multi` does.
                         if m.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            let m = m.clone();
+                            drop(st);
                             assert!(next.is_none(), "two tasks ready on two lanes of one task");
                             next = Some(m);
                         }

@@ -59,7 +59,7 @@ pub(crate) struct MultiTask {
 impl MultiTask {
     /// `n` of the task's lanes reached it; true if these were the last (the caller then owns
     /// the run). `n` is never 0.
-    fn arrived(&self, n: usize) -> bool {
+    pub(crate) fn arrived(&self, n: usize) -> bool {
         self.waiting.fetch_sub(n, Ordering::AcqRel) == n
     }
 
@@ -85,11 +85,7 @@ impl MultiTask {
         for lane in self.lanes.iter() {
             match lane.pass_multi(self) {
                 Passed::Done => {}
-                Passed::Arrived(next) => {
-                    if next.arrived(1) {
-                        registry.schedule(Job::Lane(next));
-                    }
-                }
+                Passed::Ready(next) => registry.schedule(Job::Lane(next)),
                 Passed::Restart(lane) => registry.schedule(Job::Lane(lane)),
             }
         }
@@ -152,11 +148,7 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
         for lane in multi.lanes.iter() {
             match lane.pass_multi(&multi) {
                 Passed::Done => {}
-                Passed::Arrived(m) => {
-                    if m.arrived(1) {
-                        ready.push(m);
-                    }
-                }
+                Passed::Ready(m) => ready.push(m),
                 Passed::Restart(lane) => restart.push(lane),
             }
         }

@@ -205,9 +205,5 @@ fn two_key_look_up_panics_hand_the_task_back() {
         .join()
         .unwrap();
     pool.shutdown();
-    assert_eq!(
-        pool.stats().live_lanes,
-        0,
-        "lanes outlived shutdown"
-    );
+    assert_eq!(pool.stats().live_lanes, 0, "lanes outlived shutdown");
 }

@@ -9,12 +9,13 @@ use crate::keyed::MultiTask;
 
 /// What popping a finished multi-key task from one of its lanes left behind.
 pub(crate) enum Passed {
-    /// Nothing for the caller: the lane went idle (and was let go, rule 3), or `shutdown_now`
-    /// already drained it.
+    /// Nothing for the caller: the lane went idle (and was let go, rule 3), or arrived at its
+    /// next multi-key task, which still waits for other lanes, or `shutdown_now` already
+    /// drained it.
     Done,
-    /// The lane's new head is another multi-key task: the lane stays parked there (scheduled,
-    /// no job) and the caller counts this lane's arrival at it.
-    Arrived(Arc<MultiTask>),
+    /// The lane's new head is another multi-key task, and this lane's arrival there (it stays
+    /// parked: scheduled, no job) was the last one: the task is ready, the caller owns its run.
+    Ready(Arc<MultiTask>),
     /// The lane has more entries of its own: it is still scheduled and needs a runner.
     Restart(Arc<LaneCore<Closures>>),
 }
@@ -39,9 +40,10 @@ impl LaneCore<Closures> {
 
     /// The multi-key task at this lane's head is done: pop it. The worker that ran it holds
     /// the lane as its runner (rule 1: the lane is scheduled and parked), so it acts as that
-    /// runner would after the task: turns the lane idle if empty (rule 2), or reports the next
-    /// multi-key task it reached (an arrival, exactly as `take_chunk` would see it), or hands
-    /// the lane back for a runner. If `shutdown_now` already drained the lane (called from
+    /// runner would after the task: turns the lane idle if empty (rule 2), or counts its
+    /// arrival at the next multi-key task (exactly as a runner's `take_chunk` would see it, with
+    /// no job and no `Arc` traffic unless that task is now ready), or hands the lane back for a
+    /// runner. If `shutdown_now` already drained the lane (called from
     /// inside the task), there is nothing to pop and the lane stays as the drain left it.
     pub(crate) fn pass_multi(self: &Arc<Self>, multi: &Arc<MultiTask>) -> Passed {
         let idle = {
@@ -54,7 +56,13 @@ impl LaneCore<Closures> {
             st.queue.pop_front();
             match st.queue.front() {
                 None => st.table.take(),
-                Some(ClosureEntry::Many(next)) => return Passed::Arrived(next.clone()),
+                Some(ClosureEntry::Many(next)) => {
+                    return if next.arrived(1) {
+                        Passed::Ready(next.clone())
+                    } else {
+                        Passed::Done
+                    };
+                }
                 Some(_) => return Passed::Restart(self.clone()),
             }
         };
