@@ -1,15 +1,19 @@
 //! loom models of the lane protocol (`lane/README.md`, rules 1, 2, 4, 6 and the coalescing rule),
 //! on a miniature of the lane state: a queue and a `scheduled` flag under one lock per lane, a
-//! multi-key task's arrival count, and the submission that parks a multi-key task's fresh lanes.
-//! "Scheduling" a lane runs it later on the thread that scheduled it, so every interleaving of
-//! runners, pushers and the last arrival is explored.
+//! multi-key task's arrival count, the submission that parks a multi-key task's fresh lanes,
+//! and the completion that arrives at once at the next multi-key task of each lane it pops.
+//! "Scheduling" a lane or a ready task runs it later on the thread that scheduled it, so every
+//! interleaving of runners, pushers, submitters and the last arrival is explored.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
-//! Deliberate breaks tried when these models were written (applied together, every model
-//! failed): parking every fresh lane instead of keeping one queued (the multi-key task never
-//! runs), and a runner that turns its lane idle after letting go of the lock it saw the queue
-//! empty under (an entry pushed in between is stranded).
+//! Deliberate breaks tried when these models were written: a completion that leaves a lane
+//! parked at the next multi-key task without counting its arrival made
+//! `loom_multi_key_completion_arrives_at_next` fail (that task never ran); with that, a
+//! submitter that completes the count but never queues the ready task made every multi-key
+//! model fail. An earlier version was checked against a runner that turns its lane idle after
+//! letting go of the lock it saw the queue empty under (an entry pushed in between is
+//! stranded).
 
 use std::collections::VecDeque;
 
@@ -19,6 +23,7 @@ use crate::loom::thread;
 
 /// A multi-key task on lanes 0 and 1 (rule 6).
 struct Multi {
+    id: u32,
     waiting: AtomicUsize,
     runs: AtomicUsize,
 }
@@ -36,8 +41,10 @@ struct LaneSt {
 
 struct World {
     lanes: [Mutex<LaneSt>; 2],
-    /// Every run, in the order they happened: `(lane, id)`; the multi-key task logs `(9, 100)`.
+    /// Every run, in the order they happened: `(lane, id)`; a multi-key task logs `(9, id)`.
     ran: Mutex<Vec<(usize, u32)>>,
+    /// The shard locks a multi-key submission holds across its pushes (two-phase locking).
+    shards: Mutex<()>,
 }
 
 const MULTI_ID: u32 = 100;
@@ -53,6 +60,7 @@ impl World {
         Arc::new(World {
             lanes: [lane(), lane()],
             ran: Mutex::new(Vec::new()),
+            shards: Mutex::new(()),
         })
     }
 
@@ -111,47 +119,65 @@ impl World {
         }
     }
 
-    /// The last arrival runs the multi-key task, pops it from both lanes, restarts those with
-    /// more work.
+    /// One lane reached `multi`; the last arrival runs it.
     fn arrive(&self, multi: &Arc<Multi>) {
-        if multi.waiting.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
-        multi.runs.fetch_add(1, Ordering::Relaxed);
-        self.ran.lock().push((9, MULTI_ID));
-        let mut more = Vec::new();
-        for lane in 0..2 {
-            let mut st = self.lanes[lane].lock();
-            match st.queue.pop_front() {
-                Some(Entry::Many(m)) => assert!(Arc::ptr_eq(&m, multi), "wrong head"),
-                _ => panic!("a lane's head was not its multi-key task"),
-            }
-            if st.queue.is_empty() {
-                st.scheduled = false;
-            } else {
-                more.push(lane);
-            }
-        }
-        for lane in more {
-            self.run_lane(lane);
+        if multi.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.run_ready(multi.clone());
         }
     }
 
-    /// `submit_many`: pushes the task on both lanes; of the lanes that were idle, one is queued
-    /// and the others park at once (counted arrived before that job exists).
-    fn submit_many(&self) -> Arc<Multi> {
+    /// `run_ready`: runs a task every lane arrived at, pops it from both lanes, and lets each go
+    /// on as its runner would: idle if empty, an arrival if its next head is another multi-key
+    /// task (no job: the lane stays parked; a task that becomes ready runs next), else
+    /// restarted.
+    fn run_ready(&self, first: Arc<Multi>) {
+        let mut next = Some(first);
+        while let Some(multi) = next.take() {
+            multi.runs.fetch_add(1, Ordering::Relaxed);
+            self.ran.lock().push((9, multi.id));
+            let mut restart = Vec::new();
+            for lane in 0..2 {
+                let mut st = self.lanes[lane].lock();
+                match st.queue.pop_front() {
+                    Some(Entry::Many(m)) => assert!(Arc::ptr_eq(&m, &multi), "wrong head"),
+                    _ => panic!("a lane's head was not its multi-key task"),
+                }
+                match st.queue.front() {
+                    None => st.scheduled = false,
+                    Some(Entry::Many(m)) => {
+                        // Counted under the lane lock, as `pass_multi` does.
+                        if m.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            let m = m.clone();
+                            drop(st);
+                            assert!(next.is_none(), "two tasks ready on two lanes of one task");
+                            next = Some(m);
+                        }
+                    }
+                    Some(Entry::One { .. }) => restart.push(lane),
+                }
+            }
+            for lane in restart {
+                self.run_lane(lane);
+            }
+        }
+    }
+
+    /// `submit_many`: pushes the task on both lanes; every lane that was idle parks at it at
+    /// once, its arrival counted by the submitter after both pushes; if that completes the
+    /// count, the submitter queues the ready task itself.
+    fn submit_many(&self, id: u32) -> Arc<Multi> {
         let multi = Arc::new(Multi {
+            id,
             waiting: AtomicUsize::new(2),
             runs: AtomicUsize::new(0),
         });
-        let fresh: Vec<usize> = (0..2)
+        let shards = self.shards.lock();
+        let fresh = (0..2)
             .filter(|&lane| self.push(lane, Entry::Many(multi.clone())))
-            .collect();
-        if let Some((&kept, parked)) = fresh.split_first() {
-            if !parked.is_empty() {
-                multi.waiting.fetch_sub(parked.len(), Ordering::AcqRel);
-            }
-            self.run_lane(kept);
+            .count();
+        drop(shards);
+        if fresh > 0 && multi.waiting.fetch_sub(fresh, Ordering::AcqRel) == fresh {
+            self.run_ready(multi.clone());
         }
         multi
     }
@@ -246,7 +272,7 @@ fn loom_multi_key_arrival_vs_release() {
                 }
             })
         };
-        let multi = world.submit_many();
+        let multi = world.submit_many(MULTI_ID);
         runner.join().unwrap();
         pusher.join().unwrap();
         assert_eq!(multi.runs.load(Ordering::Relaxed), 1, "ran once");
@@ -258,9 +284,10 @@ fn loom_multi_key_arrival_vs_release() {
     });
 }
 
-/// Rule 6, both lanes idle: one job, the other lane parked at submission; the task runs once.
+/// Rule 6, both lanes idle (unless the pusher's task got there first): both park at
+/// submission and the task is queued ready by its submitter; it runs once.
 #[test]
-fn loom_multi_key_on_idle_lanes_parks_all_but_one() {
+fn loom_multi_key_on_idle_lanes_parks_all() {
     crate::loom::model(|| {
         let world = World::new();
         let pusher = {
@@ -271,10 +298,41 @@ fn loom_multi_key_on_idle_lanes_parks_all_but_one() {
                 }
             })
         };
-        let multi = world.submit_many();
+        let multi = world.submit_many(MULTI_ID);
         pusher.join().unwrap();
         assert_eq!(multi.runs.load(Ordering::Relaxed), 1);
         assert_eq!(world.ran().len(), 2);
+        world.assert_quiet();
+    });
+}
+
+/// Rule 6, completion arriving for the next task: two multi-key tasks on both lanes from two
+/// submitters, racing a sequential task on lane 0. Whichever task is first on a lane runs
+/// first; the later one is reached by the earlier one's completion (no lane job) or by the
+/// sequential task's runner. Each runs once, in the same order on both lanes, nothing is
+/// stranded.
+#[test]
+fn loom_multi_key_completion_arrives_at_next() {
+    crate::loom::model(|| {
+        let world = World::new();
+        let other = {
+            let world = world.clone();
+            thread::spawn(move || world.submit_many(MULTI_ID + 1))
+        };
+        let pusher = {
+            let world = world.clone();
+            thread::spawn(move || {
+                if world.push(0, one(7)) {
+                    world.run_lane(0);
+                }
+            })
+        };
+        let first = world.submit_many(MULTI_ID);
+        let second = other.join().unwrap();
+        pusher.join().unwrap();
+        assert_eq!(first.runs.load(Ordering::Relaxed), 1);
+        assert_eq!(second.runs.load(Ordering::Relaxed), 1);
+        assert_eq!(world.ran().len(), 3, "{:?}", world.ran());
         world.assert_quiet();
     });
 }

@@ -9,10 +9,14 @@
 //!   that key's shard lock, so their order is the same on every key they share, and the orders
 //!   of all conflicting tasks embed in one total order: no cycle, so no deadlock. Ascending lock
 //!   order keeps the submitters themselves from deadlocking.
-//! * **Arrival**: a lane whose head is the entry *parks*: its runner leaves (no thread is held,
-//!   no job queued) and `scheduled` stays on so pushes do not restart it. Each lane arrives once.
-//! * **Run**: the worker whose arrival is the last one runs the task, then pops the entry from
-//!   every lane and restarts each that has more work.
+//! * **Arrival**: a lane whose head is the entry *parks*: it stays scheduled with no job (no
+//!   thread is held) so pushes do not restart it. Each lane arrives once: at submission if it
+//!   was idle (counted by the submitter), through its runner if it was busy, or through the
+//!   completion of the multi-key task before it on that lane.
+//! * **Run**: whoever makes the last arrival owns the run: a submitter queues the task as a job
+//!   of its own, a worker runs it. The worker then pops it from every lane and lets each go on
+//!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
+//!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
 
 #[cfg(test)]
 mod test;
@@ -31,7 +35,7 @@ use crate::error::SubmitError;
 use crate::future::{Launcher, Release};
 use crate::lane::{
     admit_entry_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures,
-    KeyPanicked, LaneCore, LaneTable, MakeEntry,
+    KeyPanicked, LaneCore, LaneTable, MakeEntry, Passed,
 };
 use crate::pool::registry::{Job, LaneJob, Registry};
 use crate::pool::worker::WorkerCtx;
@@ -53,47 +57,17 @@ pub(crate) struct MultiTask {
 }
 
 impl MultiTask {
-    /// One of the task's lanes reached it. The last arrival runs it and restarts the lanes.
+    /// `n` of the task's lanes reached it; true if these were the last (the caller then owns
+    /// the run). `n` is never 0.
+    pub(crate) fn arrived(&self, n: usize) -> bool {
+        self.waiting.fetch_sub(n, Ordering::AcqRel) == n
+    }
+
+    /// One of the task's lanes reached it (its runner found it at the head). The last arrival
+    /// runs it and lets its lanes go on.
     pub(crate) fn arrive(self: &Arc<Self>, worker: &WorkerCtx) {
-        if self.waiting.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
-        if worker.registry.is_stopping() {
-            return; // `shutdown_now` hands the task back from the lanes
-        }
-        let body = self.task.lock().take();
-        match body {
-            Some(Body::Run(task)) => {
-                worker.run_one(|| task.run());
-                worker.tasks_done(1);
-            }
-            Some(Body::Launch(fut)) => {
-                // Rule 7: the future holds every key until it is done; its end calls `release`.
-                worker.run_one(|| {
-                    fut.launch(&worker.registry, Release::Multi(self.clone()));
-                    Ok(())
-                });
-                worker.tasks_done(1);
-                return;
-            }
-            None => {}
-        }
-        if worker.registry.is_stopping() {
-            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
-            // ours to pop any more.
-            return;
-        }
-        // Restart the lanes with more work; this worker continues the last of them itself
-        // (no scheduler round-trip), up to a small nesting depth.
-        let mut more = self.lanes.iter().filter_map(|lane| lane.pass_barrier(self));
-        let mut next = more.next();
-        for lane in more {
-            if let Some(prev) = next.replace(lane) {
-                worker.registry.schedule(Job::Lane(prev));
-            }
-        }
-        if let Some(lane) = next {
-            continue_inline(lane, worker);
+        if self.arrived(1) {
+            run_ready(self.clone(), worker);
         }
     }
 
@@ -105,12 +79,14 @@ impl MultiTask {
         }
     }
 
-    /// Rule 7: the multi-key future is done: pop it from every lane and restart those with more
-    /// work (each on the pool: this may run on any thread).
+    /// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on
+    /// (each on the pool: this may run on any thread).
     pub(crate) fn release(self: &Arc<Self>, registry: &Arc<Registry>) {
         for lane in self.lanes.iter() {
-            if let Some(lane) = lane.pass_barrier(self) {
-                registry.schedule(Job::Lane(lane));
+            match lane.pass_multi(self) {
+                Passed::Done => {}
+                Passed::Ready(next) => registry.schedule(Job::Lane(next)),
+                Passed::Restart(lane) => registry.schedule(Job::Lane(lane)),
             }
         }
     }
@@ -124,13 +100,83 @@ impl MultiTask {
     }
 }
 
+/// A multi-key task whose every lane arrived, queued by the thread whose arrivals completed the
+/// count (a submitter, or a worker that made several tasks ready at once).
+impl LaneJob for MultiTask {
+    fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
+        run_ready(self, worker);
+    }
+}
+
+/// Runs a multi-key task whose every lane arrived, pops it from its lanes and lets them go on.
+/// A lane whose next entry is another multi-key task arrives there at once (no job: it stays
+/// parked); a task that this makes ready runs next on this worker, up to `lane_batch` tasks
+/// (further ready tasks are queued). A lane with entries of its own is restarted: the last of
+/// them continues on this worker when no ready task does.
+fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
+    let registry = &worker.registry;
+    let mut budget = registry.config.lane_batch.max(1);
+    let mut next = Some(first);
+    while let Some(multi) = next.take() {
+        if registry.is_stopping() {
+            return; // `shutdown_now` hands the task back from the lanes
+        }
+        let body = multi.task.lock().take();
+        match body {
+            Some(Body::Run(task)) => {
+                worker.run_one(|| task.run());
+                worker.tasks_done(1);
+            }
+            Some(Body::Launch(fut)) => {
+                // Rule 7: the future holds every key until it is done; its end calls `release`.
+                worker.run_one(|| {
+                    fut.launch(registry, Release::Multi(multi.clone()));
+                    Ok(())
+                });
+                worker.tasks_done(1);
+                return;
+            }
+            None => {}
+        }
+        if registry.is_stopping() {
+            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
+            // ours to pop any more.
+            return;
+        }
+        let mut ready = SmallVec::<[Arc<MultiTask>; 4]>::new();
+        let mut restart = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+        for lane in multi.lanes.iter() {
+            match lane.pass_multi(&multi) {
+                Passed::Done => {}
+                Passed::Ready(m) => ready.push(m),
+                Passed::Restart(lane) => restart.push(lane),
+            }
+        }
+        drop(multi);
+        budget -= 1;
+        if budget > 0 {
+            next = ready.pop();
+        }
+        for m in ready {
+            registry.schedule(Job::Lane(m));
+        }
+        let inline = if next.is_none() { restart.pop() } else { None };
+        for lane in restart {
+            registry.schedule(Job::Lane(lane));
+        }
+        if let Some(lane) = inline {
+            continue_inline(lane, worker);
+        }
+    }
+}
+
 thread_local! {
     /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
     static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
-/// once (its head may be another multi-key task, whose completion may continue inline again —
+/// once (it may reach another multi-key task, whose completion may continue inline again —
 /// bounded, so the stack stays flat), or queue it when already nested deep.
 fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
     const MAX_DEPTH: u32 = 4;
@@ -181,7 +227,8 @@ where
             guards.push((shard, table.lock_shard(shard)));
         }
     }
-    let mut lanes: SmallVec<[(usize, Arc<LaneCore<Closures>>); 4]> = SmallVec::new();
+    let mut lanes = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+    let mut lane_guard = SmallVec::<[usize; 4]>::new();
     let mut g = 0;
     let mut hashed = hashed.into_iter();
     for (shard, hash, key) in hashed.by_ref() {
@@ -190,17 +237,86 @@ where
         }
         let map = &mut *guards[g].1;
         match catch_key(move || table.lane_in(map, hash, key).clone()) {
-            Ok(lane) => lanes.push((g, lane)),
+            Ok(lane) => {
+                lanes.push(lane);
+                lane_guard.push(g);
+            }
             Err(e) => {
                 drop_quietly(hashed);
                 // Nothing was queued: lanes the look-up created are idle again (rule 3).
-                for (g, lane) in &lanes {
-                    table.remove_if_idle(&mut guards[*g].1, lane);
+                for (lane, &g) in lanes.iter().zip(&lane_guard) {
+                    table.remove_if_idle(&mut guards[g].1, lane);
                 }
                 return Err(e);
             }
         }
     }
+    let (out, multi, fresh) = push_new(table, lanes, make);
+    drop(guards);
+    count_fresh(registry, multi, fresh);
+    Ok(out)
+}
+
+/// `submit_many` for exactly two keys (the common case: a transfer between two accounts): the
+/// same steps on locals, no vectors.
+fn submit_two<K, T>(
+    table: &Arc<LaneTable<Closures>>,
+    registry: &Arc<Registry>,
+    a: K,
+    b: K,
+    make: MakeEntry<'_, T>,
+) -> Result<T, KeyPanicked>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let hashes = catch_key(|| (table.hash(&a), table.hash(&b)));
+    let Ok((ha, hb)) = hashes else {
+        drop_quietly((a, b));
+        return Err(KeyPanicked);
+    };
+    let (sa, sb) = (table.shard_index(ha), table.shard_index(hb));
+    // Ascending shard order (rule 6); one lock when both keys share a shard.
+    let ((s1, h1, k1), (s2, h2, k2)) = if sa <= sb {
+        ((sa, ha, a), (sb, hb, b))
+    } else {
+        ((sb, hb, b), (sa, ha, a))
+    };
+    let mut g1 = table.lock_shard(s1);
+    let mut g2 = (s2 != s1).then(|| table.lock_shard(s2));
+    let map1 = &mut *g1;
+    let l1 = match catch_key(move || table.lane_in(map1, h1, k1).clone()) {
+        Ok(lane) => lane,
+        Err(e) => {
+            drop_quietly(k2);
+            return Err(e);
+        }
+    };
+    let map2 = match g2.as_mut() {
+        Some(g) => &mut **g,
+        None => &mut *g1,
+    };
+    let l2 = match catch_key(move || table.lane_in(map2, h2, k2).clone()) {
+        Ok(lane) => lane,
+        Err(e) => {
+            // Nothing was queued: a lane the look-up created is idle again (rule 3).
+            table.remove_if_idle(&mut g1, &l1);
+            return Err(e);
+        }
+    };
+    let (out, multi, fresh) = push_new(table, smallvec::smallvec![l1, l2], make);
+    drop(g2);
+    drop(g1);
+    count_fresh(registry, multi, fresh);
+    Ok(out)
+}
+
+/// Makes the task (`make`) standing in `lanes` and appends it to each, under their shard locks
+/// (the caller's). Returns it with how many lanes were idle: those park at it at once.
+fn push_new<T>(
+    table: &Arc<LaneTable<Closures>>,
+    lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+    make: MakeEntry<'_, T>,
+) -> (T, Arc<MultiTask>, usize) {
     let (out, entry) = make();
     let body = match entry {
         ClosureEntry::One { task, .. } => Body::Run(task),
@@ -210,32 +326,24 @@ where
     let multi = Arc::new(MultiTask {
         task: Mutex::new(Some(body)),
         waiting: AtomicUsize::new(lanes.len()),
-        lanes: lanes.into_iter().map(|(_, lane)| lane).collect(),
+        lanes,
     });
-    let mut pushed: SmallVec<[_; 4]> = multi
+    let fresh = multi
         .lanes
         .iter()
-        .map(|lane| lane.push(table, ClosureEntry::Many(multi.clone())))
-        .collect();
-    drop(guards);
-    // Rule 6, common case: every lane that was idle has the task at its head already. One of
-    // them is queued and arrives as usual; the others park at once (counted arrived here, before
-    // that job exists, so the count cannot reach zero without it): one job, not one per key.
-    let mut fresh = pushed.iter_mut().filter(|p| p.was_idle());
-    if fresh.next().is_some() {
-        let mut parked = 0;
-        for p in fresh {
-            p.park();
-            parked += 1;
-        }
-        if parked > 0 {
-            multi.waiting.fetch_sub(parked, Ordering::AcqRel);
-        }
+        .filter(|lane| lane.push_multi(table, &multi))
+        .count();
+    (out, multi, fresh)
+}
+
+/// Rule 6, once the shard locks are let go: the submitter counts the arrivals of the lanes that
+/// were idle (after every push, so the count cannot reach zero before every lane has the task).
+/// If that completes the count (every lane was idle), the task is ready: it is queued as a job
+/// of its own, and no lane needs one.
+fn count_fresh(registry: &Arc<Registry>, multi: Arc<MultiTask>, fresh: usize) {
+    if fresh > 0 && multi.arrived(fresh) {
+        registry.schedule(Job::Lane(multi));
     }
-    for p in pushed {
-        table.after_push(registry, p);
-    }
-    Ok(out)
 }
 
 /// Multi-key tasks on the pool.
@@ -303,6 +411,10 @@ impl Pool {
             1 => match distinct.pop() {
                 Some(key) => handle.lanes.submit(registry, key, make),
                 None => unreachable!("one key"),
+            },
+            2 => match (distinct.pop(), distinct.pop()) {
+                (Some(b), Some(a)) => submit_two(&handle.lanes, registry, a, b, make),
+                _ => unreachable!("two keys"),
             },
             _ => submit_many(&handle.lanes, registry, distinct, make),
         })

@@ -4,6 +4,7 @@
 //! * `table` — one lane per context value, created on first use, freed when idle; pushing onto
 //!   a lane — the protocol is in `README.md` beside this file;
 //! * `runner` — how a lane runs on the pool: chunks, batches, multi-key and async entries;
+//! * `multi` — the lane side of multi-key tasks: their push, and their pop once done;
 //! * `closures` — lanes of closures: `execute_sequential`, `execute_coalescing`, [`Lane`];
 //! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
@@ -17,6 +18,7 @@ mod closures;
 mod contexts;
 mod held;
 mod key;
+mod multi;
 mod runner;
 mod state;
 mod table;
@@ -34,6 +36,7 @@ pub(crate) use closures::{
 };
 pub use contexts::Contexts;
 pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
+pub(crate) use multi::Passed;
 pub use state::KeyState;
 pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;

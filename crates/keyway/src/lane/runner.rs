@@ -92,37 +92,6 @@ impl<S: LaneKind> LaneCore<S> {
         }
         Taken::Entries
     }
-
-    /// Rule 6: the multi-key task at this lane's head is done: pop it. Returns the lane if it
-    /// has more work (still scheduled: the caller restarts it), else frees it if idle. If
-    /// `shutdown_now` already drained the lane (called from inside the task), there is nothing
-    /// to pop and the lane stays as the drain left it.
-    pub(crate) fn pass_barrier(self: &Arc<Self>, multi: &Arc<MultiTask>) -> Option<Arc<Self>> {
-        let idle = {
-            let mut st = self.state.lock();
-            let at_head = st
-                .queue
-                .front()
-                .and_then(S::barrier)
-                .is_some_and(|m| Arc::ptr_eq(m, multi));
-            if !at_head {
-                return None;
-            }
-            st.queue.pop_front();
-            if st.queue.is_empty() {
-                st.table.take()
-            } else {
-                None
-            }
-        };
-        match idle {
-            Some(table) => {
-                self.release(table);
-                None
-            }
-            None => Some(self.clone()),
-        }
-    }
 }
 
 impl<S: LaneKind> Resume for LaneCore<S> {

@@ -149,19 +149,6 @@ pub(crate) struct Pushed<S: LaneKind> {
     replaced: Option<S::Entry>,
 }
 
-impl<S: LaneKind> Pushed<S> {
-    /// The push turned the lane from idle to scheduled: its new entry is at the head.
-    pub(crate) fn was_idle(&self) -> bool {
-        self.schedule.is_some()
-    }
-
-    /// Rule 6: the lane stays scheduled without a job — parked at the multi-key task this push
-    /// put at its head, as if its runner had arrived there.
-    pub(crate) fn park(&mut self) {
-        self.schedule = None;
-    }
-}
-
 impl<S: LaneKind> LaneTable<S> {
     pub(crate) fn new(kind: S, threads: usize, hasher: crate::pool::KeyHasher) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
