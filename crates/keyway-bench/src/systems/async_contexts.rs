@@ -34,7 +34,7 @@ pub trait Wait: Send + Sync + 'static {
     /// `yield` or `timer`.
     const NAME: &'static str;
     /// The wait, for a task polled by any executor; `rt` drives tokio timers.
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static;
+    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<Self>;
 }
 
 /// A single yield: the task returns `Pending` once, waking itself.
@@ -59,14 +59,14 @@ impl Future for YieldNow {
 
 impl Wait for Yield {
     const NAME: &'static str = "yield";
-    fn wait(_rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+    fn wait(_rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<> {
         YieldNow(false)
     }
 }
 
 impl Wait for Timer {
     const NAME: &'static str = "timer";
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<> {
         let _enter = rt.enter();
         tokio::time::sleep(TIMER)
     }
