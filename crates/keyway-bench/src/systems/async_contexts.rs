@@ -33,8 +33,10 @@ pub const TIMER: Duration = Duration::from_micros(100);
 pub trait Wait: Send + Sync + 'static {
     /// `yield` or `timer`.
     const NAME: &'static str;
+    /// The wait's future (a named type: it borrows nothing).
+    type Fut: Future<Output = ()> + Send + 'static;
     /// The wait, for a task polled by any executor; `rt` drives tokio timers.
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<Self>;
+    fn wait(rt: &Handle) -> Self::Fut;
 }
 
 /// A single yield: the task returns `Pending` once, waking itself.
@@ -43,7 +45,8 @@ pub struct Yield;
 /// A tokio timer of [`TIMER`].
 pub struct Timer;
 
-struct YieldNow(bool);
+/// The yield's future.
+pub struct YieldNow(bool);
 
 impl Future for YieldNow {
     type Output = ();
@@ -59,14 +62,16 @@ impl Future for YieldNow {
 
 impl Wait for Yield {
     const NAME: &'static str = "yield";
-    fn wait(_rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<> {
+    type Fut = YieldNow;
+    fn wait(_rt: &Handle) -> YieldNow {
         YieldNow(false)
     }
 }
 
 impl Wait for Timer {
     const NAME: &'static str = "timer";
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static + use<> {
+    type Fut = tokio::time::Sleep;
+    fn wait(rt: &Handle) -> tokio::time::Sleep {
         let _enter = rt.enter();
         tokio::time::sleep(TIMER)
     }

@@ -23,7 +23,6 @@ mod probe;
 pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;
 pub(crate) use live::Live;
-pub(crate) use probe::poll_noting_self_wake;
 
 use std::future::Future;
 use std::hash::Hash;

@@ -6,11 +6,10 @@
 //!
 //! The probe is a waker on the poll's stack frame. It can be reached only through the `&Waker`
 //! of the poll's `Context` (the borrow cannot outlive the poll): `wake_by_ref` notes the wake
-//! and wakes the real waker; `clone` hands out a clone of the real waker, so nothing that
-//! outlives the poll ever refers to the probe.
+//! and wakes the real waker; `clone` hands out a clone of the real waker (boxed), so nothing
+//! that outlives the poll ever refers to the probe.
 
 use std::cell::Cell;
-use std::mem::ManuallyDrop;
 use std::task::{Context, RawWaker, RawWakerVTable, Waker};
 
 struct Probe<'a> {
@@ -29,9 +28,7 @@ unsafe fn probe<'a>(data: *const ()) -> &'a Probe<'a> {
 
 unsafe fn clone(data: *const ()) -> RawWaker {
     // SAFETY: a probe waker is only used during its poll (module doc).
-    let real = ManuallyDrop::new(unsafe { probe(data) }.inner.clone());
-    // The clone's ownership passes to the returned raw waker (not dropped here).
-    RawWaker::new(real.data(), real.vtable())
+    boxed(unsafe { probe(data) }.inner.clone())
 }
 
 unsafe fn wake(data: *const ()) {
@@ -49,6 +46,36 @@ unsafe fn wake_by_ref(data: *const ()) {
 }
 
 unsafe fn drop_probe(_: *const ()) {}
+
+/// A clone of the probe: the real waker, boxed (`Waker::data` and `Waker::vtable`, which would
+/// hand out the real waker as is, need Rust 1.83, above this crate's MSRV). Only a future that
+/// keeps its waker (a real wait) clones it.
+static BOXED: RawWakerVTable =
+    RawWakerVTable::new(boxed_clone, boxed_wake, boxed_wake_by_ref, boxed_drop);
+
+fn boxed(waker: Waker) -> RawWaker {
+    RawWaker::new(Box::into_raw(Box::new(waker)) as *const (), &BOXED)
+}
+
+unsafe fn boxed_clone(data: *const ()) -> RawWaker {
+    // SAFETY: `data` is the `Box<Waker>` of a boxed raw waker, alive until its `boxed_drop`.
+    boxed(unsafe { &*(data as *const Waker) }.clone())
+}
+
+unsafe fn boxed_wake(data: *const ()) {
+    // SAFETY: as `boxed_clone`; waking by value consumes the raw waker (and its box).
+    unsafe { Box::from_raw(data as *mut Waker) }.wake();
+}
+
+unsafe fn boxed_wake_by_ref(data: *const ()) {
+    // SAFETY: as `boxed_clone`.
+    unsafe { &*(data as *const Waker) }.wake_by_ref();
+}
+
+unsafe fn boxed_drop(data: *const ()) {
+    // SAFETY: as `boxed_wake`: the raw waker is dropped, and its box with it.
+    drop(unsafe { Box::from_raw(data as *mut Waker) });
+}
 
 /// Runs `f` (a poll) with a context whose waker notes a wake through it; returns `f`'s result
 /// and whether the future woke itself that way during the poll.
@@ -100,9 +127,17 @@ mod tests {
         // A clone outlives the poll: it is the real waker, and a wake through it is not noted.
         let (kept, woken) = poll_noting_self_wake(&mut cx, |cx| cx.waker().clone());
         assert!(!woken);
-        assert!(kept.will_wake(&real));
+        let again = kept.clone();
+        assert_eq!(
+            Arc::strong_count(&count),
+            4,
+            "ours, the real waker's, two clones'"
+        );
         kept.wake();
         assert_eq!(count.0.load(Ordering::SeqCst), 2);
-        assert_eq!(Arc::strong_count(&count), 2, "the clone was dropped once");
+        again.wake_by_ref();
+        assert_eq!(count.0.load(Ordering::SeqCst), 3);
+        drop(again);
+        assert_eq!(Arc::strong_count(&count), 2, "each clone dropped once");
     }
 }

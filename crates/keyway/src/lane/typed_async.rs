@@ -21,7 +21,7 @@ use super::state::KeyState;
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{Entry, Typed, TypedLanes};
 use crate::error::panic_message;
-use crate::future::{poll_noting_self_wake, run_here};
+use crate::future::run_here;
 use crate::pool::registry::{Job, Registry};
 use crate::pool::Pool;
 use crate::task::PanicReport;
@@ -239,25 +239,21 @@ where
             if let Some(fut) = this.fut.as_mut() {
                 // SAFETY: structural pinning of `fut` (see above).
                 let fut = unsafe { Pin::new_unchecked(fut) };
-                let polled = catch_unwind(AssertUnwindSafe(|| {
-                    poll_noting_self_wake(cx, |cx| fut.poll(cx))
-                }));
-                match polled {
-                    Ok((Poll::Pending, woke_itself)) => {
+                match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+                    Ok(Poll::Pending) => {
                         if registry.is_stopping() {
                             // `shutdown_now` may have cancelled the waiting set already: this
                             // await point is where the future is cancelled.
                             this.cancel();
                             return Poll::Ready(());
                         }
-                        // Registered once per activation, and only for a real wait: a
-                        // future that woke itself is queued again (`future::probe`).
-                        if this.live.is_none() && !woke_itself {
+                        // Registered once per activation, not per message.
+                        if this.live.is_none() {
                             this.live = Some(registry.futures.insert(cx.waker().clone()));
                         }
                         return Poll::Pending;
                     }
-                    Ok((Poll::Ready(()), _)) => this.message_done(&registry, None),
+                    Ok(Poll::Ready(())) => this.message_done(&registry, None),
                     Err(p) => this.message_done(&registry, Some(PanicReport::from_payload(p))),
                 }
                 budget = budget.saturating_sub(1);
