@@ -162,3 +162,48 @@ fn async_typed_lanes_are_freed_when_idle() {
     }
     pool.shutdown();
 }
+
+/// A `TypedLane` handle and `TypedLanes::send` with the same key share one lane and one order;
+/// the handle keeps its lane in the table while it exists (pinned), and the lane is freed once
+/// the last handle is dropped.
+#[test]
+fn a_typed_lane_handle_shares_its_keys_order_and_pins_the_lane() {
+    let pool = keyway::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .monitor_period(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
+        let (sink, key) = (sink.clone(), *key);
+        async move {
+            YieldNow(false).await;
+            sink.lock().unwrap().push((key, n));
+        }
+    });
+    let lane = lanes.lane(5);
+    let other = lane.clone();
+    assert_eq!(*other.key(), 5);
+    for n in 0..300 {
+        match n % 3 {
+            0 => lane.send(n).unwrap(),
+            1 => other.send(n).unwrap(),
+            _ => lanes.send(5, n).unwrap(),
+        }
+    }
+    lanes.flush(5).unwrap().join().unwrap();
+    let want: Vec<(u32, u32)> = (0..300).map(|n| (5, n)).collect();
+    assert_eq!(*log.lock().unwrap(), want);
+    // Idle but pinned: kept (the monitor frees unpinned idle lanes within a period or two).
+    lanes.send(6, 0).unwrap();
+    common::eventually("the unpinned lane freed", || pool.stats().live_lanes == 1);
+    drop(lane);
+    assert_eq!(pool.stats().live_lanes, 1, "still pinned by the clone");
+    drop(other);
+    common::eventually("the lane freed after its last handle", || {
+        pool.stats().live_lanes == 0
+    });
+    pool.shutdown();
+}

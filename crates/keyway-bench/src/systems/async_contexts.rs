@@ -1,8 +1,9 @@
 //! `contexts --async`: each task awaits first (a yield, or a short tokio timer), then runs the
 //! `contexts` task body. Four systems:
 //!
-//! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` to its context's lane,
-//!   handled by an async handler (like the actor's loop body); a one-thread tokio runtime drives
+//! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` sent through its
+//!   context's `TypedLane` handle (like the actor's sender), handled by an async handler (like
+//!   the actor's loop body); a one-thread tokio runtime drives
 //!   the timers when the wait is a timer, keyway polls the futures;
 //! * `keyway-spawn` — `Lane::spawn(future)` on a pool lane per context, one future per task;
 //! * `tokio-actor` — one tokio task and unbounded mpsc mailbox per context, awaiting in its loop;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use keyway::{Lane, Pool, TypedLanes};
+use keyway::{Lane, Pool, TypedLane};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::task::JoinHandle;
@@ -89,7 +90,8 @@ fn runtime(threads: usize) -> Result<Runtime, String> {
 pub struct KeywayAsync<W> {
     run: &'static ContextsRun,
     pool: Pool,
-    lanes: TypedLanes<usize, u64>,
+    /// One held-open lane per context (as the actor's sender per context).
+    lanes: Vec<TypedLane<usize, u64>>,
     timers: Runtime,
     _wait: std::marker::PhantomData<W>,
 }
@@ -112,6 +114,7 @@ impl<W: Wait> ContextsSystem for KeywayAsync<W> {
                 context_task(run, ctx, seq);
             }
         });
+        let lanes = (0..run.contexts()).map(|ctx| lanes.lane(ctx)).collect();
         Ok(Self {
             run,
             pool,
@@ -124,8 +127,8 @@ impl<W: Wait> ContextsSystem for KeywayAsync<W> {
     fn feed(&mut self) -> Result<(), String> {
         let lanes = &self.lanes;
         self.run.produce(|ctx, seq| {
-            lanes
-                .send(ctx, seq)
+            lanes[ctx]
+                .send(seq)
                 .map_err(|_| format!("keyway rejected task {seq} of context {ctx}"))
         })
     }

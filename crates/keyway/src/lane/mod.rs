@@ -8,6 +8,7 @@
 //! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
 //! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
+//! * `typed_lane` — one key's typed lane held open: [`TypedLane`];
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained.
@@ -21,6 +22,7 @@ mod state;
 mod table;
 mod typed;
 mod typed_async;
+mod typed_lane;
 
 #[cfg(test)]
 mod test;
@@ -34,3 +36,4 @@ pub(crate) use key::{catch_key, drop_quietly, KeyPanicked};
 pub use state::KeyState;
 pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;
+pub use typed_lane::TypedLane;

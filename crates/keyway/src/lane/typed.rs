@@ -253,8 +253,8 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    pool: Pool,
-    table: Arc<LaneTable<Typed<K, M, S>>>,
+    pub(super) pool: Pool,
+    pub(super) table: Arc<LaneTable<Typed<K, M, S>>>,
 }
 
 impl Pool {
