@@ -38,8 +38,9 @@ const AFTER_HELP: &str = "\
 SYSTEMS (row names; pick some with --systems a,b):
   keyway              keyway: lanes (contexts), Pool::execute / execute_sequential /
                       execute_keyed (throughput), a Sequencer (ordered), the
-                      adaptive strategy (strategy), Lane::spawn futures
-                      (contexts --async)
+                      adaptive strategy (strategy), typed_lanes_async with
+                      a message per task (contexts --async)
+  keyway-spawn        contexts --async: a Lane::spawn future per task
   ideal               contexts: one thread per core running the contexts' tasks
                       directly, no queue, no producer: the machine's limit
   thread-per-context  contexts: a std thread and a channel per context

@@ -9,7 +9,7 @@
 //! one task; reserved threads for [`Pool::try_execute`], which starts a task now or refuses at
 //! once. Statistics in [`Stats`].
 //!
-//! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`KeyState`])
+//! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`TypedLane`], [`KeyState`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
 //! coalescing task replaces its context's older pending one; a flush waits for one context.
 //! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
@@ -108,7 +108,7 @@ pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,
 };
-pub use lane::{Contexts, KeyState, Lane, TypedLanes};
+pub use lane::{Contexts, KeyState, Lane, TypedLane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,

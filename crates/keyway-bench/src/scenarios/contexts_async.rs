@@ -1,12 +1,13 @@
 //! `contexts --async`: the `contexts` workload with async tasks — each awaits a yield or a short
-//! tokio timer (`--wait`) before its work. keyway futures on lanes (`Lane::spawn`) against a
-//! tokio actor per context and a tokio task per message holding a per-context tokio mutex.
+//! tokio timer (`--wait`) before its work. keyway's async typed lanes (a message per task) and
+//! futures on lanes (`Lane::spawn`) against a tokio actor per context and a tokio task per
+//! message holding a per-context tokio mutex.
 
 use super::contexts::{contender, measure_variant, Variant};
 use super::{cores, RunOptions};
 use crate::harness::VariantReport;
 use crate::systems::async_contexts::{
-    KeywayAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
+    KeywayAsync, KeywaySpawnAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
 };
 
 /// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`).
@@ -21,6 +22,7 @@ fn run_with<W: Wait>(v: &Variant, opts: &RunOptions) -> Result<VariantReport, St
     let (threads, timeout) = (cores(), opts.timeout);
     let contenders = vec![
         contender::<KeywayAsync<W>>(v, threads, timeout),
+        contender::<KeywaySpawnAsync<W>>(v, threads, timeout),
         contender::<TokioActorAsync<W>>(v, threads, timeout),
         contender::<TokioMutexAsync<W>>(v, threads, timeout),
     ];
@@ -39,9 +41,11 @@ mod tests {
         let v = Variant::full(5, 40, 3);
         let t = Duration::from_secs(30);
         run_once::<KeywayAsync<Yield>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Yield>>(&v, 2, t).unwrap();
         run_once::<TokioActorAsync<Yield>>(&v, 2, t).unwrap();
         run_once::<TokioMutexAsync<Yield>>(&v, 2, t).unwrap();
         run_once::<KeywayAsync<Timer>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Timer>>(&v, 2, t).unwrap();
         run_once::<TokioActorAsync<Timer>>(&v, 2, t).unwrap();
         run_once::<TokioMutexAsync<Timer>>(&v, 2, t).unwrap();
     }

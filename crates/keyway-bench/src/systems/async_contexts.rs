@@ -1,8 +1,11 @@
 //! `contexts --async`: each task awaits first (a yield, or a short tokio timer), then runs the
-//! `contexts` task body. Three systems:
+//! `contexts` task body. Four systems:
 //!
-//! * `keyway` — `Lane::spawn(future)` on a pool lane per context (a one-thread tokio runtime
-//!   drives the timers when the wait is a timer; keyway polls the futures);
+//! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` sent through its
+//!   context's `TypedLane` handle (like the actor's sender), handled by an async handler (like
+//!   the actor's loop body); a one-thread tokio runtime drives
+//!   the timers when the wait is a timer, keyway polls the futures;
+//! * `keyway-spawn` — `Lane::spawn(future)` on a pool lane per context, one future per task;
 //! * `tokio-actor` — one tokio task and unbounded mpsc mailbox per context, awaiting in its loop;
 //! * `tokio-mutex` — a tokio task per message holding its context's `tokio::sync::Mutex` across
 //!   the await. Tasks of one context exclude each other, but tokio does not start them in
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use keyway::{Lane, Pool};
+use keyway::{Lane, Pool, TypedLane};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::task::JoinHandle;
@@ -31,8 +34,10 @@ pub const TIMER: Duration = Duration::from_micros(100);
 pub trait Wait: Send + Sync + 'static {
     /// `yield` or `timer`.
     const NAME: &'static str;
+    /// The wait's future (a named type: it borrows nothing).
+    type Fut: Future<Output = ()> + Send + 'static;
     /// The wait, for a task polled by any executor; `rt` drives tokio timers.
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static;
+    fn wait(rt: &Handle) -> Self::Fut;
 }
 
 /// A single yield: the task returns `Pending` once, waking itself.
@@ -41,7 +46,8 @@ pub struct Yield;
 /// A tokio timer of [`TIMER`].
 pub struct Timer;
 
-struct YieldNow(bool);
+/// The yield's future.
+pub struct YieldNow(bool);
 
 impl Future for YieldNow {
     type Output = ();
@@ -57,14 +63,16 @@ impl Future for YieldNow {
 
 impl Wait for Yield {
     const NAME: &'static str = "yield";
-    fn wait(_rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+    type Fut = YieldNow;
+    fn wait(_rt: &Handle) -> YieldNow {
         YieldNow(false)
     }
 }
 
 impl Wait for Timer {
     const NAME: &'static str = "timer";
-    fn wait(rt: &Handle) -> impl Future<Output = ()> + Send + 'static {
+    type Fut = tokio::time::Sleep;
+    fn wait(rt: &Handle) -> tokio::time::Sleep {
         let _enter = rt.enter();
         tokio::time::sleep(TIMER)
     }
@@ -78,8 +86,63 @@ fn runtime(threads: usize) -> Result<Runtime, String> {
         .map_err(|e| format!("building the tokio runtime: {e}"))
 }
 
-/// keyway: a lane handle per context, one future per task.
+/// keyway: async typed lanes, a message per task.
 pub struct KeywayAsync<W> {
+    run: &'static ContextsRun,
+    pool: Pool,
+    /// One held-open lane per context (as the actor's sender per context).
+    lanes: Vec<TypedLane<usize, u64>>,
+    timers: Runtime,
+    _wait: std::marker::PhantomData<W>,
+}
+
+impl<W: Wait> ContextsSystem for KeywayAsync<W> {
+    const NAME: &'static str = "keyway";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        let pool = Pool::builder()
+            .core_threads(threads)
+            .build()
+            .map_err(|e| format!("building the keyway pool: {e}"))?;
+        let timers = runtime(1)?;
+        let rt = timers.handle().clone();
+        let lanes = pool.typed_lanes_async(move |ctx: &usize, seq: u64| {
+            // The handler runs when the message starts: so does the wait (as in the peers).
+            let (wait, ctx) = (W::wait(&rt), *ctx);
+            async move {
+                wait.await;
+                context_task(run, ctx, seq);
+            }
+        });
+        let lanes = (0..run.contexts()).map(|ctx| lanes.lane(ctx)).collect();
+        Ok(Self {
+            run,
+            pool,
+            lanes,
+            timers,
+            _wait: std::marker::PhantomData,
+        })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let lanes = &self.lanes;
+        self.run.produce(|ctx, seq| {
+            lanes[ctx]
+                .send(seq)
+                .map_err(|_| format!("keyway rejected task {seq} of context {ctx}"))
+        })
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        drop(self.lanes);
+        self.pool.shutdown();
+        drop(self.timers);
+        Ok(())
+    }
+}
+
+/// keyway: a lane handle per context, one future per task (`Lane::spawn`).
+pub struct KeywaySpawnAsync<W> {
     run: &'static ContextsRun,
     pool: Pool,
     lanes: Vec<Lane<usize>>,
@@ -87,8 +150,8 @@ pub struct KeywayAsync<W> {
     _wait: std::marker::PhantomData<W>,
 }
 
-impl<W: Wait> ContextsSystem for KeywayAsync<W> {
-    const NAME: &'static str = "keyway";
+impl<W: Wait> ContextsSystem for KeywaySpawnAsync<W> {
+    const NAME: &'static str = "keyway-spawn";
 
     fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
         let pool = Pool::builder()

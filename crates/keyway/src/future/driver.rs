@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
+use super::probe::poll_noting_self_wake;
 use crate::error::{panic_message, TaskError};
 use crate::keyed::MultiTask;
 use crate::lane::{drop_quietly, Resume};
@@ -105,12 +106,14 @@ impl<F: Future> Future for Driver<F> {
         };
         // SAFETY: structural pinning of `fut` (see above).
         let fut = unsafe { Pin::new_unchecked(fut) };
-        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-            Ok(Poll::Ready(value)) => {
+        match catch_unwind(AssertUnwindSafe(|| {
+            poll_noting_self_wake(cx, |cx| fut.poll(cx))
+        })) {
+            Ok((Poll::Ready(value), _)) => {
                 this.done(Some(Ok(value)), None);
                 Poll::Ready(())
             }
-            Ok(Poll::Pending) => {
+            Ok((Poll::Pending, woke_itself)) => {
                 if let Some(finish) = this.finish.as_mut() {
                     if let Some(registry) = finish.registry.upgrade() {
                         if registry.is_stopping() {
@@ -122,7 +125,9 @@ impl<F: Future> Future for Driver<F> {
                             this.done(None, None);
                             return Poll::Ready(());
                         }
-                        if finish.live.is_none() {
+                        // A future that woke itself is queued again: only a real wait is
+                        // registered for `shutdown_now` (`probe.rs`).
+                        if finish.live.is_none() && !woke_itself {
                             finish.live = Some(registry.futures.insert(cx.waker().clone()));
                         }
                     }

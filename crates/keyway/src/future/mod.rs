@@ -11,12 +11,14 @@
 //!   releases its context(s) and counts its task finished;
 //! * `launch` — a submitted future before it starts (lane entry, multi-key body, plain job);
 //! * `live` — the pool's waiting futures, cancelled by `shutdown_now`;
+//! * `probe` — tells a future that woke itself (queued again) from one that really waits;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
 mod driver;
 mod launch;
 mod live;
+mod probe;
 
 pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;

@@ -9,6 +9,7 @@
 //! * `contexts` — the same lanes with the key type fixed once: [`Contexts`];
 //! * `typed` — lanes of messages for one handler: [`TypedLanes`];
 //! * `typed_async` — the same with an async handler (`Pool::typed_lanes_async`);
+//! * `typed_lane` — one key's typed lane held open: [`TypedLane`];
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
 //! * `loom_lane` — loom models of a runner taking its queue in chunks against pushers;
 //! * `held` — the chunk a runner holds, visible to `shutdown_now` called from inside it;
@@ -24,6 +25,7 @@ mod state;
 mod table;
 mod typed;
 mod typed_async;
+mod typed_lane;
 
 #[cfg(all(test, loom))]
 mod loom_lane;
@@ -40,3 +42,4 @@ pub(crate) use multi::Passed;
 pub use state::KeyState;
 pub(crate) use table::{LaneCore, LaneTable, Resume, TableOps};
 pub use typed::TypedLanes;
+pub use typed_lane::TypedLane;

@@ -16,7 +16,6 @@ use super::state::{KeyState, Keyed};
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed_async::TypedHandler;
 use crate::error::{panic_message, SubmitError};
-use crate::future::{run_here, Launcher, Release};
 use crate::pool::registry::Registry;
 use crate::pool::{refused, Pool};
 use crate::task::{
@@ -48,7 +47,7 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    fn keyed(key: &(dyn Any + Send + Sync)) -> &Keyed<K, S> {
+    pub(super) fn keyed(key: &(dyn Any + Send + Sync)) -> &Keyed<K, S> {
         match key.downcast_ref::<Keyed<K, S>>() {
             Some(keyed) => keyed,
             None => unreachable!("a typed lane table only holds keys of its own type"),
@@ -98,12 +97,7 @@ where
             }
             // Never a chunk entry (rule 7): only a message handed back by `shutdown_now` and run
             // by the caller comes here, to run on the caller's thread.
-            TypedHandler::Async(handler) => {
-                let key = &Self::keyed(key).key;
-                let fut = catch_unwind(AssertUnwindSafe(|| handler(key, msg)))
-                    .map_err(PanicReport::from_payload)?;
-                run_here(fut, None)
-            }
+            TypedHandler::Async(handler) => handler.run_here(&Self::keyed(key).key, msg),
         }
     }
 
@@ -111,10 +105,12 @@ where
         matches!(self.handler, TypedHandler::Async(_)) && matches!(entry, Entry::Message { .. })
     }
 
+    /// Rule 7: starts the lane's driver (`typed_async.rs`), which handles this message and the
+    /// lane's next ones, one future at a time, until the lane is empty.
     fn launch(
         &self,
         lane: &Arc<LaneCore<Self>>,
-        key: &(dyn Any + Send + Sync),
+        _key: &(dyn Any + Send + Sync),
         registry: &Arc<Registry>,
         entry: Entry<M>,
     ) -> Ran {
@@ -122,14 +118,7 @@ where
         else {
             unreachable!("only an async handler's messages are launched (`is_async`)")
         };
-        let key = &Self::keyed(key).key;
-        match catch_unwind(AssertUnwindSafe(|| handler(key, msg))) {
-            Ok(fut) => {
-                Launcher::new(fut, None).launch(registry, Release::Lane(lane.clone()));
-                Ran::Suspended
-            }
-            Err(p) => Ran::Done(Err(PanicReport::from_payload(p))),
-        }
+        handler.launch(lane, registry, msg)
     }
 
     fn abandon(&self, entry: Entry<M>, why: Abandon) -> Result<(), PanicReport> {
@@ -264,8 +253,8 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    pool: Pool,
-    table: Arc<LaneTable<Typed<K, M, S>>>,
+    pub(super) pool: Pool,
+    pub(super) table: Arc<LaneTable<Typed<K, M, S>>>,
 }
 
 impl Pool {

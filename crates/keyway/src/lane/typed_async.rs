@@ -1,23 +1,337 @@
 //! Typed lanes whose handler is async: `Pool::typed_lanes_async`. Each message's future holds
 //! its key until it completes (rule 7), so a per-key handler can await I/O in order.
+//!
+//! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"):
+//! an `async-task` task, monomorphised over the handler's future type, that holds the current
+//! message's future in place. When that future completes, the driver pops the lane's next
+//! message under the lane lock and polls the handler's new future at once; when the lane is
+//! empty it turns the lane idle (rule 2) and ends. So a warm lane allocates nothing per message,
+//! and a message costs one poll per real wake-up, not a launch and a lane job.
 
 use std::future::Future;
 use std::hash::Hash;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
+use super::key::drop_quietly;
 use super::state::KeyState;
-use super::typed::TypedLanes;
+use super::table::{LaneCore, LaneKind, LaneTable, Ran};
+use super::typed::{Entry, Typed, TypedLanes};
+use crate::error::panic_message;
+use crate::future::run_here;
+use crate::pool::registry::{Job, Registry};
 use crate::pool::Pool;
+use crate::task::PanicReport;
 
-type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 type SyncHandler<K, M, S> = dyn Fn(&K, &mut S, M) + Send + Sync + 'static;
-type AsyncHandler<K, M> = dyn Fn(&K, M) -> BoxFuture + Send + Sync + 'static;
 
 /// A typed lane table's handler: run to the end (with the key's state), or started as a future
 /// (stateless: its table's state is `()`, kept in no slot).
 pub(crate) enum TypedHandler<K, M, S> {
     Sync(Box<SyncHandler<K, M, S>>),
-    Async(Box<AsyncHandler<K, M>>),
+    Async(Box<dyn AsyncHandler<K, M, S>>),
+}
+
+/// An async handler with its future type erased once per table, not per message.
+pub(crate) trait AsyncHandler<K, M, S>: Send + Sync + 'static {
+    /// Rule 7: starts a driver on `lane` (scheduled, its runner calling) with `msg`, the message
+    /// it took from the lane's head.
+    fn launch(&self, lane: &Arc<LaneCore<Typed<K, M, S>>>, registry: &Arc<Registry>, msg: M) -> Ran
+    where
+        Typed<K, M, S>: LaneKind;
+    /// Handles `msg` on this thread (a message handed back by `shutdown_now`, run by the
+    /// caller).
+    fn run_here(&self, key: &K, msg: M) -> Result<(), PanicReport>;
+}
+
+struct Handler<H, Fut>(Arc<H>, PhantomData<fn() -> Fut>);
+
+impl<K, M, S, H, Fut> AsyncHandler<K, M, S> for Handler<H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    fn launch(&self, lane: &Arc<LaneCore<Typed<K, M, S>>>, registry: &Arc<Registry>, msg: M) -> Ran
+    where
+        Typed<K, M, S>: LaneKind,
+    {
+        let key = &Typed::<K, M, S>::keyed(lane.key.get()).key;
+        let fut = match catch_unwind(AssertUnwindSafe(|| (self.0)(key, msg))) {
+            Ok(fut) => fut,
+            Err(p) => return Ran::Done(Err(PanicReport::from_payload(p))),
+        };
+        // The runner counts the message finished once this returns; the driver holds it (and
+        // each later message it pops holds its own admission) until its future is done.
+        registry.extend_task();
+        let driver = Driver {
+            fut: Some(fut),
+            lane: lane.clone(),
+            handler: self.0.clone(),
+            registry: Arc::downgrade(registry),
+            live: None,
+            over: false,
+        };
+        let weak = Arc::downgrade(registry);
+        let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {
+            Some(registry) if !registry.is_stopping() => {
+                registry.schedule_next(Job::Poll(runnable))
+            }
+            // Stopped (or gone): dropping the runnable cancels the future at this await point.
+            _ => drop_quietly(runnable),
+        });
+        task.detach();
+        runnable.run();
+        Ran::Suspended
+    }
+
+    fn run_here(&self, key: &K, msg: M) -> Result<(), PanicReport> {
+        let fut = catch_unwind(AssertUnwindSafe(|| (self.0)(key, msg)))
+            .map_err(PanicReport::from_payload)?;
+        run_here(fut, None)
+    }
+}
+
+/// What a driver finds at its lane's head once its message is done.
+enum Next<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// The next message, taken out of the queue: the driver handles it.
+    Message(M),
+    /// The queue is empty: the lane turned idle (rule 2); here is the table it held.
+    Idle(Option<Arc<LaneTable<Typed<K, M, S>>>>),
+    /// Something else is next (a flush): the lane goes back to a runner.
+    Other,
+    /// `shutdown_now` drained the lane.
+    Drained,
+}
+
+impl<K, M, S> LaneCore<Typed<K, M, S>>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// Rule 7: the lane's current future is done; what comes next, under the lane lock. A
+    /// message at the head is the very next to run, so taking it keeps rule 5.
+    fn next_message(&self) -> Next<K, M, S> {
+        let mut st = self.state.lock();
+        if st.table.is_none() {
+            return Next::Drained;
+        }
+        match st.queue.front() {
+            None => Next::Idle(st.table.take()),
+            Some(Entry::Message { .. }) => match st.queue.pop_front() {
+                Some(Entry::Message { msg, .. }) => Next::Message(msg),
+                _ => unreachable!("the head was just seen"),
+            },
+            Some(Entry::Flush(_)) => Next::Other,
+        }
+    }
+}
+
+/// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
+/// runner's launch until the lane is empty, handling its messages one future at a time.
+struct Driver<K, M, S, H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// The current message's future; structurally pinned, dropped in place when done.
+    fut: Option<Fut>,
+    lane: Arc<LaneCore<Typed<K, M, S>>>,
+    handler: Arc<H>,
+    registry: Weak<Registry>,
+    /// Its key in the pool's set of waiting futures, once it waited (once per activation).
+    live: Option<u64>,
+    /// The activation is over: the lane is released, resumed or drained.
+    over: bool,
+}
+
+impl<K, M, S, H, Fut> Driver<K, M, S, H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    /// Drops the current future in place (its drop is user code: contained). True if there was
+    /// one.
+    fn drop_fut(&mut self) -> bool {
+        if self.fut.is_none() {
+            return false;
+        }
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
+            tracing::error!(
+                panic = panic_message(&*p),
+                "keyway: a future's drop panicked"
+            );
+            self.fut = None;
+        }
+        true
+    }
+
+    /// The current message is done (completed, or panicked with `report`): counted finished.
+    fn message_done(&mut self, registry: &Registry, report: Option<PanicReport>) {
+        self.drop_fut();
+        if let Some(report) = report {
+            registry.report_panic(report.in_context(self.lane.hash));
+        }
+        registry.task_done();
+    }
+
+    /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
+    fn end(&mut self, registry: Option<&Registry>) {
+        self.over = true;
+        if let (Some(registry), Some(id)) = (registry, self.live.take()) {
+            registry.futures.remove(id);
+        }
+    }
+
+    /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
+    /// await point and counted finished; the lane is not resumed (the drain turned it off).
+    fn cancel(&mut self) {
+        let registry = self.registry.upgrade();
+        if self.drop_fut() {
+            if let Some(registry) = &registry {
+                registry.task_done();
+            }
+        }
+        self.end(registry.as_deref());
+    }
+}
+
+impl<K, M, S, H, Fut> Future for Driver<K, M, S, H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `fut` is never moved out of the driver: it is polled in place and dropped in
+        // place (`self.fut = None`), and a new future is only written into an empty slot; no
+        // other field is pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.over {
+            return Poll::Ready(());
+        }
+        let Some(registry) = this.registry.upgrade() else {
+            this.cancel();
+            return Poll::Ready(());
+        };
+        // Fairness: at most a lane batch of messages per poll, then back through the queue.
+        let mut budget = registry.config.lane_batch;
+        loop {
+            if let Some(fut) = this.fut.as_mut() {
+                // SAFETY: structural pinning of `fut` (see above).
+                let fut = unsafe { Pin::new_unchecked(fut) };
+                match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+                    Ok(Poll::Pending) => {
+                        if registry.is_stopping() {
+                            // `shutdown_now` may have cancelled the waiting set already: this
+                            // await point is where the future is cancelled.
+                            this.cancel();
+                            return Poll::Ready(());
+                        }
+                        // Registered once per activation, not per message.
+                        if this.live.is_none() {
+                            this.live = Some(registry.futures.insert(cx.waker().clone()));
+                        }
+                        return Poll::Pending;
+                    }
+                    Ok(Poll::Ready(())) => this.message_done(&registry, None),
+                    Err(p) => this.message_done(&registry, Some(PanicReport::from_payload(p))),
+                }
+                budget = budget.saturating_sub(1);
+            }
+            if registry.is_stopping() {
+                // `shutdown_now`: the drain takes the lane's messages; nothing is resumed.
+                this.end(Some(&registry));
+                return Poll::Ready(());
+            }
+            if budget == 0 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            match this.lane.next_message() {
+                Next::Message(msg) => {
+                    let key = &Typed::<K, M, S>::keyed(this.lane.key.get()).key;
+                    match catch_unwind(AssertUnwindSafe(|| (this.handler)(key, msg))) {
+                        // The slot is empty: the new future is pinned from here on.
+                        Ok(fut) => this.fut = Some(fut),
+                        Err(p) => {
+                            let report = PanicReport::from_payload(p).in_context(this.lane.hash);
+                            registry.report_panic(report);
+                            registry.task_done();
+                            budget = budget.saturating_sub(1);
+                        }
+                    }
+                }
+                Next::Idle(table) => {
+                    this.end(Some(&registry));
+                    if let Some(table) = table {
+                        this.lane.release(table);
+                    }
+                    return Poll::Ready(());
+                }
+                Next::Other => {
+                    this.end(Some(&registry));
+                    registry.schedule_next(Job::Lane(this.lane.clone()));
+                    return Poll::Ready(());
+                }
+                Next::Drained => {
+                    this.end(Some(&registry));
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+}
+
+impl<K, M, S, H, Fut> Drop for Driver<K, M, S, H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn drop(&mut self) {
+        if self.over {
+            return;
+        }
+        // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
+        // between two messages) or is gone. The lane is not resumed: the drain turned it off.
+        self.over = true;
+        let in_flight = self.fut.is_some();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
+            tracing::error!(
+                panic = panic_message(&*p),
+                "keyway: a future's drop panicked"
+            );
+        }
+        let Some(registry) = self.registry.upgrade() else {
+            return;
+        };
+        if let Some(id) = self.live.take() {
+            registry.futures.remove(id);
+        }
+        if in_flight {
+            registry.task_done();
+        }
+    }
 }
 
 impl Pool {
@@ -25,6 +339,9 @@ impl Pool {
     /// `handler(&key, msg)` returns runs on the pool, and the key's next message is handled only
     /// once it completed, awaits included. Other keys go on meanwhile; a waiting handler holds
     /// no thread. A panic of the handler or of its future is reported and the key goes on.
+    ///
+    /// A busy key's messages are handled one after another by one task, holding each message's
+    /// future in place: no allocation per message.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -57,10 +374,9 @@ impl Pool {
         H: Fn(&K, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let handler = move |key: &K, msg: M| -> BoxFuture { Box::pin(handler(key, msg)) };
         self.make_typed_lanes(
             KeyState::new(|_| ()),
-            TypedHandler::Async(Box::new(handler)),
+            TypedHandler::Async(Box::new(Handler(Arc::new(handler), PhantomData))),
             true,
         )
     }
