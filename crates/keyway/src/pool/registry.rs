@@ -6,6 +6,18 @@
 //! reads `closed` (SeqCst), and `close` stores `closed` before anyone sums `accepted`, so once the
 //! pool is closed `accepted` never again grows for good, and `finished == accepted` means that
 //! every accepted task is done.
+//!
+//! Finishing on a worker (the per-task hot path, when the pool has no `capacity`): a worker
+//! counts the tasks it finished in its slot's own `finished` counter with a plain store (one
+//! writer, no read-modify-write, no shared cache line) and checks nothing else; `pending` sums
+//! those counters with the shared stripes. What a finish must also do, wake whoever waits for
+//! `pending` to reach 0 (parked workers and the monitor once closed, `wait_idle` callers), is
+//! deferred to [`Registry::finishes_published`], which every worker calls each time it runs out
+//! of work and when it exits: pending can only reach 0 once no task runs, so some worker is then
+//! on its way there. Its `SeqCst` fence, between the worker's counter stores and its reads of
+//! `closed` and of the waiters' registrations, is one side of the same Dekker pattern the
+//! read-modify-write gives the other finish paths (the loom model `loom_finish`). With a
+//! `capacity`, a finish also frees room at once, so workers count through [`Registry::tasks_done`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -65,6 +77,9 @@ pub(crate) struct Slot {
     pub(crate) blocking: AtomicBool,
     /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
     pub(crate) progress: Progress,
+    /// Tasks finished by the workers that held this slot (see "Finishing on a worker" in the
+    /// module doc): written only by the thread holding the slot, with plain stores.
+    finished: AtomicU64,
 }
 
 pub(crate) struct Registry {
@@ -127,6 +142,7 @@ impl Registry {
                 parts: Mutex::new(Some((deque, parker))),
                 blocking: AtomicBool::new(false),
                 progress: Progress::new(),
+                finished: AtomicU64::new(0),
             });
         }
         let span = tracing::info_span!("keyway_pool", pool = config.name.as_str());
@@ -241,8 +257,42 @@ impl Registry {
 
     /// Accepted tasks not yet done.
     pub(crate) fn pending(&self) -> u64 {
-        let finished = self.finished.sum();
+        let finished = self.finished_total();
         self.accepted.sum().saturating_sub(finished)
+    }
+
+    /// Every finish counted so far: the shared stripes and the workers' own counters.
+    pub(crate) fn finished_total(&self) -> u64 {
+        self.slots[..self.high_water()]
+            .iter()
+            .fold(self.finished.sum(), |acc, s| {
+                acc.wrapping_add(s.finished.load(Ordering::SeqCst))
+            })
+    }
+
+    /// `n` tasks finished on the worker holding `slot` (only that thread may call this). Without
+    /// a `capacity`, a plain store on the slot's own counter: the wake-ups a finish may owe are
+    /// [`finishes_published`](Self::finishes_published)'s, which the worker calls before it
+    /// looks for sleep or exits. With one, the full [`tasks_done`](Self::tasks_done): room is
+    /// freed, and waiters for it woken, at once.
+    #[inline]
+    pub(crate) fn worker_tasks_done(&self, slot: usize, n: usize) {
+        if self.config.capacity.is_some() {
+            self.tasks_done(n);
+        } else {
+            let c = &self.slots[slot].finished;
+            c.store(
+                c.load(Ordering::Relaxed).wrapping_add(n as u64),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// A worker ran out of work or is leaving: the wake-ups its finishes since the last call
+    /// may owe (see "Finishing on a worker" in the module doc).
+    pub(crate) fn finishes_published(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.wake_if_drained();
     }
 
     /// The pool's name, for the `pool` field of its events.
