@@ -7,10 +7,11 @@
 //! wake-up leaves the waiter asleep with nobody left to wake it: loom reports the deadlock.
 //!
 //! The registry's counters are written out small (its `Striped` and its slots do not run under
-//! loom). As in the other models, `SeqCst` loads of another thread's counters are
-//! read-modify-writes under loom, which always see the latest value: the order C11 gives the
-//! real `SeqCst` loads after the finisher's `SeqCst` fence (loom models fences fully, but treats
-//! `SeqCst` accesses as `AcqRel`).
+//! loom). loom treats `SeqCst` accesses as `AcqRel` and models fences fully; each side's
+//! `SeqCst` reads are therefore modelled as C11 orders them after a fence (see `Pool::pending`
+//! and `Pool::is_closed`). The drain model fails without the finisher's fence (checked: loom
+//! reports the deadlock); the idle model reads the registrations as the real `Waiters` does
+//! under loom, with read-modify-writes, and checks the hand-over to the waiters' generations.
 
 use super::waiters::Waiters;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
@@ -54,8 +55,10 @@ impl Pool {
         self.accepted.load(SeqCst) - finished
     }
 
+    /// A plain `SeqCst` load, as in the real code: after the finisher's fence, only the fence
+    /// orders it (loom treats the load itself as an acquire), so the model fails without it.
     fn is_closed(&self) -> bool {
-        self.closed.fetch_or(false, SeqCst)
+        self.closed.load(SeqCst)
     }
 
     fn notify_all(&self) {
