@@ -1,10 +1,11 @@
-//! A worker's finishes under loom ("Finishing on a worker" in `registry.rs`): the worker counts a
-//! finished task with a plain store on its slot's own counter and owes the wake-ups of that
-//! finish only when it runs out of work (`Registry::finishes_published`: a `SeqCst` fence, then
-//! the reads of `closed`, `pending` and the waiters' registrations). Whoever waits for `pending`
-//! to reach 0 must still be woken: a `wait_idle` caller (with the real [`Waiters`]) and, once
-//! the pool is closed, a thread waiting for the drain (a parked worker, the monitor). A lost
-//! wake-up leaves the waiter asleep with nobody left to wake it: loom reports the deadlock.
+//! A worker's finishes under loom ("Finishing on a worker" in `registry/accounting.rs`): the
+//! worker counts a finished task with a plain store on its slot's own counter and owes the
+//! wake-ups of that finish only when it runs out of work (`Registry::finishes_published`: a
+//! `SeqCst` fence, then the reads of `closed`, `pending` and the waiters' registrations).
+//! Whoever waits for `pending` to reach 0 must still be woken: a `wait_idle` caller (with the
+//! real [`Waiters`]) and, once the pool is closed, a thread waiting for the drain (a parked
+//! worker, the monitor). A lost wake-up leaves the waiter asleep with nobody left to wake it:
+//! loom reports the deadlock.
 //!
 //! The registry's counters are written out small (its `Striped` and its slots do not run under
 //! loom). loom treats `SeqCst` accesses as `AcqRel` and models fences fully; each side's
