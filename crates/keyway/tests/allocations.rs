@@ -140,3 +140,51 @@ fn plain_tasks_allocate_nothing_per_task() {
     assert_at_most("execute", n, TASKS / INJECTOR_BLOCK + 16);
     pool.shutdown();
 }
+
+#[test]
+fn plain_tasks_from_four_producers_allocate_nothing_per_task() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = common::fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    const PRODUCERS: u64 = 4;
+    let run = |count: bool| {
+        done.store(0, Ordering::SeqCst);
+        // The producers are started and waiting before the count starts (a thread's start
+        // allocates); they then submit a quarter of the tasks each, at once.
+        let ready = std::sync::Barrier::new(PRODUCERS as usize + 1);
+        let go = std::sync::Barrier::new(PRODUCERS as usize + 1);
+        std::thread::scope(|s| {
+            for _ in 0..PRODUCERS {
+                let (pool, done, ready, go) = (&pool, &done, &ready, &go);
+                s.spawn(move || {
+                    ready.wait();
+                    go.wait();
+                    for _ in 0..TASKS / PRODUCERS {
+                        let d = done.clone();
+                        pool.execute(move || {
+                            d.fetch_add(1, Ordering::SeqCst);
+                        })
+                        .unwrap();
+                    }
+                    ready.wait();
+                });
+            }
+            ready.wait();
+            let before = ALLOCS.load(Ordering::SeqCst);
+            go.wait();
+            ready.wait();
+            common::eventually("all ran", || done.load(Ordering::SeqCst) as u64 == TASKS);
+            let n = ALLOCS.load(Ordering::SeqCst) - before;
+            if count {
+                // The producers share the injector's blocks (1,587 for 100,000 jobs), but racing
+                // producers and workers allocate a little more, not per task (measured: 1,614 to
+                // 1,828 in 4 runs; the source is not pinned down). A per-task allocation would
+                // show 100,000 more; the bound catches one per 10 tasks.
+                assert_at_most("execute, 4 producers", n, TASKS / 10);
+            }
+        });
+    };
+    run(false); // warm: every buffer on the path at its working size
+    run(true);
+    pool.shutdown();
+}

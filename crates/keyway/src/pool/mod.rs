@@ -29,6 +29,9 @@ mod test;
 mod loom_drain;
 
 #[cfg(all(test, loom))]
+mod loom_finish;
+
+#[cfg(all(test, loom))]
 mod loom_waiters;
 
 #[cfg(test)]

@@ -1,11 +1,6 @@
 //! The state every worker, submitter and the monitor share: queues, thread slots, counters, flags.
 //!
-//! Accounting rule (what makes shutdown exact): a task is *accepted* when [`Registry::admit`]
-//! returns `Ok` and is *finished* when it ran, was skipped after `cancel`, was coalesced away,
-//! or was handed back by `shutdown_now`. Admission increments `accepted` (SeqCst) *before* it
-//! reads `closed` (SeqCst), and `close` stores `closed` before anyone sums `accepted`, so once the
-//! pool is closed `accepted` never again grows for good, and `finished == accepted` means that
-//! every accepted task is done.
+//! Admission and the accounting of finished tasks: `registry/accounting.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,6 +20,8 @@ use super::worker::{self, WorkerCtx};
 use crate::error::{BuildError, BuildErrorKind};
 use crate::lane::TableOps;
 use crate::task::{PanicReport, Task};
+
+mod accounting;
 
 /// What the pool's queues hold.
 pub(crate) enum Job {
@@ -65,6 +62,9 @@ pub(crate) struct Slot {
     pub(crate) blocking: AtomicBool,
     /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
     pub(crate) progress: Progress,
+    /// Tasks finished by the workers that held this slot (see "Finishing on a worker" in
+    /// `registry/accounting.rs`): written only by the thread holding the slot, with plain stores.
+    finished: AtomicU64,
 }
 
 pub(crate) struct Registry {
@@ -127,6 +127,7 @@ impl Registry {
                 parts: Mutex::new(Some((deque, parker))),
                 blocking: AtomicBool::new(false),
                 progress: Progress::new(),
+                finished: AtomicU64::new(0),
             });
         }
         let span = tracing::info_span!("keyway_pool", pool = config.name.as_str());
@@ -158,91 +159,6 @@ impl Registry {
             futures: crate::future::Live::new(),
             waiters: Waiters::new(),
         }
-    }
-
-    // ---- admission and accounting -------------------------------------------------------
-
-    /// Accepts one task, or says why not. See the module doc for the ordering argument.
-    pub(crate) fn admit(&self) -> Result<(), Refusal> {
-        self.accepted.incr();
-        if self.closed.load(Ordering::SeqCst) {
-            self.accepted.decr();
-            // A worker may have seen this admission pending and parked: tell it (loom_sleep).
-            self.wake_if_drained();
-            return Err(Refusal::Shutdown);
-        }
-        if let Some(cap) = self.config.capacity {
-            // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
-            // room, and wakes no submitter waiting for room. SeqCst, failure included: a
-            // refused look is one side of the waiters' Dekker pattern (`waiters.rs`, Rule 2).
-            let taken = self
-                .queued
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
-                    (q < cap).then_some(q + 1)
-                });
-            if taken.is_err() {
-                self.accepted.decr();
-                // An idle waiter may have seen this admission pending.
-                self.waiters.released_idle();
-                return Err(Refusal::Full);
-            }
-        }
-        Ok(())
-    }
-
-    /// A started task left work behind (a future that has not completed): it stays pending, as
-    /// one more accepted task, until `task_done`. No refusal: it was accepted already.
-    pub(crate) fn extend_task(&self) {
-        if self.config.capacity.is_some() {
-            self.queued.fetch_add(1, Ordering::SeqCst);
-        }
-        self.accepted.incr();
-    }
-
-    /// Takes back an admission whose task was handed back before it was queued.
-    pub(crate) fn unadmit(&self) {
-        if self.config.capacity.is_some() {
-            self.queued.fetch_sub(1, Ordering::SeqCst);
-        }
-        self.accepted.decr();
-        self.wake_if_drained();
-    }
-
-    /// One accepted task is done (ran, skipped, coalesced away or handed back).
-    pub(crate) fn task_done(&self) {
-        self.tasks_done(1);
-    }
-
-    /// `n` accepted tasks are done. The one finish path for every kind of thread (worker,
-    /// reserved thread, `shutdown_now`'s drain, a coalescing submitter): once the pool is closed,
-    /// the finish that leaves nothing pending wakes whoever waits for quiescence (parked workers,
-    /// reserved threads, the monitor), so `shutdown` never waits out a `keep_alive`.
-    pub(crate) fn tasks_done(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        if self.config.capacity.is_some() {
-            self.queued.fetch_sub(n, Ordering::SeqCst);
-        }
-        self.finished.add(n as u64);
-        self.wake_if_drained();
-    }
-
-    /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
-    /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
-    /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
-    /// Also wakes whoever waits for room or for the pool to go idle (`waiters.rs`, Rule 2).
-    fn wake_if_drained(&self) {
-        if self.is_closed() && self.pending() == 0 {
-            self.notify_all();
-        }
-        self.waiters.released();
-    }
-
-    /// Accepted tasks not yet done.
-    pub(crate) fn pending(&self) -> u64 {
-        let finished = self.finished.sum();
-        self.accepted.sum().saturating_sub(finished)
     }
 
     /// The pool's name, for the `pool` field of its events.

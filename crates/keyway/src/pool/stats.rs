@@ -172,7 +172,7 @@ pub(crate) fn snapshot(registry: &Registry) -> Stats {
     }
     largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
     largest.truncate(8);
-    let finished = registry.finished.sum();
+    let finished = registry.finished_total();
     let unfinished = registry.accepted.sum().saturating_sub(finished);
     // Read after `unfinished`; a task accepted in between may show as running although
     // `unfinished` missed it: clamped, so that `waiting + running == unfinished`.

@@ -164,8 +164,9 @@ impl WorkerCtx {
     }
 
     /// `n` tasks run by this worker are finished (see the accounting rule in `registry`).
+    #[inline]
     pub(crate) fn tasks_done(&self, n: usize) {
-        self.registry.tasks_done(n);
+        self.registry.worker_tasks_done(self.index, n);
     }
 
     fn run_task(&self, task: Task) {
@@ -243,6 +244,8 @@ impl WorkerCtx {
     /// No work was found. Spins briefly, then sleeps (see `sleep.rs` for the protocol).
     fn idle(&self, parker: &Parker) -> Idle {
         let registry = &self.registry;
+        // Whatever this worker finished may have left nothing pending.
+        registry.finishes_published();
         let backoff = Backoff::new();
         while !backoff.is_completed() {
             if registry.has_work() {
@@ -354,6 +357,8 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             },
         }
     };
+    // A worker leaving after `shutdown_now` found it with a job did not go through `idle`.
+    cx.registry.finishes_published();
     drop(hooks);
     CURRENT.with(|c| *c.borrow_mut() = None);
     CURRENT_REGISTRY.with(|r| r.set(std::ptr::null()));

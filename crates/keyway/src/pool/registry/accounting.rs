@@ -1,0 +1,143 @@
+//! Admission and accounting.
+//!
+//! Accounting rule (what makes shutdown exact): a task is *accepted* when [`Registry::admit`]
+//! returns `Ok` and is *finished* when it ran, was skipped after `cancel`, was coalesced away,
+//! or was handed back by `shutdown_now`. Admission increments `accepted` (SeqCst) *before* it
+//! reads `closed` (SeqCst), and `close` stores `closed` before anyone sums `accepted`, so once the
+//! pool is closed `accepted` never again grows for good, and `finished == accepted` means that
+//! every accepted task is done.
+//!
+//! Finishing on a worker (the per-task hot path, when the pool has no `capacity`): a worker
+//! counts the tasks it finished in its slot's own `finished` counter with a plain store (one
+//! writer, no read-modify-write, no shared cache line) and checks nothing else; `pending` sums
+//! those counters with the shared stripes. What a finish must also do, wake whoever waits for
+//! `pending` to reach 0 (parked workers and the monitor once closed, `wait_idle` callers), is
+//! deferred to [`Registry::finishes_published`], which every worker calls each time it runs out
+//! of work and when it exits: pending can only reach 0 once no task runs, so some worker is then
+//! on its way there. Its `SeqCst` fence, between the worker's counter stores and its reads of
+//! `closed` and of the waiters' registrations, is one side of the same Dekker pattern the
+//! read-modify-write gives the other finish paths (the loom model `loom_finish`). With a
+//! `capacity`, a finish also frees room at once, so workers count through [`Registry::tasks_done`].
+
+use std::sync::atomic::Ordering;
+
+use super::{Refusal, Registry};
+
+impl Registry {
+    /// Accepts one task, or says why not. See the module doc for the ordering argument.
+    pub(crate) fn admit(&self) -> Result<(), Refusal> {
+        self.accepted.incr();
+        if self.closed.load(Ordering::SeqCst) {
+            self.accepted.decr();
+            // A worker may have seen this admission pending and parked: tell it (loom_sleep).
+            self.wake_if_drained();
+            return Err(Refusal::Shutdown);
+        }
+        if let Some(cap) = self.config.capacity {
+            // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
+            // room, and wakes no submitter waiting for room. SeqCst, failure included: a
+            // refused look is one side of the waiters' Dekker pattern (`waiters.rs`, Rule 2).
+            let taken = self
+                .queued
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
+                    (q < cap).then_some(q + 1)
+                });
+            if taken.is_err() {
+                self.accepted.decr();
+                // An idle waiter may have seen this admission pending.
+                self.waiters.released_idle();
+                return Err(Refusal::Full);
+            }
+        }
+        Ok(())
+    }
+
+    /// A started task left work behind (a future that has not completed): it stays pending, as
+    /// one more accepted task, until `task_done`. No refusal: it was accepted already.
+    pub(crate) fn extend_task(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_add(1, Ordering::SeqCst);
+        }
+        self.accepted.incr();
+    }
+
+    /// Takes back an admission whose task was handed back before it was queued.
+    pub(crate) fn unadmit(&self) {
+        if self.config.capacity.is_some() {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.accepted.decr();
+        self.wake_if_drained();
+    }
+
+    /// One accepted task is done (ran, skipped, coalesced away or handed back).
+    pub(crate) fn task_done(&self) {
+        self.tasks_done(1);
+    }
+
+    /// `n` accepted tasks are done. The one finish path for every kind of thread (worker,
+    /// reserved thread, `shutdown_now`'s drain, a coalescing submitter): once the pool is closed,
+    /// the finish that leaves nothing pending wakes whoever waits for quiescence (parked workers,
+    /// reserved threads, the monitor), so `shutdown` never waits out a `keep_alive`.
+    pub(crate) fn tasks_done(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if self.config.capacity.is_some() {
+            self.queued.fetch_sub(n, Ordering::SeqCst);
+        }
+        self.finished.add(n as u64);
+        self.wake_if_drained();
+    }
+
+    /// Called whenever `pending` drops (a task finished, or an admission was taken back): once
+    /// the pool is closed and nothing is pending, wakes whoever waits for quiescence. Without
+    /// it, a worker that saw the dropped count pending parks for a whole `keep_alive`.
+    /// Also wakes whoever waits for room or for the pool to go idle (`waiters.rs`, Rule 2).
+    fn wake_if_drained(&self) {
+        if self.is_closed() && self.pending() == 0 {
+            self.notify_all();
+        }
+        self.waiters.released();
+    }
+
+    /// Accepted tasks not yet done.
+    pub(crate) fn pending(&self) -> u64 {
+        let finished = self.finished_total();
+        self.accepted.sum().saturating_sub(finished)
+    }
+
+    /// Every finish counted so far: the shared stripes and the workers' own counters.
+    pub(crate) fn finished_total(&self) -> u64 {
+        self.slots[..self.high_water()]
+            .iter()
+            .fold(self.finished.sum(), |acc, s| {
+                acc.wrapping_add(s.finished.load(Ordering::SeqCst))
+            })
+    }
+
+    /// `n` tasks finished on the worker holding `slot` (only that thread may call this). Without
+    /// a `capacity`, a plain store on the slot's own counter: the wake-ups a finish may owe are
+    /// [`finishes_published`](Self::finishes_published)'s, which the worker calls before it
+    /// looks for sleep or exits. With one, the full [`tasks_done`](Self::tasks_done): room is
+    /// freed, and waiters for it woken, at once.
+    #[inline]
+    pub(crate) fn worker_tasks_done(&self, slot: usize, n: usize) {
+        if self.config.capacity.is_some() {
+            self.tasks_done(n);
+        } else {
+            let c = &self.slots[slot].finished;
+            c.store(
+                c.load(Ordering::Relaxed).wrapping_add(n as u64),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// A worker ran out of work or is leaving: the wake-ups its finishes since the last call
+    /// may owe (see "Finishing on a worker" in the module doc).
+    pub(crate) fn finishes_published(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.wake_if_drained();
+    }
+}
