@@ -5,27 +5,9 @@
 //!
 //! `cargo run --release -p keyway --example async_lanes_hot_path -- [contexts] [tasks] [typed|spawn] [rounds]`
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
-
-/// Returns `Pending` once, waking itself.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
 
 /// Each context's next expected sequence number (checked by the context's own task, so
 /// relaxed is enough: one task of a context runs at a time).
@@ -63,7 +45,7 @@ fn main() {
                 for (ctx, lane) in lanes.iter().enumerate() {
                     let (seen, done) = (seen.clone(), done.clone());
                     let fut = async move {
-                        YieldNow(false).await;
+                        keyway::yield_now().await;
                         seen.task(ctx, seq);
                         done.fetch_add(1, Ordering::Relaxed);
                     };
@@ -75,7 +57,7 @@ fn main() {
             let lanes = pool.typed_lanes_async(move |ctx: &usize, seq: u64| {
                 let (seen, done, ctx) = (seen2.clone(), done2.clone(), *ctx);
                 async move {
-                    YieldNow(false).await;
+                    keyway::yield_now().await;
                     seen.task(ctx, seq);
                     done.fetch_add(1, Ordering::Relaxed);
                 }

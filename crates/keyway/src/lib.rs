@@ -108,6 +108,7 @@ pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,
 };
+pub use future::{yield_now, YieldNow};
 pub use lane::{Contexts, KeyState, Lane, TypedLane, TypedLanes};
 pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
 pub use schedule::{

@@ -4,34 +4,11 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: common::counting::Counting = common::counting::Counting;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -48,12 +25,12 @@ fn allocations_for(pool: &keyway::Pool, done: &Arc<AtomicUsize>, submit: impl Fn
         done.load(Ordering::SeqCst) as u64 == TASKS
     });
     done.store(0, Ordering::SeqCst);
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let before = common::counting::allocations();
     for i in 0..TASKS {
         submit(i);
     }
     common::eventually("all ran", || done.load(Ordering::SeqCst) as u64 == TASKS);
-    let n = ALLOCS.load(Ordering::SeqCst) - before;
+    let n = common::counting::allocations() - before;
     let _ = pool;
     n
 }
@@ -170,11 +147,11 @@ fn plain_tasks_from_four_producers_allocate_nothing_per_task() {
                 });
             }
             ready.wait();
-            let before = ALLOCS.load(Ordering::SeqCst);
+            let before = common::counting::allocations();
             go.wait();
             ready.wait();
             common::eventually("all ran", || done.load(Ordering::SeqCst) as u64 == TASKS);
-            let n = ALLOCS.load(Ordering::SeqCst) - before;
+            let n = common::counting::allocations() - before;
             if count {
                 // The producers share the injector's blocks (1,587 for 100,000 jobs), but racing
                 // producers and workers allocate a little more, not per task (measured: 1,614 to

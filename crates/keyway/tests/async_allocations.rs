@@ -5,56 +5,15 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new) }
-    }
-}
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: common::counting::Counting = common::counting::Counting;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const MESSAGES: u64 = 100_000;
-
-/// Returns `Pending` once, waking itself.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
 
 enum Msg {
     /// Holds the lane until the test opens it, so the messages behind it queue up.
@@ -75,7 +34,7 @@ fn allocations_per_round(yielding: bool) -> u64 {
                 Msg::Gate(open) => drop(open.await),
                 Msg::Work => {
                     if yielding {
-                        YieldNow(false).await;
+                        keyway::yield_now().await;
                     }
                     d.fetch_add(1, Ordering::SeqCst);
                 }
@@ -86,7 +45,7 @@ fn allocations_per_round(yielding: bool) -> u64 {
     for _round in 0..2 {
         done.store(0, Ordering::SeqCst);
         let (open, gate) = futures::channel::oneshot::channel();
-        let before = ALLOCS.load(Ordering::SeqCst);
+        let before = common::counting::allocations();
         lanes.send(7, Msg::Gate(gate)).unwrap();
         for _ in 0..MESSAGES {
             lanes.send(7, Msg::Work).unwrap();
@@ -95,7 +54,7 @@ fn allocations_per_round(yielding: bool) -> u64 {
         common::eventually("all handled", || {
             done.load(Ordering::SeqCst) as u64 == MESSAGES
         });
-        measured = ALLOCS.load(Ordering::SeqCst) - before;
+        measured = common::counting::allocations() - before;
     }
     pool.shutdown();
     measured

@@ -5,28 +5,10 @@
 
 mod common;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use common::{fixed_pool, Latch};
-
-/// Returns `Pending` once, waking itself.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
 
 enum Msg {
     /// Holds the lane until the test opens it, so the messages behind it queue up and one
@@ -58,7 +40,7 @@ fn panics_inside_a_drivers_run_are_contained_and_the_key_goes_on() {
                 Msg::Gate(open) => drop(open.await),
                 Msg::N(n) => {
                     if n % 2 == 0 {
-                        YieldNow(false).await;
+                        keyway::yield_now().await;
                     }
                     assert!(n != 6, "the future panics on 6");
                     sink.lock().unwrap().push(n);
@@ -99,7 +81,7 @@ fn shutdown_now_cancels_a_drivers_message_and_hands_back_the_rest() {
     let lanes = pool.typed_lanes_async(move |_: &u32, n: u32| {
         let (sink, s, d) = (sink.clone(), s.clone(), d.clone());
         async move {
-            YieldNow(false).await;
+            keyway::yield_now().await;
             if n == 3 {
                 let _guard = OnDrop(d);
                 s.count_down();
@@ -147,7 +129,7 @@ fn async_typed_lanes_are_freed_when_idle() {
     let lanes = pool.typed_lanes_async(move |_: &u32, _: ()| {
         let count = count.clone();
         async move {
-            YieldNow(false).await;
+            keyway::yield_now().await;
             *count.lock().unwrap() += 1;
         }
     });
@@ -179,7 +161,7 @@ fn a_typed_lane_handle_shares_its_keys_order_and_pins_the_lane() {
     let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
         let (sink, key) = (sink.clone(), *key);
         async move {
-            YieldNow(false).await;
+            keyway::yield_now().await;
             sink.lock().unwrap().push((key, n));
         }
     });

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use common::{fixed_pool, DropCount, Gate, Latch, HANG};
-use keyway::{Pool, TaskError};
+use keyway::{yield_now, Pool, TaskError};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -28,26 +28,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Returns `Pending` once (waking itself), then `Ready`.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
-fn yield_now() -> YieldNow {
-    YieldNow(false)
 }
 
 /// A tokio sleep made in `rt`'s context, awaitable from a keyway worker.

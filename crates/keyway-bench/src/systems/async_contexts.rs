@@ -13,9 +13,7 @@
 //!   (its order check then checks exclusion and completeness, not submission order).
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keyway::{Lane, Pool, TypedLane};
@@ -47,25 +45,11 @@ pub struct Yield;
 pub struct Timer;
 
 /// The yield's future.
-pub struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
 impl Wait for Yield {
     const NAME: &'static str = "yield";
-    type Fut = YieldNow;
-    fn wait(_rt: &Handle) -> YieldNow {
-        YieldNow(false)
+    type Fut = keyway::YieldNow;
+    fn wait(_rt: &Handle) -> keyway::YieldNow {
+        keyway::yield_now()
     }
 }
 

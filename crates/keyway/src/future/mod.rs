@@ -11,6 +11,7 @@
 //!   releases its context(s) and counts its task finished;
 //! * `launch` — a submitted future before it starts (lane entry, multi-key body, plain job);
 //! * `live` — the pool's waiting futures, cancelled by `shutdown_now`;
+//! * `yield_now` — a future's way to let other work run (public);
 //! * `probe` — tells a future that woke itself (queued again) from one that really waits;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
@@ -19,10 +20,12 @@ mod driver;
 mod launch;
 mod live;
 mod probe;
+mod yield_now;
 
 pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;
 pub(crate) use live::Live;
+pub use yield_now::{yield_now, YieldNow};
 
 use std::future::Future;
 use std::hash::Hash;

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: exact synchronisation, never sleeps.
 #![allow(dead_code)]
 
+pub mod counting;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};

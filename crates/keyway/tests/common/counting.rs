@@ -1,0 +1,34 @@
+//! A global allocator that counts allocations (and reallocations) and forwards them to the
+//! system allocator: a test binary installs it with
+//! `#[global_allocator] static ALLOC: Counting = Counting;` and reads [`allocations`].
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The counting allocator (install it as the binary's `#[global_allocator]`).
+pub struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.realloc(ptr, layout, new) }
+    }
+}
+
+/// Allocations made in this process so far (by every thread).
+pub fn allocations() -> u64 {
+    ALLOCS.load(Ordering::SeqCst)
+}
