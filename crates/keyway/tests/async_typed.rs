@@ -114,16 +114,21 @@ fn shutdown_now_cancels_a_drivers_message_and_hands_back_the_rest() {
     });
 }
 
-/// A driver that found its lane empty lets the lane go: idle lanes are freed (rule 3), and a
-/// key used again gets a lane that runs.
-#[test]
-fn async_typed_lanes_are_freed_when_idle() {
-    let pool = keyway::Pool::builder()
+/// Two fixed threads and a monitor that frees idle lanes every 10 ms.
+fn quick_monitor_pool() -> keyway::Pool {
+    keyway::Pool::builder()
         .core_threads(2)
         .max_threads(2)
         .monitor_period(Duration::from_millis(10))
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// A driver that found its lane empty lets the lane go: idle lanes are freed (rule 3), and a
+/// key used again gets a lane that runs.
+#[test]
+fn async_typed_lanes_are_freed_when_idle() {
+    let pool = quick_monitor_pool();
     let done = Arc::new(Mutex::new(0u32));
     let count = done.clone();
     let lanes = pool.typed_lanes_async(move |_: &u32, _: ()| {
@@ -150,12 +155,7 @@ fn async_typed_lanes_are_freed_when_idle() {
 /// the last handle is dropped.
 #[test]
 fn a_typed_lane_handle_shares_its_keys_order_and_pins_the_lane() {
-    let pool = keyway::Pool::builder()
-        .core_threads(2)
-        .max_threads(2)
-        .monitor_period(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let pool = quick_monitor_pool();
     let log = Arc::new(Mutex::new(Vec::new()));
     let sink = log.clone();
     let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
