@@ -162,8 +162,6 @@ where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
-    H: Fn(&K, M) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
 {
     /// Drops the current future in place (its drop is user code: contained). True if there was
     /// one.
@@ -309,27 +307,10 @@ where
     S: Send + 'static,
 {
     fn drop(&mut self) {
-        if self.over {
-            return;
-        }
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
-        self.over = true;
-        let in_flight = self.fut.is_some();
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
-            tracing::error!(
-                panic = panic_message(&*p),
-                "keyway: a future's drop panicked"
-            );
-        }
-        let Some(registry) = self.registry.upgrade() else {
-            return;
-        };
-        if let Some(id) = self.live.take() {
-            registry.futures.remove(id);
-        }
-        if in_flight {
-            registry.task_done();
+        if !self.over {
+            self.cancel();
         }
     }
 }
