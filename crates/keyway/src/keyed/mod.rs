@@ -18,6 +18,7 @@
 //!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
 //!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
 
+mod cells;
 #[cfg(test)]
 mod test;
 
@@ -152,7 +153,7 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
                 Passed::Restart(lane) => restart.push(lane),
             }
         }
-        drop(multi);
+        cells::recycle(multi);
         budget -= 1;
         if budget > 0 {
             next = ready.pop();
@@ -323,11 +324,7 @@ fn push_new<T>(
         ClosureEntry::Async { fut, .. } => Body::Launch(fut),
         ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
     };
-    let multi = Arc::new(MultiTask {
-        task: Mutex::new(Some(body)),
-        waiting: AtomicUsize::new(lanes.len()),
-        lanes,
-    });
+    let multi = cells::new_task(body, lanes);
     let fresh = multi
         .lanes
         .iter()
