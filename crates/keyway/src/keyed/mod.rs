@@ -17,6 +17,9 @@
 //!   of its own, a worker runs it. The worker then pops it from every lane and lets each go on
 //!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
 //!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
+//! * **Cells**: the task's `MultiTask` goes back to a per-thread stash once the worker holds its
+//!   last reference, and the next submission reuses it (`cells`): no allocation per task while
+//!   the tasks in flight fit the stashes and the depot.
 
 mod cells;
 #[cfg(test)]
