@@ -17,7 +17,11 @@
 //!   of its own, a worker runs it. The worker then pops it from every lane and lets each go on
 //!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
 //!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
+//! * **Cells**: the task's `MultiTask` goes back to a per-thread stash once the worker holds its
+//!   last reference, and the next submission reuses it (`cells`): no allocation per task while
+//!   the tasks in flight fit the stashes and the depot.
 
+mod cells;
 #[cfg(test)]
 mod test;
 
@@ -143,29 +147,35 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
             // ours to pop any more.
             return;
         }
-        let mut ready = SmallVec::<[Arc<MultiTask>; 4]>::new();
-        let mut restart = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+        // Each lane's outcome is acted on at once (no vectors): a second ready task is queued
+        // (the one kept runs next), as is a restarted lane when another one comes after it. A
+        // task made ready here is at the head of all its lanes, so none of them is one of
+        // `multi`'s lanes not yet passed: queueing it early is safe.
+        budget -= 1;
+        let mut inline = None;
         for lane in multi.lanes.iter() {
             match lane.pass_multi(&multi) {
                 Passed::Done => {}
-                Passed::Ready(m) => ready.push(m),
-                Passed::Restart(lane) => restart.push(lane),
+                Passed::Ready(m) if budget > 0 => {
+                    if let Some(other) = next.replace(m) {
+                        registry.schedule(Job::Lane(other));
+                    }
+                }
+                Passed::Ready(m) => registry.schedule(Job::Lane(m)),
+                Passed::Restart(lane) => {
+                    if let Some(other) = inline.replace(lane) {
+                        registry.schedule(Job::Lane(other));
+                    }
+                }
             }
         }
-        drop(multi);
-        budget -= 1;
-        if budget > 0 {
-            next = ready.pop();
-        }
-        for m in ready {
-            registry.schedule(Job::Lane(m));
-        }
-        let inline = if next.is_none() { restart.pop() } else { None };
-        for lane in restart {
-            registry.schedule(Job::Lane(lane));
-        }
+        cells::recycle(multi);
         if let Some(lane) = inline {
-            continue_inline(lane, worker);
+            if next.is_some() {
+                registry.schedule(Job::Lane(lane));
+            } else {
+                continue_inline(lane, worker);
+            }
         }
     }
 }
@@ -323,11 +333,7 @@ fn push_new<T>(
         ClosureEntry::Async { fut, .. } => Body::Launch(fut),
         ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
     };
-    let multi = Arc::new(MultiTask {
-        task: Mutex::new(Some(body)),
-        waiting: AtomicUsize::new(lanes.len()),
-        lanes,
-    });
+    let multi = cells::new_task(body, lanes);
     let fresh = multi
         .lanes
         .iter()
