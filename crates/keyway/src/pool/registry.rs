@@ -447,10 +447,13 @@ impl Registry {
         self.close();
     }
 
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Inline: the lane runners, generic and so compiled in the user's crate, ask after every task.
+    #[inline]
     pub(crate) fn is_stopping(&self) -> bool {
         self.stop_now.load(Ordering::Acquire)
     }

@@ -106,6 +106,7 @@ impl WorkerCtx {
         Rc::try_unwrap(self).ok().map(|cx| cx.deque)
     }
 
+    #[inline]
     fn slot(&self) -> &Slot {
         &self.registry.slots[self.index]
     }
