@@ -180,11 +180,7 @@ pub(crate) fn launch<F>(
             live: None,
         }),
     };
-    let weak = Arc::downgrade(registry);
-    let (runnable, task) =
-        async_task::spawn(driver, move |runnable| super::schedule_poll(&weak, runnable));
-    task.detach();
-    runnable.run();
+    super::spawn_on(registry, driver).run();
 }
 
 /// Tells a future's handle that it was dropped without starting.

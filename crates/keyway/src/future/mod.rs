@@ -27,7 +27,7 @@ mod yield_now;
 pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;
 pub(crate) use live::Live;
-pub(crate) use on_pool::{schedule_poll, with_pool, OnPool};
+pub(crate) use on_pool::{spawn_on, with_pool, OnPool, PollTask};
 pub use yield_now::{yield_now, YieldNow};
 
 use std::future::Future;

@@ -6,6 +6,7 @@
 //! a message finished there is counted in the worker's own slot (see "Finishing on a worker" in
 //! the pool's accounting).
 
+use std::future::Future;
 use std::sync::{Arc, Weak};
 
 use crate::lane::drop_quietly;
@@ -47,18 +48,49 @@ pub(crate) fn with_pool<R>(weak: &Weak<Registry>, f: impl FnOnce(Option<OnPool<'
     })
 }
 
-/// A future task's schedule function: its woken `runnable` is queued on the pool as a poll job
+/// A future task's runnable; its metadata is the pool it runs on (held weakly).
+pub(crate) type PollTask = async_task::Runnable<Weak<Registry>>;
+
+/// Makes `fut` a task of the pool of `registry` (detached: it runs until done or cancelled) and
+/// returns its first poll. The pool is the task's metadata, so the schedule function is a plain
+/// function: `async-task` then wakes and schedules without taking a reference on the task for
+/// the schedule call (it does so for a schedule closure with captures: two read-modify-writes
+/// per wake-up).
+pub(crate) fn spawn_on<F>(registry: &Arc<Registry>, fut: F) -> PollTask
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (runnable, task) = async_task::Builder::new()
+        .metadata(Arc::downgrade(registry))
+        .spawn(move |_| fut, schedule_poll);
+    task.detach();
+    runnable
+}
+
+/// A future task's schedule function: its woken `runnable` is queued on its pool as a poll job
 /// (run next on this worker when it can), or dropped, cancelling the future at its await point,
 /// once the pool is stopping or gone.
-pub(crate) fn schedule_poll(weak: &Weak<Registry>, runnable: async_task::Runnable) {
-    let unrun = with_pool(weak, |pool| match pool {
-        Some(pool) if !pool.registry.is_stopping() => {
-            pool.registry.schedule_next(Job::Poll(runnable));
-            None
+fn schedule_poll(runnable: PollTask) {
+    let unrun = worker::with_current(|cx| match cx {
+        // On a worker of its pool: the worker holds the registry.
+        Some(cx) if std::ptr::eq(Arc::as_ptr(&cx.registry), runnable.metadata().as_ptr()) => {
+            schedule_or_give_back(&cx.registry, runnable)
         }
-        _ => Some(runnable),
+        _ => match runnable.metadata().upgrade() {
+            Some(registry) => schedule_or_give_back(&registry, runnable),
+            None => Some(runnable),
+        },
     });
     if let Some(runnable) = unrun {
         drop_quietly(runnable);
     }
+}
+
+/// Queues `runnable` on `registry` unless the pool is stopping; else gives it back (to drop).
+fn schedule_or_give_back(registry: &Arc<Registry>, runnable: PollTask) -> Option<PollTask> {
+    if registry.is_stopping() {
+        return Some(runnable);
+    }
+    registry.schedule_next(Job::Poll(runnable));
+    None
 }

@@ -20,7 +20,7 @@ use super::state::KeyState;
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{Entry, Typed, TypedLanes};
 use crate::error::panic_message;
-use crate::future::{run_here, schedule_poll, with_pool, OnPool};
+use crate::future::{run_here, spawn_on, with_pool, OnPool};
 use crate::pool::registry::{Job, Registry};
 use crate::pool::Pool;
 use crate::task::PanicReport;
@@ -78,11 +78,7 @@ where
                 over: false,
             },
         };
-        let weak = Arc::downgrade(registry);
-        let (runnable, task) =
-            async_task::spawn(driver, move |runnable| schedule_poll(&weak, runnable));
-        task.detach();
-        runnable.run();
+        spawn_on(registry, driver).run();
         Ran::Suspended
     }
 
