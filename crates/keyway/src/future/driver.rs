@@ -16,7 +16,7 @@ use super::probe::poll_noting_self_wake;
 use crate::error::{panic_message, TaskError};
 use crate::keyed::MultiTask;
 use crate::lane::{drop_quietly, Resume};
-use crate::pool::registry::{Job, Registry};
+use crate::pool::registry::Registry;
 use crate::task::{Abandon, Completer, PanicReport};
 
 /// What a finished future lets go of (its context or contexts).
@@ -180,14 +180,7 @@ pub(crate) fn launch<F>(
             live: None,
         }),
     };
-    let weak = Arc::downgrade(registry);
-    let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {
-        Some(registry) if !registry.is_stopping() => registry.schedule_next(Job::Poll(runnable)),
-        // Stopped (or gone): dropping the runnable cancels the future at this await point.
-        _ => drop_quietly(runnable),
-    });
-    task.detach();
-    runnable.run();
+    super::spawn_on(registry, driver).run();
 }
 
 /// Tells a future's handle that it was dropped without starting.

@@ -11,6 +11,7 @@
 //!   releases its context(s) and counts its task finished;
 //! * `launch` — a submitted future before it starts (lane entry, multi-key body, plain job);
 //! * `live` — the pool's waiting futures, cancelled by `shutdown_now`;
+//! * `on_pool` — a poll or wake-up on a worker of the future's own pool, or elsewhere;
 //! * `yield_now` — a future's way to let other work run (public);
 //! * `probe` — tells a future that woke itself (queued again) from one that really waits;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
@@ -19,12 +20,14 @@ mod block;
 mod driver;
 mod launch;
 mod live;
+mod on_pool;
 mod probe;
 mod yield_now;
 
 pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;
 pub(crate) use live::Live;
+pub(crate) use on_pool::{spawn_on, with_pool, OnPool, PollTask};
 pub use yield_now::{yield_now, YieldNow};
 
 use std::future::Future;

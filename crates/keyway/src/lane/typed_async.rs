@@ -16,12 +16,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::key::drop_quietly;
 use super::state::KeyState;
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{Entry, Typed, TypedLanes};
 use crate::error::panic_message;
-use crate::future::run_here;
+use crate::future::{run_here, spawn_on, with_pool, OnPool};
 use crate::pool::registry::{Job, Registry};
 use crate::pool::Pool;
 use crate::task::PanicReport;
@@ -70,23 +69,16 @@ where
         // each later message it pops holds its own admission) until its future is done.
         registry.extend_task();
         let driver = Driver {
-            fut: Some(fut),
-            lane: lane.clone(),
-            handler: self.0.clone(),
             registry: Arc::downgrade(registry),
-            live: None,
-            over: false,
+            act: Activation {
+                fut: Some(fut),
+                lane: lane.clone(),
+                handler: self.0.clone(),
+                live: None,
+                over: false,
+            },
         };
-        let weak = Arc::downgrade(registry);
-        let (runnable, task) = async_task::spawn(driver, move |runnable| match weak.upgrade() {
-            Some(registry) if !registry.is_stopping() => {
-                registry.schedule_next(Job::Poll(runnable))
-            }
-            // Stopped (or gone): dropping the runnable cancels the future at this await point.
-            _ => drop_quietly(runnable),
-        });
-        task.detach();
-        runnable.run();
+        spawn_on(registry, driver).run();
         Ran::Suspended
     }
 
@@ -146,18 +138,28 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
+    registry: Weak<Registry>,
+    act: Activation<K, M, S, H, Fut>,
+}
+
+/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`).
+struct Activation<K, M, S, H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
     /// The current message's future; structurally pinned, dropped in place when done.
     fut: Option<Fut>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
     handler: Arc<H>,
-    registry: Weak<Registry>,
     /// Its key in the pool's set of waiting futures, once it waited (once per activation).
     live: Option<u64>,
     /// The activation is over: the lane is released, resumed or drained.
     over: bool,
 }
 
-impl<K, M, S, H, Fut> Driver<K, M, S, H, Fut>
+impl<K, M, S, H, Fut> Activation<K, M, S, H, Fut>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
@@ -180,12 +182,13 @@ where
     }
 
     /// The current message is done (completed, or panicked with `report`): counted finished.
-    fn message_done(&mut self, registry: &Registry, report: Option<PanicReport>) {
+    fn message_done(&mut self, pool: &OnPool<'_>, report: Option<PanicReport>) {
         self.drop_fut();
         if let Some(report) = report {
-            registry.report_panic(report.in_context(self.lane.hash));
+            pool.registry
+                .report_panic(report.in_context(self.lane.hash));
         }
-        registry.task_done();
+        pool.task_done();
     }
 
     /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
@@ -198,14 +201,89 @@ where
 
     /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
     /// await point and counted finished; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self) {
-        let registry = self.registry.upgrade();
+    fn cancel(&mut self, registry: Option<&Registry>) {
         if self.drop_fut() {
-            if let Some(registry) = &registry {
+            if let Some(registry) = registry {
                 registry.task_done();
             }
         }
-        self.end(registry.as_deref());
+        self.end(registry);
+    }
+
+    /// One poll of the driver, on `pool`: the current future, then the lane's next messages
+    /// while they complete at once (at most a lane batch of them).
+    fn poll_on(&mut self, pool: &OnPool<'_>, cx: &mut Context<'_>) -> Poll<()>
+    where
+        H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let registry = pool.registry;
+        // Fairness: at most a lane batch of messages per poll, then back through the queue.
+        let mut budget = registry.config.lane_batch;
+        loop {
+            if let Some(fut) = self.fut.as_mut() {
+                // SAFETY: `fut` is structurally pinned (see `Driver::poll`).
+                let fut = unsafe { Pin::new_unchecked(fut) };
+                match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+                    Ok(Poll::Pending) => {
+                        if registry.is_stopping() {
+                            // `shutdown_now` may have cancelled the waiting set already: this
+                            // await point is where the future is cancelled.
+                            self.cancel(Some(registry));
+                            return Poll::Ready(());
+                        }
+                        // Registered once per activation, not per message.
+                        if self.live.is_none() {
+                            self.live = Some(registry.futures.insert(cx.waker().clone()));
+                        }
+                        return Poll::Pending;
+                    }
+                    Ok(Poll::Ready(())) => self.message_done(pool, None),
+                    Err(p) => self.message_done(pool, Some(PanicReport::from_payload(p))),
+                }
+                budget = budget.saturating_sub(1);
+            }
+            if registry.is_stopping() {
+                // `shutdown_now`: the drain takes the lane's messages; nothing is resumed.
+                self.end(Some(registry));
+                return Poll::Ready(());
+            }
+            if budget == 0 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            match self.lane.next_message() {
+                Next::Message(msg) => {
+                    let key = &Typed::<K, M, S>::keyed(self.lane.key.get()).key;
+                    match catch_unwind(AssertUnwindSafe(|| (self.handler)(key, msg))) {
+                        // The slot is empty: the new future is pinned from here on.
+                        Ok(fut) => self.fut = Some(fut),
+                        Err(p) => {
+                            let report = PanicReport::from_payload(p).in_context(self.lane.hash);
+                            registry.report_panic(report);
+                            pool.task_done();
+                            budget = budget.saturating_sub(1);
+                        }
+                    }
+                }
+                Next::Idle(table) => {
+                    self.end(Some(registry));
+                    if let Some(table) = table {
+                        self.lane.release(table);
+                    }
+                    return Poll::Ready(());
+                }
+                Next::Other => {
+                    self.end(Some(registry));
+                    registry.schedule_next(Job::Lane(self.lane.clone()));
+                    return Poll::Ready(());
+                }
+                Next::Drained => {
+                    self.end(Some(registry));
+                    return Poll::Ready(());
+                }
+            }
+        }
     }
 }
 
@@ -220,83 +298,21 @@ where
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `fut` is never moved out of the driver: it is polled in place and dropped in
-        // place (`self.fut = None`), and a new future is only written into an empty slot; no
-        // other field is pinned.
+        // SAFETY: `act.fut` is never moved out of the driver: it is polled in place and dropped
+        // in place (`fut = None`), and a new future is only written into an empty slot; no
+        // other field is pinned, and `act` itself is never moved.
         let this = unsafe { self.get_unchecked_mut() };
-        if this.over {
+        if this.act.over {
             return Poll::Ready(());
         }
-        let Some(registry) = this.registry.upgrade() else {
-            this.cancel();
-            return Poll::Ready(());
-        };
-        // Fairness: at most a lane batch of messages per poll, then back through the queue.
-        let mut budget = registry.config.lane_batch;
-        loop {
-            if let Some(fut) = this.fut.as_mut() {
-                // SAFETY: structural pinning of `fut` (see above).
-                let fut = unsafe { Pin::new_unchecked(fut) };
-                match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-                    Ok(Poll::Pending) => {
-                        if registry.is_stopping() {
-                            // `shutdown_now` may have cancelled the waiting set already: this
-                            // await point is where the future is cancelled.
-                            this.cancel();
-                            return Poll::Ready(());
-                        }
-                        // Registered once per activation, not per message.
-                        if this.live.is_none() {
-                            this.live = Some(registry.futures.insert(cx.waker().clone()));
-                        }
-                        return Poll::Pending;
-                    }
-                    Ok(Poll::Ready(())) => this.message_done(&registry, None),
-                    Err(p) => this.message_done(&registry, Some(PanicReport::from_payload(p))),
-                }
-                budget = budget.saturating_sub(1);
+        let act = &mut this.act;
+        with_pool(&this.registry, |pool| match pool {
+            Some(pool) => act.poll_on(&pool, cx),
+            None => {
+                act.cancel(None);
+                Poll::Ready(())
             }
-            if registry.is_stopping() {
-                // `shutdown_now`: the drain takes the lane's messages; nothing is resumed.
-                this.end(Some(&registry));
-                return Poll::Ready(());
-            }
-            if budget == 0 {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            match this.lane.next_message() {
-                Next::Message(msg) => {
-                    let key = &Typed::<K, M, S>::keyed(this.lane.key.get()).key;
-                    match catch_unwind(AssertUnwindSafe(|| (this.handler)(key, msg))) {
-                        // The slot is empty: the new future is pinned from here on.
-                        Ok(fut) => this.fut = Some(fut),
-                        Err(p) => {
-                            let report = PanicReport::from_payload(p).in_context(this.lane.hash);
-                            registry.report_panic(report);
-                            registry.task_done();
-                            budget = budget.saturating_sub(1);
-                        }
-                    }
-                }
-                Next::Idle(table) => {
-                    this.end(Some(&registry));
-                    if let Some(table) = table {
-                        this.lane.release(table);
-                    }
-                    return Poll::Ready(());
-                }
-                Next::Other => {
-                    this.end(Some(&registry));
-                    registry.schedule_next(Job::Lane(this.lane.clone()));
-                    return Poll::Ready(());
-                }
-                Next::Drained => {
-                    this.end(Some(&registry));
-                    return Poll::Ready(());
-                }
-            }
-        }
+        })
     }
 }
 
@@ -309,8 +325,11 @@ where
     fn drop(&mut self) {
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
-        if !self.over {
-            self.cancel();
+        if !self.act.over {
+            let act = &mut self.act;
+            with_pool(&self.registry, |pool| {
+                act.cancel(pool.as_ref().map(|p| &**p.registry))
+            });
         }
     }
 }

@@ -32,7 +32,7 @@ pub(crate) enum Job {
     /// A woken future (`spawn*`): the worker polls it once. Not a task of its own (its task was
     /// counted when it started; it is counted finished when the future completes). Dropped
     /// unrun, it cancels the future.
-    Poll(async_task::Runnable),
+    Poll(crate::future::PollTask),
 }
 
 /// A lane as the pool sees it.

@@ -20,20 +20,26 @@ use crate::task::{PanicReport, Task};
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+    /// The worker `CURRENT` holds, as a plain pointer for `with_current` (null: none). A
+    /// const-initialised `Cell` with no destructor: reading it is one load, never a failed
+    /// `try_with`, and no `RefCell` borrow (callgrind: ~100 instructions per self-woken future
+    /// through the `RefCell`, ~5 through this).
+    static CURRENT_PTR: Cell<*const WorkerCtx> = const { Cell::new(std::ptr::null()) };
     /// The registry of the worker on this thread, for a cheap "is this my pool?" test (compared,
     /// never dereferenced).
     static CURRENT_REGISTRY: Cell<*const Registry> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Calls `f` with the worker running on this thread, if this is a keyway worker thread.
-/// `f` must not call `with_current` again.
+/// Calls `f` with the worker running on this thread, if this is a keyway worker thread. `f` may
+/// call `with_current` again.
+#[inline]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
-    let mut f = Some(f);
-    let r = CURRENT.try_with(|c| (f.take().unwrap())(c.borrow().as_deref()));
-    match r {
-        Ok(r) => r,
-        Err(_) => (f.take().unwrap())(None), // thread-locals already destroyed
-    }
+    let cx = CURRENT_PTR.with(Cell::get);
+    // SAFETY: `CURRENT_PTR` is non-null only while `run` runs (its guard clears it however `run`
+    // leaves), and `run` holds the `Rc` it points to (`cx`) all that time, on this very thread; so is every call of `f`
+    // while it is non-null (`f` runs on this thread, within this call). `WorkerCtx` is only
+    // ever shared (`&`), never mutably borrowed.
+    f(unsafe { cx.as_ref() })
 }
 
 /// True if this thread is a worker of `registry`.
@@ -325,6 +331,15 @@ pub(crate) fn park_idle(
 /// The worker thread's body. Returns true if the thread retired (already left `live`).
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
+    CURRENT_PTR.with(|c| c.set(Rc::as_ptr(cx)));
+    /// Clears `CURRENT_PTR` however `run` leaves (while `cx` still lives).
+    struct ClearPtr;
+    impl Drop for ClearPtr {
+        fn drop(&mut self) {
+            CURRENT_PTR.with(|c| c.set(std::ptr::null()));
+        }
+    }
+    let _clear = ClearPtr;
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
