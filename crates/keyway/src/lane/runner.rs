@@ -273,4 +273,3 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         }
     }
 }
-

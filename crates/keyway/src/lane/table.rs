@@ -92,11 +92,17 @@ pub(crate) trait TableOps: Send + Sync {
 type Shard<S> = CachePadded<Mutex<ShardMap<S>>>;
 pub(crate) type ShardGuard<'a, S> = parking_lot::MutexGuard<'a, ShardMap<S>>;
 
-/// Rule 3 (idle cache): a shard keeps up to this many idle, unpinned lanes instead of freeing
-/// them at once, so a context used again soon needs no new lane. The monitor frees them every
-/// period (and `shutdown` does), so memory stays bounded and no lane outlives its use by more
-/// than a period.
-const IDLE_KEEP: usize = 8;
+/// Rule 3 (idle cache): a table keeps about this many idle, unpinned lanes in all (split evenly
+/// between its shards, at least `IDLE_KEEP_MIN` each) instead of freeing them at once, so a
+/// context used again soon needs no new lane. The monitor frees them every period (and
+/// `shutdown` does), so memory stays bounded whatever the number of contexts ever seen, and no
+/// lane outlives its use by more than a period. With 8 per shard (512 in all on 2 threads),
+/// `throughput --keys 1` (tasks spread over 1,024 contexts, nearly all finding their lane idle)
+/// freed half its idle lanes and allocated them again at their next task.
+const IDLE_KEEP_TOTAL: usize = 4096;
+
+/// Rule 3 (idle cache): the least a shard keeps, however many shards a table has.
+const IDLE_KEEP_MIN: usize = 8;
 
 /// Rule 3 (idle cache): the largest queue buffer (in entries) a cached lane keeps, as its queue's
 /// and as its spare. A lane that goes idle and busy again in a steady stream reuses its buffers
@@ -114,6 +120,8 @@ pub(crate) struct ShardMap<S: LaneKind> {
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
+    /// Rule 3: the idle lanes a shard may keep cached.
+    idle_keep: usize,
     hasher: crate::pool::KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
@@ -168,6 +176,7 @@ impl<S: LaneKind> LaneTable<S> {
                     }))
                 })
                 .collect(),
+            idle_keep: (IDLE_KEEP_TOTAL / n).max(IDLE_KEEP_MIN),
             hasher,
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
@@ -206,9 +215,10 @@ impl<S: LaneKind> LaneTable<S> {
         Ok(f(lane))
     }
 
+    /// Rule 3: the most idle lanes the table keeps cached.
     #[cfg(test)]
-    pub(crate) fn shard_count(&self) -> usize {
-        self.shards.len()
+    pub(crate) fn idle_cache_bound(&self) -> usize {
+        self.idle_keep * self.shards.len()
     }
 
     /// The shard a hash lives in.
@@ -316,7 +326,7 @@ impl<S: LaneKind> LaneTable<S> {
             if st.table.is_some() || !st.queue.is_empty() {
                 return;
             }
-            if map.cached < IDLE_KEEP && !lane.cached.load(Ordering::Relaxed) {
+            if map.cached < self.idle_keep && !lane.cached.load(Ordering::Relaxed) {
                 // Keep it for a while (idle cache); give back a large queue buffer now.
                 if st.queue.capacity() > CACHED_BUF_MAX {
                     st.queue.shrink_to(CACHED_BUF_MAX);
