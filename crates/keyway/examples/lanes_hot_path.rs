@@ -52,8 +52,8 @@ fn main() {
                     pool.execute(task).unwrap();
                 } else if by_key {
                     pool.execute_sequential(c, task).unwrap();
-                } else {
-                    lanes[c].execute(task).unwrap();
+                } else if let Some(lane) = lanes.get(c) {
+                    lane.execute(task).unwrap();
                 }
             }
         }
