@@ -12,6 +12,7 @@ impl LaneKey {
         LaneKey(Some(Box::new(key)))
     }
 
+    #[inline]
     pub(crate) fn get(&self) -> &(dyn Any + Send + Sync) {
         match &self.0 {
             Some(k) => &**k,

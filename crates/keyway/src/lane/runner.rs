@@ -25,10 +25,14 @@ impl<S: LaneKind> super::table::LaneState<S> {
     /// than `SPARE_MAX` (then it is freed).
     fn keep_spare(&mut self, buf: VecDeque<S::Entry>) {
         debug_assert!(buf.is_empty());
-        if self.queue.capacity() == 0 {
-            self.queue = buf;
+        if buf.capacity() == 0 {
+            // Nothing to keep or free: skip the drop glue (an out-of-line call per lane turn).
+            std::mem::forget(buf);
+        } else if self.queue.capacity() == 0 {
+            // The queue had no buffer (so no entry): nothing to drop.
+            std::mem::forget(std::mem::replace(&mut self.queue, buf));
         } else if self.spare.capacity() == 0 && buf.capacity() <= SPARE_MAX {
-            self.spare = buf;
+            std::mem::forget(std::mem::replace(&mut self.spare, buf));
         }
     }
 }
@@ -132,6 +136,19 @@ impl<S: LaneKind> Running<S> {
         self.chunk.borrow_mut().pop_front()
     }
 
+    /// The lane, once the runner leaves it with its chunk empty (most often with no buffer: it
+    /// went back to the lane); an empty chunk with no buffer skips the drop glue, an out-of-line
+    /// call on every lane turn.
+    fn finish(self) -> Arc<LaneCore<S>> {
+        let Running { lane, chunk, .. } = self;
+        let chunk = chunk.into_inner();
+        debug_assert!(chunk.is_empty());
+        if chunk.capacity() == 0 {
+            std::mem::forget(chunk);
+        }
+        lane
+    }
+
     /// `first`, then the rest of the chunk, go back to the front of the lane, in order: a
     /// barrier or an async entry that was not at the head when the chunk was taken; the next
     /// `take_chunk` meets it at the head (rules 6 and 7).
@@ -176,6 +193,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             match taken {
                 Taken::Entries => {}
                 Taken::Empty(table) => {
+                    let lane = running.finish();
                     if let Some(table) = table {
                         lane.release(table);
                     }
@@ -248,9 +266,10 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 None
             }
         };
+        let lane = running.finish();
         match idle {
             Some(table) => lane.release(table),
-            None => worker.requeue_lane(Job::Lane(running.lane)),
+            None => worker.requeue_lane(Job::Lane(lane)),
         }
     }
 }
