@@ -380,10 +380,24 @@ impl Registry {
 
     /// Keeps a pool thread's handle (worker, reserved thread, monitor) so that `shutdown` from
     /// outside joins every thread the pool started: none outlives it.
+    ///
+    /// Handles of threads that already finished are joined here rather than dropped: a thread
+    /// counts as finished once its body returned, while it still runs its thread-local
+    /// destructors; dropping the handle would let it outlive `shutdown`.
     pub(crate) fn keep_handle(&self, handle: JoinHandle<()>) {
-        let mut threads = self.threads.lock();
-        threads.retain(|t| !t.is_finished());
-        threads.push(handle);
+        let finished: Vec<JoinHandle<()>> = {
+            let mut threads = self.threads.lock();
+            let (finished, running) = std::mem::take(&mut *threads)
+                .into_iter()
+                .partition(|t| t.is_finished());
+            *threads = running;
+            threads.push(handle);
+            finished
+        };
+        // Outside the lock: joining waits for the thread's very end.
+        for t in finished {
+            let _ = t.join();
+        }
     }
 
     /// The monitor's handle, joined last (it exits once no worker is left).
