@@ -16,6 +16,7 @@ use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
 use super::registry::{Job, Registry, Slot};
+use crate::future::PollTask;
 use crate::task::{PanicReport, Task};
 
 thread_local! {
@@ -87,8 +88,14 @@ pub(crate) struct WorkerCtx {
     tick: Cell<u32>,
     /// The continuation of the job this worker just ran (a woken future's poll, a lane its
     /// future resumed), run next without a queue or a wake-up; `streak` bounds how many run in a
-    /// row before the queues are looked at again (fairness).
+    /// row before the queues are looked at again (fairness). Held in two slots, at most one of
+    /// them full: a poll (the common case, one pointer) in `next_poll`, any other job in `next`;
+    /// `has_next` says whether one is full, so that the test moves no job (callgrind: moving the
+    /// whole `Job` in and out of a `Cell<Option<Job>>` to test it cost tens of instructions per
+    /// self-woken future).
     next: Cell<Option<Job>>,
+    next_poll: Cell<Option<PollTask>>,
+    has_next: Cell<bool>,
     streak: Cell<u32>,
     prefer_global: Cell<bool>,
     rng: Cell<u64>,
@@ -102,6 +109,8 @@ impl WorkerCtx {
             deque,
             tick: Cell::new(0),
             next: Cell::new(None),
+            next_poll: Cell::new(None),
+            has_next: Cell::new(false),
             streak: Cell::new(0),
             prefer_global: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
@@ -129,22 +138,35 @@ impl WorkerCtx {
 
     /// Runs `job` right after the current one on this worker (see `next`); false, with the job
     /// given back, when the slot is taken or the streak is used up.
+    #[inline]
     pub(crate) fn try_next(&self, job: Job) -> Result<(), Job> {
         const STREAK: u32 = 32;
         let streak = self.streak.get();
-        if streak >= STREAK || self.slot().blocking.load(Ordering::Relaxed) {
+        if streak >= STREAK || self.has_next.get() || self.slot().blocking.load(Ordering::Relaxed) {
             return Err(job);
         }
-        match self.next.take() {
-            Some(other) => {
-                self.next.set(Some(other));
-                Err(job)
-            }
-            None => {
-                self.streak.set(streak + 1);
-                self.next.set(Some(job));
-                Ok(())
-            }
+        self.streak.set(streak + 1);
+        self.has_next.set(true);
+        // Both slots are empty (`has_next` was false): what `replace` gives back is `None`,
+        // forgotten rather than dropped so that no drop code (and its register spills) is here.
+        let old = match job {
+            Job::Poll(runnable) => self.next_poll.replace(Some(runnable)).map(Job::Poll),
+            job => self.next.replace(Some(job)),
+        };
+        debug_assert!(old.is_none());
+        std::mem::forget(old);
+        Ok(())
+    }
+
+    /// Takes the job `try_next` left for this worker, if any.
+    #[inline]
+    fn take_next(&self) -> Option<Job> {
+        if !self.has_next.replace(false) {
+            return None;
+        }
+        match self.next_poll.take() {
+            Some(runnable) => Some(Job::Poll(runnable)),
+            None => self.next.take(),
         }
     }
 
@@ -185,11 +207,27 @@ impl WorkerCtx {
         match job {
             Job::Task(task) => self.run_task(task),
             Job::Lane(lane) => lane.run_batch(self),
-            // A poll contains its future's panics (`future::driver`).
-            Job::Poll(runnable) => self.run_one(|| {
-                runnable.run();
-                Ok(())
-            }),
+            Job::Poll(runnable) => self.run_poll(runnable),
+        }
+    }
+
+    /// A poll contains its future's panics (`future::driver`).
+    #[inline]
+    fn run_poll(&self, runnable: PollTask) {
+        self.run_one(|| {
+            runnable.run();
+            Ok(())
+        });
+    }
+
+    /// Runs `f` (a job) inside the backstop of the containment boundary: tasks contain their own
+    /// panics (`Task::run`); anything else that unwinds out of a job is reported here, and the
+    /// worker lives on.
+    #[inline]
+    fn run_caught(&self, f: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            self.registry
+                .report_panic(PanicReport::from_payload(payload));
         }
     }
 
@@ -343,7 +381,20 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
-        let next = match cx.next.take() {
+        // The common continuation, a woken future's poll, taken without moving a whole `Job`.
+        if cx.has_next.get() {
+            if let Some(runnable) = cx.next_poll.take() {
+                cx.has_next.set(false);
+                if cx.registry.is_stopping() {
+                    // `shutdown_now` collects it from the deque.
+                    cx.deque.push(Job::Poll(runnable));
+                    break false;
+                }
+                cx.run_caught(|| cx.run_poll(runnable));
+                continue;
+            }
+        }
+        let next = match cx.take_next() {
             Some(job) => Some(job),
             None => {
                 cx.streak.set(0);
@@ -357,14 +408,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                     cx.deque.push(job);
                     break false;
                 }
-                // The backstop of the containment boundary: tasks contain their own panics
-                // (`Task::run`); anything else that unwinds out of a job is reported here, and
-                // the worker lives on.
-                let ran =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cx.run_job(job)));
-                if let Err(payload) = ran {
-                    cx.registry.report_panic(PanicReport::from_payload(payload));
-                }
+                cx.run_caught(|| cx.run_job(job));
             }
             None => match cx.idle(parker) {
                 Idle::Work => {}
@@ -414,7 +458,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _reset = Reset(&slot.blocking);
-    if let Some(job) = cx.next.take() {
+    if let Some(job) = cx.take_next() {
         // Not behind a blocked worker: another one takes it.
         cx.registry.injector.push(job);
     }
