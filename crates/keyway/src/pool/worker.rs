@@ -5,7 +5,7 @@
 //! Every 61st search, and right after a lane yielded, the injector comes first, so work from
 //! outside cannot be starved by work the workers keep making for themselves.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,8 +20,7 @@ use crate::future::PollTask;
 use crate::task::{PanicReport, Task};
 
 thread_local! {
-    static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
-    /// The worker `CURRENT` holds, as a plain pointer for `with_current` (null: none). A
+    /// The worker running on this thread, for `with_current` (null: none). A
     /// const-initialised `Cell` with no destructor: reading it is one load, never a failed
     /// `try_with`, and no `RefCell` borrow (callgrind: ~100 instructions per self-woken future
     /// through the `RefCell`, ~5 through this).
@@ -37,9 +36,9 @@ thread_local! {
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     let cx = CURRENT_PTR.with(Cell::get);
     // SAFETY: `CURRENT_PTR` is non-null only while `run` runs (its guard clears it however `run`
-    // leaves), and `run` holds the `Rc` it points to (`cx`) all that time, on this very thread; so is every call of `f`
-    // while it is non-null (`f` runs on this thread, within this call). `WorkerCtx` is only
-    // ever shared (`&`), never mutably borrowed.
+    // leaves), and `run` holds the `Rc` it points to (`cx`) all that time, on this very thread;
+    // so is every call of `f` while it is non-null (`f` runs on this thread, within this call).
+    // `WorkerCtx` is only ever shared (`&`), never mutably borrowed.
     f(unsafe { cx.as_ref() })
 }
 
@@ -368,7 +367,6 @@ pub(crate) fn park_idle(
 
 /// The worker thread's body. Returns true if the thread retired (already left `live`).
 pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
-    CURRENT.with(|c| *c.borrow_mut() = Some(cx.clone()));
     CURRENT_PTR.with(|c| c.set(Rc::as_ptr(cx)));
     /// Clears `CURRENT_PTR` however `run` leaves (while `cx` still lives).
     struct ClearPtr;
@@ -420,7 +418,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     // A worker leaving after `shutdown_now` found it with a job did not go through `idle`.
     cx.registry.finishes_published();
     drop(hooks);
-    CURRENT.with(|c| *c.borrow_mut() = None);
     CURRENT_REGISTRY.with(|r| r.set(std::ptr::null()));
     retired
 }
@@ -443,26 +440,29 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
 /// ```
 #[doc(alias = "block_in_place")]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let cx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
-    let Some(cx) = cx else {
-        return f();
-    };
-    let slot = &cx.registry.slots[cx.index];
-    if slot.blocking.swap(true, Ordering::AcqRel) {
-        return f(); // already inside `blocking`
-    }
-    struct Reset<'a>(&'a AtomicBool);
-    impl Drop for Reset<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::Release);
+    // `f` runs inside `with_current`, which it may call again (a task it runs, a nested
+    // `blocking`).
+    with_current(|cx| {
+        let Some(cx) = cx else {
+            return f();
+        };
+        let slot = &cx.registry.slots[cx.index];
+        if slot.blocking.swap(true, Ordering::AcqRel) {
+            return f(); // already inside `blocking`
         }
-    }
-    let _reset = Reset(&slot.blocking);
-    if let Some(job) = cx.take_next() {
-        // Not behind a blocked worker: another one takes it.
-        cx.registry.injector.push(job);
-    }
-    cx.registry.transfer_from(cx.index);
-    cx.registry.ensure_threads();
-    f()
+        struct Reset<'a>(&'a AtomicBool);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _reset = Reset(&slot.blocking);
+        if let Some(job) = cx.take_next() {
+            // Not behind a blocked worker: another one takes it.
+            cx.registry.injector.push(job);
+        }
+        cx.registry.transfer_from(cx.index);
+        cx.registry.ensure_threads();
+        f()
+    })
 }
