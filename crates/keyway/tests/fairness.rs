@@ -93,3 +93,75 @@ fn self_feeding_lane_does_not_starve_outside_work() {
         "the outside task waited for {loops} self-fed tasks"
     );
 }
+
+/// A one-thread pool, where `spin` submits a future of one context that yields until an outside
+/// task, submitted right after it, says stop; checks how many yields that task waited for. A
+/// future woken by its own poll is resumed at once by its worker (in place, or from the
+/// worker's continuation slot), but only for a bounded streak: then it goes behind the queued
+/// work, and the injector is looked at first every so often, so the outside task gets through.
+/// Both are queued while the worker is held, so the count does not depend on timing.
+fn yields_before_outside_work(spin: impl FnOnce(&keyway::Pool, Arc<AtomicU64>, Arc<AtomicU64>)) {
+    let pool = keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let (stop, yields) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let gate = common::hold_workers(&pool, 1);
+    spin(&pool, stop.clone(), yields.clone());
+    let (s, y) = (stop.clone(), yields.clone());
+    let outside = pool
+        .submit(move || {
+            s.store(1, Ordering::Relaxed);
+            y.load(Ordering::Relaxed)
+        })
+        .unwrap();
+    gate.open();
+    let waited = outside.join().unwrap();
+    pool.shutdown();
+    assert!(
+        waited < 10_000,
+        "the outside task waited for {waited} yields of another context's future"
+    );
+}
+
+/// Yields until told to stop; at most a million times, so that a scheduler that never lets the
+/// outside task in fails the test instead of hanging it.
+async fn yield_until(stop: Arc<AtomicU64>, yields: Arc<AtomicU64>) {
+    while stop.load(Ordering::Relaxed) == 0 && yields.load(Ordering::Relaxed) < 1_000_000 {
+        yields.fetch_add(1, Ordering::Relaxed);
+        keyway::yield_now().await;
+    }
+}
+
+#[test]
+fn a_yielding_future_does_not_starve_outside_work() {
+    yields_before_outside_work(|pool, stop, yields| {
+        drop(
+            pool.spawn_sequential("spin", yield_until(stop, yields))
+                .unwrap(),
+        );
+    });
+}
+
+#[test]
+fn a_yielding_async_typed_lane_does_not_starve_outside_work() {
+    yields_before_outside_work(|pool, stop, yields| {
+        let lanes = pool.typed_lanes_async(move |_: &u8, ()| {
+            let (stop, yields) = (stop.clone(), yields.clone());
+            async move {
+                // Many yielding messages: each yields a few times, until told to stop.
+                for _ in 0..4 {
+                    if stop.load(Ordering::Relaxed) != 0 {
+                        break;
+                    }
+                    yields.fetch_add(1, Ordering::Relaxed);
+                    keyway::yield_now().await;
+                }
+            }
+        });
+        for _ in 0..100_000 {
+            lanes.send(0, ()).unwrap();
+        }
+    });
+}

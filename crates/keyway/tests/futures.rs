@@ -252,6 +252,41 @@ fn cancelling_a_started_future_releases_its_context() {
     pool.shutdown();
 }
 
+/// A future that never waits but keeps yielding (each yield resumed by its worker at once, up to
+/// a streak) is cancelled at a yield too: its context is released and the next task runs, on one
+/// thread and on two.
+#[test]
+fn cancelling_a_yielding_future_releases_its_context() {
+    let _s = serial();
+    for threads in [1, 2] {
+        let pool = fixed_pool(threads);
+        let (started, dropped) = (Latch::new(1), Latch::new(1));
+        struct OnDrop(Latch);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                self.0.count_down();
+            }
+        }
+        let (s, guard) = (started.clone(), OnDrop(dropped.clone()));
+        let spinning = pool
+            .spawn_sequential("ctx", async move {
+                let _guard = guard;
+                s.count_down();
+                loop {
+                    yield_now().await;
+                }
+            })
+            .unwrap();
+        let next = pool.submit_sequential("ctx", || "next").unwrap();
+        started.wait();
+        assert!(spinning.cancel(), "a yielding future can be cancelled");
+        dropped.wait();
+        assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
+        assert!(matches!(spinning.join(), Err(TaskError::Cancelled)));
+        pool.shutdown();
+    }
+}
+
 /// An `AbortHandle` cancels a started future too, while its `TaskHandle` is joined elsewhere:
 /// the future is dropped at its await point and its context released.
 #[test]

@@ -4,7 +4,9 @@
 //! counts its task finished.
 //!
 //! The driver is an `async-task` task whose schedule function queues its `Runnable` on the pool
-//! as a [`Job::Poll`]: a future is polled only when woken, never in a loop.
+//! as a [`Job::Poll`]: a future is polled only when woken. A future that wakes itself during its
+//! poll (a yield) is polled again at once by the same worker, within the worker's continuation
+//! streak (`probe`), as its queued poll would have been.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,7 +14,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::probe::poll_noting_self_wake;
+use super::probe::poll_resuming;
+use super::with_pool;
 use crate::error::{panic_message, TaskError};
 use crate::keyed::MultiTask;
 use crate::lane::{drop_quietly, Resume};
@@ -105,9 +108,17 @@ impl<F: Future> Future for Driver<F> {
             return Poll::Ready(());
         };
         // SAFETY: structural pinning of `fut` (see above).
-        let fut = unsafe { Pin::new_unchecked(fut) };
+        let mut fut = unsafe { Pin::new_unchecked(fut) };
+        // A self-wake (a yield) is resumed here while the worker's streak allows, unless the
+        // handle was cancelled meanwhile (the next poll drops the future then).
+        let may_resume = || {
+            finish.handle.as_ref().map_or(true, Completer::is_live)
+                && with_pool(&finish.registry, |pool| {
+                    pool.is_some_and(|p| p.may_resume())
+                })
+        };
         match catch_unwind(AssertUnwindSafe(|| {
-            poll_noting_self_wake(cx, |cx| fut.poll(cx))
+            poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx))
         })) {
             Ok((Poll::Ready(value), _)) => {
                 this.done(Some(Ok(value)), None);

@@ -3,7 +3,8 @@
 //!
 //! A future of a context holds that context until it completes, awaits included: the next task
 //! of the context starts only after it, while other contexts go on. It is polled on the pool's
-//! workers with a real waker (an `async-task` task whose wake-up queues one poll job); while it
+//! workers with a real waker (an `async-task` task whose wake-up queues one poll job; a wake during
+//! its own poll, a yield, resumes it in place within the worker's streak: `probe`); while it
 //! waits, no thread is held and its lane stays scheduled without a job (rule 7 of the lane
 //! protocol). It may await timers and I/O of any runtime (tokio's through a runtime handle).
 //!
@@ -13,7 +14,8 @@
 //! * `live` — the pool's waiting futures, cancelled by `shutdown_now`;
 //! * `on_pool` — a poll or wake-up on a worker of the future's own pool, or elsewhere;
 //! * `yield_now` — a future's way to let other work run (public);
-//! * `probe` — tells a future that woke itself (queued again) from one that really waits;
+//! * `probe` — polls a future, resuming it in place when it woke itself (a yield) and telling
+//!   that from a real wait;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
@@ -28,6 +30,7 @@ pub(crate) use driver::{run_here, Release};
 pub(crate) use launch::Launcher;
 pub(crate) use live::Live;
 pub(crate) use on_pool::{spawn_on, with_pool, OnPool, PollTask};
+pub(crate) use probe::poll_resuming;
 pub use yield_now::{yield_now, YieldNow};
 
 use std::future::Future;

@@ -21,6 +21,14 @@ pub(crate) struct OnPool<'a> {
 }
 
 impl OnPool<'_> {
+    /// Whether a future that woke itself during its poll on this thread may be polled again at
+    /// once (`future::probe`): on a worker of the pool, within its continuation streak, and not
+    /// while the pool is stopping (its next poll is where `shutdown_now` cancels it).
+    #[inline]
+    pub(crate) fn may_resume(&self) -> bool {
+        !self.registry.is_stopping() && self.worker.is_some_and(WorkerCtx::take_turn)
+    }
+
     /// One accepted task finished on this thread.
     pub(crate) fn task_done(&self) {
         match self.worker {

@@ -20,7 +20,7 @@ use super::state::KeyState;
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{Entry, Typed, TypedLanes};
 use crate::error::panic_message;
-use crate::future::{run_here, spawn_on, with_pool, OnPool};
+use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool};
 use crate::pool::registry::{Job, Registry};
 use crate::pool::Pool;
 use crate::task::PanicReport;
@@ -223,22 +223,27 @@ where
         loop {
             if let Some(fut) = self.fut.as_mut() {
                 // SAFETY: `fut` is structurally pinned (see `Driver::poll`).
-                let fut = unsafe { Pin::new_unchecked(fut) };
-                match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
-                    Ok(Poll::Pending) => {
+                let mut fut = unsafe { Pin::new_unchecked(fut) };
+                // A self-wake (a yield) is resumed here while the worker's streak allows.
+                let polled = catch_unwind(AssertUnwindSafe(|| {
+                    poll_resuming(cx, || pool.may_resume(), |cx| fut.as_mut().poll(cx))
+                }));
+                match polled {
+                    Ok((Poll::Pending, queued)) => {
                         if registry.is_stopping() {
                             // `shutdown_now` may have cancelled the waiting set already: this
                             // await point is where the future is cancelled.
                             self.cancel(Some(registry));
                             return Poll::Ready(());
                         }
-                        // Registered once per activation, not per message.
-                        if self.live.is_none() {
+                        // A real wait joins the waiting set, once per activation; a future
+                        // queued again by its own wake needs no entry (`future::probe`).
+                        if self.live.is_none() && !queued {
                             self.live = Some(registry.futures.insert(cx.waker().clone()));
                         }
                         return Poll::Pending;
                     }
-                    Ok(Poll::Ready(())) => self.message_done(pool, None),
+                    Ok((Poll::Ready(()), _)) => self.message_done(pool, None),
                     Err(p) => self.message_done(pool, Some(PanicReport::from_payload(p))),
                 }
                 budget = budget.saturating_sub(1);

@@ -139,12 +139,9 @@ impl WorkerCtx {
     /// given back, when the slot is taken or the streak is used up.
     #[inline]
     pub(crate) fn try_next(&self, job: Job) -> Result<(), Job> {
-        const STREAK: u32 = 32;
-        let streak = self.streak.get();
-        if streak >= STREAK || self.has_next.get() || self.slot().blocking.load(Ordering::Relaxed) {
+        if !self.take_turn() {
             return Err(job);
         }
-        self.streak.set(streak + 1);
         self.has_next.set(true);
         // Both slots are empty (`has_next` was false): what `replace` gives back is `None`,
         // forgotten rather than dropped so that no drop code (and its register spills) is here.
@@ -155,6 +152,21 @@ impl WorkerCtx {
         debug_assert!(old.is_none());
         std::mem::forget(old);
         Ok(())
+    }
+
+    /// One more continuation in this worker's streak, if the streak allows it: it is not used
+    /// up, no other continuation waits in the slot, and the worker is not inside `blocking`.
+    /// Shared by `try_next` and by a self-woken future resumed in place (`future::probe`), so
+    /// both kinds of continuation count against one fairness bound.
+    #[inline]
+    pub(crate) fn take_turn(&self) -> bool {
+        const STREAK: u32 = 32;
+        let streak = self.streak.get();
+        if streak >= STREAK || self.has_next.get() || self.slot().blocking.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.streak.set(streak + 1);
+        true
     }
 
     /// Takes the job `try_next` left for this worker, if any.

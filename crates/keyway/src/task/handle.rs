@@ -411,6 +411,12 @@ impl<T> Completer<T> {
         true
     }
 
+    /// False once the handle has its outcome (e.g. it was cancelled): a started future is then
+    /// not polled again.
+    pub(crate) fn is_live(&self) -> bool {
+        self.shared.state.lock().stage != Stage::Finished
+    }
+
     /// Gives the handle its outcome (ignored if it already has one, e.g. cancelled).
     pub(crate) fn finish(&self, result: Result<T, TaskError>) {
         self.shared.transition_to_finished(result);
