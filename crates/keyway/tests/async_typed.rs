@@ -189,3 +189,116 @@ fn a_typed_lane_handle_shares_its_keys_order_and_pins_the_lane() {
     });
     pool.shutdown();
 }
+
+/// `shutdown_now` racing drivers whose messages yield (each yield resumed in place by its
+/// worker, up to its streak) on many keys, 20 seeds: every message is handled, cancelled at a
+/// yield, or handed back, exactly one of the three; per key, the handled ones ran in order and the
+/// handed-back ones are the key's last messages, in order; nothing stays unfinished.
+#[test]
+fn shutdown_now_racing_yielding_drivers_accounts_for_every_message_once() {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const KEYS: u32 = 64;
+    const MESSAGES: u32 = 20_000;
+    for seed in 0..20u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let pool = fixed_pool(2);
+        // Per message: 0 not started, 1 handled, 2 cancelled at a yield.
+        let fate: Arc<Vec<Mutex<u8>>> = Arc::new((0..MESSAGES).map(|_| Mutex::new(0)).collect());
+        let order: Arc<Vec<Mutex<Vec<u32>>>> =
+            Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
+        let handled = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (f, o, h) = (fate.clone(), order.clone(), handled.clone());
+        let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
+            let (fate, order, handled, key) = (f.clone(), o.clone(), h.clone(), *key);
+            async move {
+                /// Marks its message cancelled if its future is dropped before the end.
+                struct Cancelled<'a>(&'a Mutex<u8>, AtomicBool);
+                impl Drop for Cancelled<'_> {
+                    fn drop(&mut self) {
+                        if !self.1.load(Ordering::Relaxed) {
+                            *self.0.lock().unwrap() = 2;
+                        }
+                    }
+                }
+                let guard = Cancelled(&fate[n as usize], AtomicBool::new(false));
+                for _ in 0..n % 8 {
+                    keyway::yield_now().await;
+                }
+                order[key as usize].lock().unwrap().push(n);
+                *fate[n as usize].lock().unwrap() = 1;
+                guard.1.store(true, Ordering::Relaxed);
+                handled.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let stop_after = rng.gen_range(0..MESSAGES);
+        let mut sent = Vec::new();
+        for n in 0..MESSAGES {
+            let key = rng.gen_range(0..KEYS);
+            lanes.send(key, n).unwrap();
+            sent.push(key);
+            if n == stop_after {
+                break;
+            }
+        }
+        // Let the workers get some way into the lanes first (any way, by seed).
+        let target = rng.gen_range(0..=sent.len() as u32 / 2);
+        while handled.load(Ordering::Relaxed) < target {
+            std::thread::yield_now();
+        }
+        let back: Vec<u32> = pool
+            .shutdown_now()
+            .into_iter()
+            .map(|p| match p.into_message::<u32>() {
+                Ok(n) => n,
+                Err(_) => panic!("not a message of the lane"),
+            })
+            .collect();
+        common::eventually("nothing unfinished", || {
+            pool.stats().unfinished_tasks() == 0
+        });
+        for &n in &back {
+            assert_eq!(
+                *fate[n as usize].lock().unwrap(),
+                0,
+                "seed {seed}: {n} ran and came back"
+            );
+        }
+        let handed_back: std::collections::HashSet<u32> = back.iter().copied().collect();
+        assert_eq!(
+            handed_back.len(),
+            back.len(),
+            "seed {seed}: a message came back twice"
+        );
+        for (n, &key) in sent.iter().enumerate() {
+            let n = n as u32;
+            let state = *fate[n as usize].lock().unwrap();
+            assert!(
+                (state != 0) != handed_back.contains(&n),
+                "seed {seed}: message {n} (key {key}) is in state {state}, handed back: {}",
+                handed_back.contains(&n)
+            );
+        }
+        for key in 0..KEYS {
+            let ran = order[key as usize].lock().unwrap();
+            assert!(
+                ran.windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: key {key} out of order"
+            );
+            let mine: Vec<u32> = (0..sent.len() as u32)
+                .filter(|&n| sent[n as usize] == key)
+                .collect();
+            let came_back: Vec<u32> = back
+                .iter()
+                .copied()
+                .filter(|&n| sent[n as usize] == key)
+                .collect();
+            // The handed-back messages of a key are its last ones, in order.
+            assert_eq!(
+                came_back,
+                mine[mine.len() - came_back.len()..],
+                "seed {seed}: key {key}"
+            );
+        }
+    }
+}
