@@ -58,15 +58,35 @@ fn two_threads() {
     busy_contexts_do_not_starve_another(2);
 }
 
+/// One thread, and never more: no auxiliary thread may help, fairness alone must do it.
+fn one_thread_pool() -> keyway::Pool {
+    keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// A task from outside the pool that tells the busy context to stop, and says how far `count`
+/// had got when it ran.
+fn stop_from_outside(
+    pool: &keyway::Pool,
+    stop: &Arc<AtomicU64>,
+    count: &Arc<AtomicU64>,
+) -> keyway::TaskHandle<u64> {
+    let (stop, count) = (stop.clone(), count.clone());
+    pool.submit(move || {
+        stop.store(1, Ordering::Relaxed);
+        count.load(Ordering::Relaxed)
+    })
+    .unwrap()
+}
+
 /// A lane whose tasks keep submitting to it from inside the pool (its own deque) still lets an
 /// outside task through.
 #[test]
 fn self_feeding_lane_does_not_starve_outside_work() {
-    let pool = keyway::Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .build()
-        .unwrap();
+    let pool = one_thread_pool();
     let stop = Arc::new(AtomicU64::new(0));
     let runs = Arc::new(AtomicU64::new(0));
     fn feed(pool: keyway::Pool, stop: Arc<AtomicU64>, runs: Arc<AtomicU64>) {
@@ -79,14 +99,7 @@ fn self_feeding_lane_does_not_starve_outside_work() {
     let (p, s, r) = (pool.clone(), stop.clone(), runs.clone());
     pool.execute_sequential("loop", move || feed(p, s, r))
         .unwrap();
-    let (s, r) = (stop.clone(), runs.clone());
-    let outside = pool
-        .submit(move || {
-            s.store(1, Ordering::Relaxed);
-            r.load(Ordering::Relaxed)
-        })
-        .unwrap();
-    let loops = outside.join().unwrap();
+    let loops = stop_from_outside(&pool, &stop, &runs).join().unwrap();
     pool.shutdown();
     assert!(
         loops < 10_000,
@@ -101,21 +114,11 @@ fn self_feeding_lane_does_not_starve_outside_work() {
 /// work, and the injector is looked at first every so often, so the outside task gets through.
 /// Both are queued while the worker is held, so the count does not depend on timing.
 fn yields_before_outside_work(spin: impl FnOnce(&keyway::Pool, Arc<AtomicU64>, Arc<AtomicU64>)) {
-    let pool = keyway::Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .build()
-        .unwrap();
+    let pool = one_thread_pool();
     let (stop, yields) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let gate = common::hold_workers(&pool, 1);
     spin(&pool, stop.clone(), yields.clone());
-    let (s, y) = (stop.clone(), yields.clone());
-    let outside = pool
-        .submit(move || {
-            s.store(1, Ordering::Relaxed);
-            y.load(Ordering::Relaxed)
-        })
-        .unwrap();
+    let outside = stop_from_outside(&pool, &stop, &yields);
     gate.open();
     let waited = outside.join().unwrap();
     pool.shutdown();

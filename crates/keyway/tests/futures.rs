@@ -196,8 +196,12 @@ fn a_panicking_future_is_reported_and_releases_its_context() {
     assert_eq!(pool.stats().panicked_tasks, 2);
 }
 
-/// A future that waits forever and tells when it is dropped.
-fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send + 'static {
+/// `body` as a future that says when it started and when it is dropped.
+fn watched(
+    started: &Latch,
+    dropped: &Latch,
+    body: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
     struct OnDrop(Latch);
     impl Drop for OnDrop {
         fn drop(&mut self) {
@@ -208,8 +212,31 @@ fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send 
     async move {
         let _guard = guard;
         started.count_down();
-        std::future::pending::<()>().await;
+        body.await;
     }
+}
+
+/// A future that waits forever and tells when it is dropped.
+fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send + 'static {
+    watched(started, dropped, std::future::pending::<()>())
+}
+
+/// Starts `fut` (made by `make` with its latches) in the lane of "ctx", then a closure behind it;
+/// cancels the future once started: it is dropped, the closure runs, the handle says cancelled.
+fn cancelling_releases_the_lane<F>(pool: &Pool, make: impl FnOnce(&Latch, &Latch) -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let running = pool
+        .spawn_sequential("ctx", make(&started, &dropped))
+        .unwrap();
+    let next = pool.submit_sequential("ctx", || "next").unwrap();
+    started.wait();
+    assert!(running.cancel(), "a started future can be cancelled");
+    dropped.wait();
+    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
+    assert!(matches!(running.join(), Err(TaskError::Cancelled)));
 }
 
 /// Done-when 3: cancelling the handle of a started future drops it at its await point and
@@ -218,16 +245,7 @@ fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send 
 fn cancelling_a_started_future_releases_its_context() {
     let _s = serial();
     let pool = fixed_pool(1);
-    let (started, dropped) = (Latch::new(1), Latch::new(1));
-    let waiting = pool
-        .spawn_sequential("ctx", forever(&started, &dropped))
-        .unwrap();
-    let next = pool.submit_sequential("ctx", || "next").unwrap();
-    started.wait();
-    assert!(waiting.cancel(), "a started future can be cancelled");
-    dropped.wait();
-    assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
-    assert!(matches!(waiting.join(), Err(TaskError::Cancelled)));
+    cancelling_releases_the_lane(&pool, forever);
 
     let (started, dropped) = (Latch::new(1), Latch::new(1));
     let waiting = pool
@@ -260,29 +278,13 @@ fn cancelling_a_yielding_future_releases_its_context() {
     let _s = serial();
     for threads in [1, 2] {
         let pool = fixed_pool(threads);
-        let (started, dropped) = (Latch::new(1), Latch::new(1));
-        struct OnDrop(Latch);
-        impl Drop for OnDrop {
-            fn drop(&mut self) {
-                self.0.count_down();
-            }
-        }
-        let (s, guard) = (started.clone(), OnDrop(dropped.clone()));
-        let spinning = pool
-            .spawn_sequential("ctx", async move {
-                let _guard = guard;
-                s.count_down();
+        cancelling_releases_the_lane(&pool, |started, dropped| {
+            watched(started, dropped, async {
                 loop {
                     yield_now().await;
                 }
             })
-            .unwrap();
-        let next = pool.submit_sequential("ctx", || "next").unwrap();
-        started.wait();
-        assert!(spinning.cancel(), "a yielding future can be cancelled");
-        dropped.wait();
-        assert_eq!(next.join_timeout(HANG).ok().unwrap().unwrap(), "next");
-        assert!(matches!(spinning.join(), Err(TaskError::Cancelled)));
+        });
         pool.shutdown();
     }
 }
