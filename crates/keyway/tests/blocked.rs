@@ -121,3 +121,43 @@ fn blocking_hands_off_at_once() {
     assert!(blocker.join().unwrap());
     pool.shutdown();
 }
+
+/// A future that computes for a while between frequent yields is making progress, not blocked:
+/// its worker resumes it in place after a yield (up to a streak of resumptions in one poll job),
+/// and each resumption counts as progress for the monitor, as the queued poll it replaces would
+/// have. So the monitor never marks its worker blocked, though the streak (32 resumptions of
+/// 15 ms each) lasts longer than `blocked_after`. The stats are sampled while it runs: a miss
+/// could only hide a breach, never invent one.
+#[test]
+fn a_future_that_yields_often_is_not_taken_for_a_blocked_worker() {
+    use std::time::Instant;
+    let pool = keyway::Pool::builder()
+        .core_threads(1)
+        .max_threads(3)
+        .monitor_period(Duration::from_millis(10))
+        .blocked_after(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let computing = pool
+        .spawn_sequential("compute", async {
+            for _ in 0..40 {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(15) {
+                    std::hint::spin_loop();
+                }
+                keyway::yield_now().await;
+            }
+        })
+        .unwrap();
+    let mut most_blocked = 0;
+    while !computing.is_finished() {
+        most_blocked = most_blocked.max(pool.stats().blocked_threads);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    computing.join().unwrap();
+    assert_eq!(
+        most_blocked, 0,
+        "a yielding future's worker was taken for blocked"
+    );
+    pool.shutdown();
+}

@@ -26,7 +26,7 @@ impl OnPool<'_> {
     /// while the pool is stopping (its next poll is where `shutdown_now` cancels it).
     #[inline]
     pub(crate) fn may_resume(&self) -> bool {
-        !self.registry.is_stopping() && self.worker.is_some_and(WorkerCtx::take_turn)
+        !self.registry.is_stopping() && self.worker.is_some_and(WorkerCtx::take_turn_in_place)
     }
 
     /// One accepted task finished on this thread.

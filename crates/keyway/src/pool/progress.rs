@@ -3,7 +3,8 @@
 //!
 //! Protocol:
 //! * the thread, at each task start and end, bumps `run_seq` (Release); after the end it clears
-//!   `stuck` if it sees it set;
+//!   `stuck` if it sees it set; a job that goes on to what would otherwise have been another
+//!   task (a future resumed in place) counts as an end and a start (`task_continued`);
 //! * the monitor, each period: if `run_seq` moved since its last look, the thread made progress:
 //!   it clears a `stuck` flag it had set (rule S); if not, and the thread is inside a task for
 //!   long enough, it sets `stuck`, then reads `run_seq` again and takes the flag back if the task
@@ -44,18 +45,32 @@ impl Progress {
         }
     }
 
-    /// The thread starts a task; returns the token `task_finished` takes.
+    /// The thread starts a task.
     #[inline]
-    pub(crate) fn task_started(&self) -> u64 {
+    pub(crate) fn task_started(&self) {
         let seq = self.run_seq.load(Ordering::Relaxed);
         self.run_seq.store(seq + 1, Ordering::Release); // odd: inside a task
-        seq
     }
 
-    /// The thread finished the task `task_started` returned `seq` for.
+    /// The thread finished the task it started.
     #[inline]
-    pub(crate) fn task_finished(&self, seq: u64) {
-        self.run_seq.store(seq + 2, Ordering::Release);
+    pub(crate) fn task_finished(&self) {
+        self.moved(1); // even: between tasks
+    }
+
+    /// The thread, still inside one job, goes on to another piece of work that would otherwise
+    /// have been a task of its own (a self-woken future resumed in place): progress, as if a
+    /// task ended and the next began.
+    #[inline]
+    pub(crate) fn task_continued(&self) {
+        self.moved(2); // still odd
+    }
+
+    /// `run_seq` moves on by `by` (only this thread writes it); a `stuck` flag is cleared.
+    #[inline]
+    fn moved(&self, by: u64) {
+        let seq = self.run_seq.load(Ordering::Relaxed);
+        self.run_seq.store(seq + by, Ordering::Release);
         if self.stuck.load(Ordering::Relaxed) {
             self.stuck.store(false, Ordering::Release);
         }
@@ -117,10 +132,10 @@ mod loom_progress {
         loom::model(|| {
             let p = Arc::new(Progress::new());
             // The thread is inside a task the monitor already saw (`last` = 1) long enough.
-            let seq = p.task_started();
+            p.task_started();
             let worker = {
                 let p = p.clone();
-                thread::spawn(move || p.task_finished(seq))
+                thread::spawn(move || p.task_finished())
             };
             let mut last = 1;
             let first = p.observe(&mut last, true, false);
@@ -138,7 +153,7 @@ mod loom_progress {
     fn loom_a_thread_in_one_task_is_marked_stuck_once() {
         loom::model(|| {
             let p = Arc::new(Progress::new());
-            let _seq = p.task_started();
+            p.task_started();
             let monitor = {
                 let p = p.clone();
                 thread::spawn(move || {

@@ -169,6 +169,18 @@ impl WorkerCtx {
         true
     }
 
+    /// `take_turn` for a self-woken future that this worker polls again in place, inside the
+    /// job that polled it: that counts as progress for the monitor, as the poll job it replaces
+    /// would have (a future that yields often is never taken for a blocked worker).
+    #[inline]
+    pub(crate) fn take_turn_in_place(&self) -> bool {
+        if !self.take_turn() {
+            return false;
+        }
+        self.slot().progress.task_continued();
+        true
+    }
+
     /// Takes the job `try_next` left for this worker, if any.
     #[inline]
     fn take_next(&self) -> Option<Job> {
@@ -195,9 +207,9 @@ impl WorkerCtx {
     /// panic report. The caller then counts it with `tasks_done`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
         let progress = &self.slot().progress;
-        let seq = progress.task_started();
+        progress.task_started();
         let outcome = task();
-        progress.task_finished(seq);
+        progress.task_finished();
         if let Err(report) = outcome {
             self.registry.report_panic(report);
         }
