@@ -188,6 +188,15 @@ impl<E: Executor> Executor for std::sync::Arc<E> {
 /// another), `Blocking` goes PEC and `Either` PIC: such a thread never blocks and never hands
 /// production off.
 ///
+/// **Pacing is the producer's.** The strategy never stops producing to wait for the executor:
+/// a thread waiting there could be the one whose production the blocked tasks wait for. So
+/// when tasks go PEC faster than the pool runs them, they queue on the pool (or, refused by a
+/// pool with a [`capacity`](crate::PoolBuilder::capacity), are held by the producing thread,
+/// which offers them again as it goes and runs the rest itself once it has released
+/// production), and memory grows with that backlog. A producer whose source
+/// can outrun the pool bounds it itself: it returns `None` while enough of its tasks are in
+/// flight, and the last of them to finish calls [`dispatch`](AdaptiveStrategy::dispatch).
+///
 /// Cloning is cheap and gives another handle to the same strategy, for example so that an I/O
 /// thread can [`dispatch`](AdaptiveStrategy::dispatch) when data arrives. Runs queued on the
 /// executor hold a handle too, so the producer is dropped when the last handle and the last
