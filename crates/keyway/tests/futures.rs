@@ -463,6 +463,182 @@ fn shutdown_waits_for_accepted_futures() {
     ));
 }
 
+/// `shutdown_now` called from inside a future, between two yields (each resumed in place by its
+/// worker, within the poll that launched it): the call returns, hands back the context's queued tasks in order, and the future is
+/// cancelled at its next await; the same for an async typed lane's handler future. A graceful
+/// `shutdown` from inside a yielding future returns at once, and the future and the tasks
+/// queued behind it all still run.
+#[test]
+fn shutdown_from_inside_a_yielding_future() {
+    let _s = serial();
+    // A future with a handle.
+    let pool = fixed_pool(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let past = Arc::new(AtomicBool::new(false));
+    let (p, after) = (pool.clone(), past.clone());
+    let gate = Gate::new();
+    let g = gate.clone();
+    let stopping = pool
+        .spawn_sequential("ctx", async move {
+            g.wait();
+            yield_now().await;
+            tx.send(p.shutdown_now()).unwrap();
+            yield_now().await;
+            after.store(true, Ordering::SeqCst);
+        })
+        .unwrap();
+    let queued: Vec<_> = (0..5)
+        .map(|i| pool.submit_sequential("ctx", move || i).unwrap())
+        .collect();
+    gate.open();
+    let back = rx
+        .recv_timeout(HANG)
+        .expect("shutdown_now inside a future hung");
+    assert_eq!(back.len(), 5, "the context's queued tasks come back");
+    assert!(matches!(
+        stopping.join_timeout(HANG).ok().unwrap(),
+        Err(TaskError::Cancelled)
+    ));
+    assert!(
+        !past.load(Ordering::SeqCst),
+        "polled past its await after shutdown_now"
+    );
+    drop(back);
+    for q in queued {
+        assert!(
+            q.join_timeout(HANG).ok().unwrap().is_err(),
+            "handed back, then dropped"
+        );
+    }
+
+    // An async typed lane's handler future.
+    let pool = fixed_pool(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(Some(tx));
+    let past = Arc::new(AtomicBool::new(false));
+    let (p, after) = (pool.clone(), past.clone());
+    let gate = Gate::new();
+    let g = gate.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u8, n: u32| {
+        let (p, after, g) = (p.clone(), after.clone(), g.clone());
+        let tx = if n == 0 {
+            tx.lock().unwrap().take()
+        } else {
+            None
+        };
+        async move {
+            if let Some(tx) = tx {
+                g.wait();
+                yield_now().await;
+                tx.send(p.shutdown_now()).unwrap();
+                yield_now().await;
+                after.store(true, Ordering::SeqCst);
+            }
+        }
+    });
+    for n in 0..6 {
+        lanes.send(1, n).unwrap();
+    }
+    gate.open();
+    let back: Vec<u32> = rx
+        .recv_timeout(HANG)
+        .expect("shutdown_now inside a typed lane's future hung")
+        .into_iter()
+        .map(|p| p.into_message::<u32>().ok().unwrap())
+        .collect();
+    assert_eq!(back, vec![1, 2, 3, 4, 5]);
+    assert!(
+        !past.load(Ordering::SeqCst),
+        "polled past its await after shutdown_now"
+    );
+
+    // A graceful shutdown from inside: everything accepted still runs.
+    let pool = fixed_pool(2);
+    let p = pool.clone();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let gate = Gate::new();
+    let g = gate.clone();
+    let first = pool
+        .spawn_sequential("ctx", async move {
+            g.wait();
+            yield_now().await;
+            p.shutdown();
+            for _ in 0..100 {
+                yield_now().await;
+            }
+            d.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let behind: Vec<_> = (0..5)
+        .map(|i| pool.submit_sequential("ctx", move || i).unwrap())
+        .collect();
+    gate.open();
+    first.join_timeout(HANG).ok().unwrap().unwrap();
+    for (i, b) in behind.into_iter().enumerate() {
+        assert_eq!(b.join_timeout(HANG).ok().unwrap().unwrap(), i);
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 1);
+    pool.shutdown();
+}
+
+/// `shutdown_now` called in a future's very first poll, before any await — while the entry that
+/// launched it still counts as running — returns: from `spawn`, `spawn_sequential`,
+/// `spawn_keyed` and an async typed lane's handler (it used to wait for that entry forever).
+#[test]
+fn shutdown_now_in_a_futures_first_poll_returns() {
+    let _s = serial();
+    type Start = Box<dyn Fn(&Pool, std::sync::mpsc::Sender<usize>)>;
+    let starts: Vec<(&str, Start)> = vec![
+        (
+            "spawn",
+            Box::new(|pool, tx| {
+                let p = pool.clone();
+                drop(pool.spawn(async move { tx.send(p.shutdown_now().len()).unwrap() }));
+            }),
+        ),
+        (
+            "spawn_sequential",
+            Box::new(|pool, tx| {
+                let p = pool.clone();
+                drop(pool.spawn_sequential("ctx", async move {
+                    tx.send(p.shutdown_now().len()).unwrap()
+                }));
+            }),
+        ),
+        (
+            "spawn_keyed",
+            Box::new(|pool, tx| {
+                let p = pool.clone();
+                drop(pool.spawn_keyed(["x", "y"], async move {
+                    tx.send(p.shutdown_now().len()).unwrap()
+                }));
+            }),
+        ),
+        (
+            "typed_lanes_async",
+            Box::new(|pool, tx| {
+                let (p, tx) = (pool.clone(), Mutex::new(tx));
+                let lanes = pool.typed_lanes_async(move |_: &u8, ()| {
+                    let (p, tx) = (p.clone(), tx.lock().unwrap().clone());
+                    async move { tx.send(p.shutdown_now().len()).unwrap() }
+                });
+                lanes.send(1, ()).unwrap();
+            }),
+        ),
+    ];
+    for (name, start) in starts {
+        let pool = fixed_pool(2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        start(&pool, tx);
+        rx.recv_timeout(HANG)
+            .unwrap_or_else(|_| panic!("shutdown_now in the first poll of {name} hung"));
+        common::eventually("nothing unfinished", || {
+            pool.stats().unfinished_tasks() == 0
+        });
+    }
+}
+
 /// `shutdown_now` cancels started futures at their await point (releasing what they hold) and
 /// hands back the unstarted ones, which the caller may run or drop.
 #[test]

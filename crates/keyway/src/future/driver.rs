@@ -19,7 +19,7 @@ use super::with_pool;
 use crate::error::{panic_message, TaskError};
 use crate::keyed::MultiTask;
 use crate::lane::{drop_quietly, Resume};
-use crate::pool::registry::Registry;
+use crate::pool::registry::{launching, Registry};
 use crate::task::{Abandon, Completer, PanicReport};
 
 /// What a finished future lets go of (its context or contexts).
@@ -191,7 +191,8 @@ pub(crate) fn launch<F>(
             live: None,
         }),
     };
-    super::spawn_on(registry, driver).run();
+    let first = super::spawn_on(registry, driver);
+    launching(|| first.run());
 }
 
 /// Tells a future's handle that it was dropped without starting.

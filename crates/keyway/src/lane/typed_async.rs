@@ -21,7 +21,7 @@ use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{Entry, Typed, TypedLanes};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool};
-use crate::pool::registry::{Job, Registry};
+use crate::pool::registry::{launching, Job, Registry};
 use crate::pool::Pool;
 use crate::task::PanicReport;
 
@@ -78,7 +78,8 @@ where
                 over: false,
             },
         };
-        spawn_on(registry, driver).run();
+        let first = spawn_on(registry, driver);
+        launching(|| first.run());
         Ran::Suspended
     }
 

@@ -23,6 +23,8 @@ use crate::task::{PanicReport, Task};
 
 mod accounting;
 
+pub(crate) use accounting::launching;
+
 /// What the pool's queues hold.
 pub(crate) enum Job {
     /// A plain task.
@@ -89,6 +91,8 @@ pub(crate) struct Registry {
     stop_now: AtomicBool,
     /// Pool threads (workers, reserved threads) inside `shutdown_now`: nobody waits for them.
     stoppers: [AtomicUsize; 2],
+    /// Admissions held by threads inside `shutdown_now` beyond their own job's.
+    stopper_extra: AtomicU64,
     exited: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
     monitor_thread: Mutex<Option<JoinHandle<()>>>,
@@ -105,6 +109,8 @@ pub(crate) struct Registry {
 pub(crate) struct StopCaller<'a> {
     registry: &'a Registry,
     kind: Option<usize>,
+    /// The admissions its thread holds beyond its own job's (`accounting::launching`).
+    extra: u64,
 }
 
 impl Drop for StopCaller<'_> {
@@ -112,6 +118,9 @@ impl Drop for StopCaller<'_> {
         if let Some(k) = self.kind {
             self.registry.stoppers[k].fetch_sub(1, Ordering::SeqCst);
         }
+        self.registry
+            .stopper_extra
+            .fetch_sub(self.extra, Ordering::SeqCst);
     }
 }
 
@@ -150,6 +159,7 @@ impl Registry {
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             stoppers: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            stopper_extra: AtomicU64::new(0),
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             monitor_thread: Mutex::new(None),
@@ -486,6 +496,9 @@ impl Registry {
             worker::OwnThread::Worker => Some(0),
             worker::OwnThread::Reserved => Some(1),
         };
+        // Inside a future's first poll, its launcher's entry is still pending too.
+        let extra = accounting::launching_here();
+        self.stopper_extra.fetch_add(extra, Ordering::SeqCst);
         if let Some(k) = kind {
             self.stoppers[k].fetch_add(1, Ordering::SeqCst);
             // A waiter may now be done waiting.
@@ -494,15 +507,18 @@ impl Registry {
         StopCaller {
             registry: self,
             kind,
+            extra,
         }
     }
 
-    /// Pool threads inside `shutdown_now` (each running the one task that called it).
+    /// The admissions held by the pool threads inside `shutdown_now`: the one task each runs,
+    /// and the entry of each future whose first poll called it (`accounting::launching`).
     pub(crate) fn stopping_pool_threads(&self) -> u64 {
         self.stoppers
             .iter()
             .map(|s| s.load(Ordering::SeqCst) as u64)
-            .sum()
+            .sum::<u64>()
+            + self.stopper_extra.load(Ordering::SeqCst)
     }
 
     /// Blocks until every worker and reserved thread has exited, except those inside

@@ -19,9 +19,38 @@
 //! read-modify-write gives the other finish paths (the loom model `loom_finish`). With a
 //! `capacity`, a finish also frees room at once, so workers count through [`Registry::tasks_done`].
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
 use super::{Refusal, Registry};
+
+thread_local! {
+    /// How many futures this thread is launching: in each one's first poll the thread holds two
+    /// admissions, the launched entry's (counted finished by its launcher once the first poll
+    /// returns) and the future's own (`extend_task`). See [`launching`].
+    static LAUNCHING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `first_poll`, the first poll of a future whose task was just extended (`extend_task`)
+/// while its launcher still counts the entry running. A `shutdown_now` called from inside it
+/// (from the future, or from a future it resumed in place) thus knows that this thread holds one
+/// admission more than the job it runs, and does not wait for it.
+pub(crate) fn launching<R>(first_poll: impl FnOnce() -> R) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            LAUNCHING.with(|n| n.set(n.get() - 1));
+        }
+    }
+    LAUNCHING.with(|n| n.set(n.get() + 1));
+    let _leave = Leave;
+    first_poll()
+}
+
+/// Admissions this thread holds beyond the one of the job it runs (see [`launching`]).
+pub(crate) fn launching_here() -> u64 {
+    LAUNCHING.try_with(Cell::get).unwrap_or(0)
+}
 
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
