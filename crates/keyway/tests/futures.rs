@@ -637,6 +637,24 @@ fn shutdown_now_in_a_futures_first_poll_returns() {
             pool.stats().unfinished_tasks() == 0
         });
     }
+    // Two at once: both workers in a first poll, both calling shutdown_now.
+    let pool = fixed_pool(2);
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for ctx in 0..2 {
+        let (p, b, tx) = (pool.clone(), barrier.clone(), tx.clone());
+        drop(pool.spawn_sequential(ctx, async move {
+            b.wait();
+            tx.send(p.shutdown_now().len()).unwrap();
+        }));
+    }
+    for _ in 0..2 {
+        rx.recv_timeout(HANG)
+            .expect("two shutdown_now calls in first polls at once hung");
+    }
+    common::eventually("nothing unfinished", || {
+        pool.stats().unfinished_tasks() == 0
+    });
 }
 
 /// `shutdown_now` cancels started futures at their await point (releasing what they hold) and
