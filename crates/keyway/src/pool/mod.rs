@@ -486,11 +486,13 @@ impl Pool {
                 registry.task_done();
             }
             // A submitter admitted just before `stop` may still be pushing its task. What may
-            // stay pending is the task of each pool thread inside `shutdown_now` (this one's
-            // among them). `pending` is read first: a caller that leaves in between only makes
-            // the test stricter, and none can enter with a task that was not already pending.
+            // stay pending is what the pool threads inside `shutdown_now` hold (this one's
+            // among them): the task each runs, and the launching entry of each future whose
+            // first poll called it. `pending` is read first: a caller that leaves in between
+            // only makes the test stricter, and none can enter with a task that was not
+            // already pending.
             let pending_now = registry.pending();
-            if pending_now <= registry.stopping_pool_threads() {
+            if pending_now <= registry.held_by_stoppers() {
                 break;
             }
             std::thread::yield_now();

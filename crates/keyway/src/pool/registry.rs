@@ -513,7 +513,7 @@ impl Registry {
 
     /// The admissions held by the pool threads inside `shutdown_now`: the one task each runs,
     /// and the entry of each future whose first poll called it (`accounting::launching`).
-    pub(crate) fn stopping_pool_threads(&self) -> u64 {
+    pub(crate) fn held_by_stoppers(&self) -> u64 {
         self.stoppers
             .iter()
             .map(|s| s.load(Ordering::SeqCst) as u64)
