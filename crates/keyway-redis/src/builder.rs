@@ -215,7 +215,7 @@ impl std::fmt::Debug for RedisCoordinatorBuilder {
 }
 
 /// A member id unique across processes and hosts: the pid and 64 random bits.
-fn member_id() -> String {
+pub(crate) fn member_id() -> String {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u128(
         std::time::SystemTime::now()

@@ -66,6 +66,7 @@ mod coordinator;
 mod error;
 mod heartbeat;
 mod script;
+pub mod stream;
 
 pub use builder::{RedisCoordinatorBuilder, MAX_PERIOD};
 pub use coordinator::{RedisCoordinator, Status};

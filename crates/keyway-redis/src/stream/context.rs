@@ -1,0 +1,123 @@
+//! [`Ctx`]: what the control thread, the shard readers and the entry tasks of one consumer
+//! share; and [`Shard`], one shard's state in this process.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use keyway::Contexts;
+use parking_lot::{Condvar, Mutex};
+use redis::{Client, Cmd, Connection, Script};
+
+use crate::stream::config::Config;
+use crate::stream::delivery::Handler;
+use crate::stream::scripts::Scripts;
+use crate::stream::state::ShardState;
+use crate::stream::StreamError;
+
+/// The lane of a key: this consumer's instance number and the key's bytes (two consumers in
+/// one process never share lanes).
+pub(crate) type LaneKey = (u64, Vec<u8>);
+
+/// What a dead-lettered entry carries to the dead-letter stream.
+#[derive(Debug)]
+pub(crate) struct DeadInfo {
+    pub(crate) key: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) attempts: u32,
+    pub(crate) reason: String,
+}
+
+/// The consumer's running totals.
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) delivered: AtomicU64,
+    pub(crate) redeliveries: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) acked: AtomicU64,
+    pub(crate) dead_lettered: AtomicU64,
+    pub(crate) refused_acks: AtomicU64,
+    pub(crate) acquisitions: AtomicU64,
+    pub(crate) takeovers: AtomicU64,
+    pub(crate) releases: AtomicU64,
+    pub(crate) leases_lost: AtomicU64,
+    pub(crate) trimmed: AtomicU64,
+    pub(crate) groups_recreated: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// One shard in this process.
+pub(crate) struct Shard {
+    pub(crate) index: u32,
+    pub(crate) stream: String,
+    pub(crate) lease: String,
+    pub(crate) dead: String,
+    pub(crate) state: Mutex<ShardState<DeadInfo>>,
+    /// Notified when the phase changes, acks pile up, or entries finish.
+    pub(crate) cv: Condvar,
+    /// Entries finished or settled so far (the stall detector watches it).
+    pub(crate) progress: AtomicU64,
+}
+
+/// Everything one consumer's threads and tasks share.
+pub(crate) struct Ctx {
+    pub(crate) cfg: Config,
+    pub(crate) member: String,
+    pub(crate) client: Client,
+    pub(crate) scripts: Scripts,
+    pub(crate) lanes: Contexts<LaneKey>,
+    pub(crate) instance: u64,
+    pub(crate) handler: Arc<Handler>,
+    pub(crate) totals: Totals,
+    pub(crate) shards: Vec<Arc<Shard>>,
+    /// Set by `shutdown`: release everything and stop.
+    pub(crate) stopping: Mutex<bool>,
+    pub(crate) stop_cv: Condvar,
+    /// Set once the control thread has left the group.
+    pub(crate) stopped: AtomicBool,
+}
+
+impl Ctx {
+    /// A new connection with the I/O timeout, the scripts loaded.
+    pub(crate) fn connect(&self) -> Result<Connection, StreamError> {
+        let t = self.cfg.io_timeout;
+        let mut conn = self.client.get_connection_with_timeout(t)?;
+        conn.set_read_timeout(Some(t))?;
+        conn.set_write_timeout(Some(t))?;
+        for s in self.scripts.all() {
+            s.prepare_invoke().load(&mut conn)?;
+        }
+        Ok(conn)
+    }
+
+    /// The consumer group's name.
+    pub(crate) fn group(&self) -> &str {
+        &self.cfg.group
+    }
+}
+
+/// `EVALSHA` of a loaded script with its keys, for pipelines (the caller adds the arguments).
+pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    cmd
+}
+
+impl Scripts {
+    fn all(&self) -> [&Script; 7] {
+        [
+            &self.heartbeat,
+            &self.leave,
+            &self.acquire,
+            &self.renew,
+            &self.release,
+            &self.ack,
+            &self.dead_letter,
+        ]
+    }
+}

@@ -1,0 +1,388 @@
+//! The reader of one shard while this member holds its lease: replays the pending entries
+//! (`XAUTOCLAIM` from `0-0`) before reading new ones (`XREADGROUP >`), keeps the window,
+//! dispatches each entry to its key's lane, flushes fenced acks, and hands the shard off.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, Value};
+
+use crate::stream::context::{bump, evalsha, Ctx, DeadInfo, Shard};
+use crate::stream::reply::{self, RawEntry};
+use crate::stream::state::{Phase, ToAck};
+use crate::stream::{Acked, EntryId, StreamError};
+
+/// The reader of one shard at one epoch.
+pub(crate) struct Driver {
+    ctx: Arc<Ctx>,
+    shard: Arc<Shard>,
+    epoch: u64,
+    conn: Option<Connection>,
+    /// Where the replay of pending entries continues; `None` once it is done.
+    replay: Option<EntryId>,
+    replayed: u64,
+    last_flush: Instant,
+    backoff: Duration,
+    outage: bool,
+}
+
+impl Driver {
+    pub(crate) fn new(ctx: Arc<Ctx>, shard: Arc<Shard>, epoch: u64) -> Self {
+        Self {
+            ctx,
+            shard,
+            epoch,
+            conn: None,
+            replay: Some(EntryId::default()),
+            replayed: 0,
+            last_flush: Instant::now(),
+            backoff: Duration::from_millis(10),
+            outage: false,
+        }
+    }
+
+    /// Runs until the shard is released or lost.
+    pub(crate) fn run(mut self) {
+        loop {
+            let phase = {
+                let st = self.shard.state.lock();
+                if st.epoch() != self.epoch {
+                    return;
+                }
+                st.phase()
+            };
+            match phase {
+                Phase::Active => {}
+                Phase::Releasing => return self.hand_off(),
+                Phase::Lost | Phase::Idle => {
+                    // Late acks are tried (and refused, unless nobody took the shard yet).
+                    let _ = self.flush(true);
+                    tracing::info!(shard = self.shard.index, epoch = self.epoch, "stopped reading a lost shard");
+                    return;
+                }
+            }
+            match self.step() {
+                Ok(()) => {
+                    self.backoff = Duration::from_millis(10);
+                    if self.outage {
+                        self.outage = false;
+                        tracing::info!(shard = self.shard.index, "Redis reachable again");
+                    }
+                }
+                Err(e) => self.failed(e),
+            }
+        }
+    }
+
+    fn conn(&mut self) -> Result<&mut Connection, StreamError> {
+        if self.conn.is_none() {
+            let mut conn = self.ctx.connect()?;
+            create_group(&self.ctx, &self.shard, &mut conn, false)?;
+            self.conn = Some(conn);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| StreamError::Protocol("no connection".into()))
+    }
+
+    fn failed(&mut self, e: StreamError) {
+        self.conn = None;
+        if !self.outage {
+            self.outage = true;
+            tracing::warn!(shard = self.shard.index, error = %e, "shard reader: Redis failed; retrying with backoff");
+        }
+        let mut st = self.shard.state.lock();
+        if st.phase() == Phase::Active {
+            self.shard.cv.wait_for(&mut st, self.backoff);
+        }
+        self.backoff = (self.backoff * 2).min(self.ctx.cfg.heartbeat());
+    }
+
+    /// One round: flush due acks, then read (or replay) as much as the window allows.
+    fn step(&mut self) -> Result<(), StreamError> {
+        self.flush(false)?;
+        let room = {
+            let mut st = self.shard.state.lock();
+            let room = st.room();
+            if room == 0 || !st.fresh(Instant::now()) {
+                let wait = self.ctx.cfg.ack_interval.min(Duration::from_millis(50));
+                self.shard.cv.wait_for(&mut st, wait);
+                return Ok(());
+            }
+            room
+        };
+        match self.replay {
+            Some(cursor) => self.replay_batch(cursor, room),
+            None => self.read_batch(room),
+        }
+    }
+
+    /// Claims the next pending entries of the shard, whoever they were delivered to, in id
+    /// order, with their delivery counts.
+    fn replay_batch(&mut self, cursor: EntryId, room: usize) -> Result<(), StreamError> {
+        let (stream, group, member) = (&self.shard.stream, self.ctx.group(), &self.ctx.member);
+        let mut pipe = redis::pipe();
+        pipe.cmd("XPENDING")
+            .arg(stream)
+            .arg(group)
+            .arg(cursor.to_string())
+            .arg("+")
+            .arg(room)
+            .cmd("XAUTOCLAIM")
+            .arg(stream)
+            .arg(group)
+            .arg(member)
+            .arg(0)
+            .arg(cursor.to_string())
+            .arg("COUNT")
+            .arg(room);
+        let result: Result<(Value, Value), _> = pipe.query(self.conn()?);
+        let (pending, claimed) = match result {
+            Ok(r) => r,
+            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost(),
+            Err(e) => return Err(e.into()),
+        };
+        let counts: HashMap<EntryId, u64> = reply::pending_counts(&pending)?
+            .into_iter()
+            .map(|(id, n)| (id, n.saturating_add(1)))
+            .collect();
+        let claimed = reply::autoclaim(&claimed)?;
+        if !claimed.deleted.is_empty() {
+            bump(&self.ctx.totals.trimmed, claimed.deleted.len() as u64);
+            tracing::warn!(
+                shard = self.shard.index,
+                count = claimed.deleted.len(),
+                ids = ?claimed.deleted,
+                "pending entries were trimmed from the stream before they were processed; they are lost"
+            );
+        }
+        self.replayed += claimed.entries.len() as u64;
+        self.dispatch(claimed.entries, &counts);
+        if claimed.next == EntryId::default() {
+            self.replay = None;
+            tracing::info!(shard = self.shard.index, epoch = self.epoch, replayed = self.replayed, "pending entries replayed; reading new ones");
+        } else {
+            self.replay = Some(claimed.next);
+        }
+        Ok(())
+    }
+
+    fn read_batch(&mut self, room: usize) -> Result<(), StreamError> {
+        let block = self.ctx.cfg.ack_interval.as_millis().clamp(1, 100) as u64;
+        let (stream, group, member) = (&self.shard.stream, self.ctx.group(), &self.ctx.member);
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(group)
+            .arg(member)
+            .arg("COUNT")
+            .arg(room)
+            .arg("BLOCK")
+            .arg(block)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">");
+        let value: Value = match cmd.query(self.conn()?) {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost(),
+            Err(e) => return Err(e.into()),
+        };
+        let entries = reply::read_group(&value)?;
+        self.dispatch(entries, &HashMap::new());
+        Ok(())
+    }
+
+    /// The group vanished (Redis lost its data): recreate it and say so.
+    fn group_lost(&mut self) -> Result<(), StreamError> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        create_group(&self.ctx, &self.shard, conn, true)?;
+        self.replay = Some(EntryId::default());
+        Ok(())
+    }
+
+    /// Records the entries in the window and hands each to its key's lane, in id order.
+    fn dispatch(&mut self, entries: Vec<RawEntry>, counts: &HashMap<EntryId, u64>) {
+        if entries.is_empty() {
+            return;
+        }
+        let accepted: Vec<bool> = {
+            let mut st = self.shard.state.lock();
+            entries.iter().map(|e| st.deliver(e.id, self.epoch)).collect()
+        };
+        for (e, ok) in entries.into_iter().zip(accepted) {
+            if !ok {
+                continue;
+            }
+            let deliveries = counts.get(&e.id).copied().unwrap_or(1);
+            bump(&self.ctx.totals.delivered, 1);
+            if deliveries > 1 {
+                bump(&self.ctx.totals.redeliveries, 1);
+            }
+            if let Some((scheduler, executor)) = &self.ctx.cfg.rate_limit {
+                crate::stream::rate::wait_for_slot(scheduler, executor);
+            }
+            let id = e.id;
+            let lane = (self.ctx.instance, e.key.clone());
+            let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
+            let task = move || crate::stream::task::run(&ctx, &shard, e, epoch, deliveries);
+            if self.ctx.lanes.execute_sequential(lane, task).is_err() {
+                tracing::error!(shard = self.shard.index, %id, "the pool refused the entry (shut down?); it stays pending");
+                self.shard.state.lock().undeliver(id, self.epoch);
+            }
+        }
+    }
+
+    /// Sends the waiting acks and dead letters if due (or `now`), fenced by the epoch.
+    fn flush(&mut self, now: bool) -> Result<(), StreamError> {
+        let acks = {
+            let mut st = self.shard.state.lock();
+            let waiting = st.acks_waiting();
+            let due = waiting >= self.ctx.cfg.ack_batch
+                || self.last_flush.elapsed() >= self.ctx.cfg.ack_interval;
+            if waiting == 0 || !(now || due) {
+                return Ok(());
+            }
+            st.take_acks()
+        };
+        self.last_flush = Instant::now();
+        match self.send_acks(&acks) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.shard.state.lock().requeue_acks(acks);
+                Err(e)
+            }
+        }
+    }
+
+    fn send_acks(&mut self, acks: &[ToAck<DeadInfo>]) -> Result<(), StreamError> {
+        let mut by_epoch: HashMap<u64, (Vec<EntryId>, Vec<(EntryId, &DeadInfo)>)> = HashMap::new();
+        for a in acks {
+            let slot = by_epoch.entry(a.epoch).or_default();
+            match &a.dead {
+                None => slot.0.push(a.id),
+                Some(d) => slot.1.push((a.id, d)),
+            }
+        }
+        let shard = Arc::clone(&self.shard);
+        let ctx = Arc::clone(&self.ctx);
+        let keys_ack = [shard.lease.as_str(), shard.stream.as_str()];
+        let keys_dead = [shard.lease.as_str(), shard.stream.as_str(), shard.dead.as_str()];
+        for (epoch, (ok, dead)) in by_epoch {
+            let mut pipe = redis::pipe();
+            let mut ack = evalsha(&ctx.scripts.ack, &keys_ack);
+            ack.arg(ctx.group()).arg(&ctx.member).arg(epoch);
+            for id in &ok {
+                ack.arg(id.to_string());
+            }
+            pipe.add_command(ack);
+            for (id, d) in &dead {
+                let mut cmd = evalsha(&ctx.scripts.dead_letter, &keys_dead);
+                cmd.arg(ctx.group())
+                    .arg(&ctx.member)
+                    .arg(epoch)
+                    .arg(id.to_string())
+                    .arg(&d.key)
+                    .arg(&d.payload)
+                    .arg(d.attempts)
+                    .arg(&d.reason);
+                pipe.add_command(cmd);
+            }
+            let results: Vec<i64> = pipe.query(self.conn()?)?;
+            let refused = results.iter().any(|&r| r < 0);
+            let all = ok.iter().copied().chain(dead.iter().map(|(id, _)| *id));
+            let mut st = shard.state.lock();
+            st.settled(epoch, all);
+            if refused {
+                let n = (ok.len() + dead.len()) as u64;
+                bump(&ctx.totals.refused_acks, n);
+                let dropped = st.lose();
+                drop(st);
+                shard.cv.notify_all();
+                bump(&ctx.totals.leases_lost, 1);
+                tracing::warn!(shard = shard.index, epoch, refused = n, dropped, "acks refused: another member holds the shard now");
+                continue;
+            }
+            drop(st);
+            shard.progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            bump(&ctx.totals.acked, ok.len() as u64);
+            bump(&ctx.totals.dead_lettered, dead.len() as u64);
+            if let Some(hook) = &ctx.cfg.on_ack {
+                hook(&Acked {
+                    shard: shard.index,
+                    epoch,
+                    succeeded: ok,
+                    dead_lettered: dead.iter().map(|(id, _)| *id).collect(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Release: nothing new starts (the queued entries stay pending for the next owner); wait
+    /// for the running ones, flush their acks, then free the lease.
+    fn hand_off(mut self) {
+        let deadline = Instant::now() + self.ctx.cfg.lease;
+        loop {
+            let flushed = self.flush(true);
+            let mut st = self.shard.state.lock();
+            if st.phase() != Phase::Releasing {
+                return; // lost meanwhile
+            }
+            if st.drained() {
+                break;
+            }
+            if flushed.is_err() && st.running() == 0 && Instant::now() >= deadline {
+                break; // Redis is down: the acks are lost, the entries will run again
+            }
+            self.shard.cv.wait_for(&mut st, self.ctx.cfg.ack_interval);
+        }
+        let epoch = self.epoch;
+        let (ctx, shard) = (Arc::clone(&self.ctx), Arc::clone(&self.shard));
+        let released = self.conn().and_then(|conn| {
+            evalsha(&ctx.scripts.release, &[shard.lease.as_str()])
+                .arg(&ctx.member)
+                .arg(epoch)
+                .query::<i64>(conn)
+                .map_err(StreamError::from)
+        });
+        let mut st = self.shard.state.lock();
+        st.released();
+        drop(st);
+        self.shard.cv.notify_all();
+        bump(&self.ctx.totals.releases, 1);
+        match released {
+            Ok(_) => tracing::info!(shard = self.shard.index, epoch, "shard released"),
+            Err(e) => tracing::warn!(shard = self.shard.index, epoch, error = %e, "could not release the lease; it expires by itself"),
+        }
+    }
+}
+
+/// Creates the group on the shard's stream (and the stream) if missing, from the start of
+/// the stream. `lost`: it existed before, so Redis lost its data: say so.
+pub(crate) fn create_group(
+    ctx: &Ctx,
+    shard: &Shard,
+    conn: &mut Connection,
+    lost: bool,
+) -> Result<(), StreamError> {
+    let created: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(&shard.stream)
+        .arg(ctx.group())
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(conn);
+    match created {
+        Ok(()) => {
+            if lost {
+                bump(&ctx.totals.groups_recreated, 1);
+                tracing::warn!(shard = shard.index, group = ctx.group(), "the consumer group was gone (Redis lost its data?): recreated it; entries acknowledged or pending before are unknown to it");
+            }
+            Ok(())
+        }
+        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

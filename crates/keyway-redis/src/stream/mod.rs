@@ -1,0 +1,112 @@
+//! # Key-ordered parallel consumption of Redis Streams
+//!
+//! A [`Producer`] appends `(key, payload)` entries to one of `N` shard streams of a
+//! [`Topic`], chosen by a fixed hash of the key ([`shard_of`], rule v1), so one key lives in
+//! one shard. [`StreamConsumer`]s form a consumer group: each shard has one owner at a time,
+//! and each owner runs every entry in its key's sequential lane on a keyway
+//! [`Pool`](keyway::Pool) — entries of one key one at a time, in stream order; many keys in
+//! parallel, up to the pool's threads, whatever the number of shards.
+//!
+//! ```no_run
+//! use keyway_redis::stream::{Producer, StreamConsumer, Topic};
+//! let topic = Topic::new("orders", 8)?;
+//! let mut producer = Producer::connect("redis://127.0.0.1:6379", topic.clone())?;
+//! producer.send("alice", b"pay 10")?;
+//!
+//! let pool = keyway::Pool::new()?;
+//! let consumer = StreamConsumer::builder("redis://127.0.0.1:6379", topic)
+//!     .build(&pool, |delivery, payload| {
+//!         // At least once, in order per key; `delivery.epoch` fences side effects.
+//!         println!("{:?}: {:?}", delivery.key, payload);
+//!         Ok(())
+//!     })?;
+//! // ... later: hand the shards off cleanly.
+//! consumer.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## How it works
+//! - **Membership**: every member heartbeats a sorted set with one script; ages are measured
+//!   in the group's time (Redis `TIME`, stopped while nobody reaches Redis), never by the
+//!   members' clocks. A member silent for one lease is dropped. No `KEYS`, no `SCAN`.
+//! - **Assignment**: rendezvous hashing over the live members: a member joining or leaving
+//!   moves only about `shards / members` shards.
+//! - **Leases**: a shard is owned under a lease renewed every heartbeat. Each acquisition
+//!   increments the shard's **epoch** (its fencing number). Acks and dead letters go through
+//!   scripts that check the owner and the epoch, so a former owner can never ack.
+//! - **Window**: at most `window` entries per shard are delivered and not acknowledged in a
+//!   member (default 1,000); a full window pauses reading that shard only.
+//! - **Acks** are sent in batches (every `ack_batch` entries or interval), only after the
+//!   handler succeeded, or after the entry was dead-lettered.
+//! - **Failures** retry in place with exponential backoff while the key's later entries wait
+//!   (other keys go on). After `max_attempts` attempts, counting Redis's delivery count, the
+//!   entry is copied to the shard's dead-letter stream and acknowledged in one script, and the
+//!   key moves on. A panicking handler counts as a failure.
+//! - **Takeover**: a new owner first claims the shard's pending entries, whoever they were
+//!   delivered to, in id order (`XAUTOCLAIM` from `0-0`), and replays them before reading new
+//!   ones; so a key's order holds across failover. A member restarted with the same id does
+//!   the same with its own pending entries. Pending entries trimmed from the stream meanwhile
+//!   are reported (a `warn` event and
+//!   [`trimmed_while_pending`](StreamStats::trimmed_while_pending)), never skipped silently.
+//! - **Release** (rebalance, shutdown): stop reading the shard, leave the unstarted entries
+//!   pending for the next owner, wait for the running ones, flush the acks, free the lease.
+//!   A clean hand-off runs nothing twice.
+//!
+//! ## What is promised, and what is not
+//! - **At least once**: every entry's handler runs to success (or the entry is
+//!   dead-lettered) before it is acknowledged; an entry may run more than once after a crash,
+//!   a pause past the lease, or lost acks — at most about one window per affected shard.
+//! - **Order per key**: a key's entries start one at a time, in stream order. After a
+//!   takeover the unacknowledged ones are replayed in order first, so a key may see an entry
+//!   again, but never a later entry before an earlier one that is still unacknowledged.
+//! - **Fencing**: every delivery carries the lease's `epoch`. A member paused past its lease
+//!   may still be finishing a handler while the new owner runs the same key: give side
+//!   effects the epoch and have the store refuse lower epochs to rule that out.
+//! - **Not promised**: exactly once; any order across keys; the order of one key's entries
+//!   when several producers append that key at the same time (Redis's arrival order wins).
+//!
+//! ## Failures
+//!
+//! | Failure | What happens |
+//! |---|---|
+//! | A member is killed | Its leases expire after the lease time; the rendezvous owners take its shards, replay their pending entries in order, then read on. Up to a window per shard runs again. |
+//! | A member restarts with the same id | It takes its shards back at once (new epoch) and replays its own pending entries first. |
+//! | A member pauses past its lease | Another takes its shards over. When it wakes it starts nothing new there: its renewal and its late acks are refused (counted in [`refused_acks`](StreamStats::refused_acks)); a handler it was running may finish — fence its effects with the epoch. |
+//! | Members join or leave | Few shards move; each is handed off cleanly: no entry runs twice. |
+//! | A handler fails or panics | Retried in place with backoff; after `max_attempts` dead-lettered and acked atomically; other keys are unaffected. |
+//! | Redis paused or unreachable | Members keep their shards and stop starting entries once their lease is not confirmed; the group's clock stops, so when Redis is back nobody expired: no takeover storm. |
+//! | Redis restarts with its data | Nothing lost; leases and pending entries continue. |
+//! | Redis restarts empty | Entries not yet consumed are gone with Redis. The consumers recreate their group (a `warn` event and [`groups_recreated`](StreamStats::groups_recreated)) and consume what is produced after. |
+//! | Entries trimmed while pending | Reported ([`trimmed_while_pending`](StreamStats::trimmed_while_pending) and a `warn` event with their ids). |
+//! | A shard makes no progress | The stall detector reports it ([`stalls`](StreamStats::stalls), a `warn` event). |
+
+mod config;
+mod consumer;
+mod context;
+mod control;
+mod delivery;
+mod driver;
+mod error;
+mod hash;
+mod id;
+mod producer;
+mod rate;
+mod reply;
+mod scripts;
+mod state;
+mod stats;
+mod task;
+mod topic;
+
+#[cfg(all(test, loom))]
+mod loom_state;
+
+pub use config::{StreamConsumerBuilder, MAX_DURATION};
+pub use consumer::StreamConsumer;
+pub use delivery::{Acked, Delivery, HandlerError};
+pub use error::StreamError;
+pub use hash::{fnv1a64, shard_of, SHARD_RULE};
+pub use id::{BadEntryId, EntryId};
+pub use producer::Producer;
+pub use stats::{ShardStats, StreamStats};
+pub use topic::{Topic, MAX_SHARDS};

@@ -1,0 +1,143 @@
+//! The consumer group's Lua scripts: membership heartbeats, leases with fencing numbers, and
+//! fenced acks and dead letters. Each runs atomically inside Redis.
+//!
+//! **Group time.** Expiries are compared with the group's time: Redis `TIME` minus the time
+//! during which nobody reached Redis at all (a gap between two calls longer than two
+//! heartbeats counts as an outage, less one heartbeat). So a pause or restart of Redis stops
+//! the clocks of every lease and member instead of expiring them all at once, and nothing
+//! depends on the members' own clocks agreeing.
+//!
+//! **Leases.** A hash per shard: `owner`, `epoch`, `expires` (group time, µs). Acquiring
+//! increments `epoch` (never reset while Redis keeps its data); renewing and releasing require
+//! the owner *and* the epoch to match; acks and dead letters require the same, so a former
+//! owner's late acks are refused.
+
+use redis::Script;
+
+/// The group-time function every timed script starts with. `hb` is the heartbeat in µs.
+const CLOCK: &str = r"
+local function group_now(clock, hb)
+  local t = redis.call('TIME')
+  local raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('HGET', clock, 'last') or raw)
+  local offset = tonumber(redis.call('HGET', clock, 'offset') or 0)
+  local gap = raw - last
+  if gap > 2 * hb then
+    offset = offset + (gap - hb)
+  end
+  redis.call('HSET', clock, 'last', string.format('%.0f', raw), 'offset', string.format('%.0f', offset))
+  return raw - offset
+end
+";
+
+/// KEYS: members, clock. ARGV: member, heartbeat µs, TTL µs, key expiry ms.
+/// Prunes members whose last heartbeat is a TTL old, records this one, returns the live ids.
+const HEARTBEAT: &str = r"
+local now = group_now(KEYS[2], tonumber(ARGV[2]))
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.0f', now - tonumber(ARGV[3])))
+if #dead > 0 then
+  redis.call('ZREM', KEYS[1], unpack(dead))
+end
+redis.call('ZADD', KEYS[1], string.format('%.0f', now), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+";
+
+/// KEYS: members. ARGV: member.
+const LEAVE: &str = r"
+return redis.call('ZREM', KEYS[1], ARGV[1])
+";
+
+/// KEYS: clock, lease. ARGV: member, heartbeat µs, lease µs.
+/// Takes the lease if it is free, expired or already this member's (a restart with the same
+/// id); returns `{new epoch, previous owner or ''}`, or `{0, owner}` when another member holds
+/// it. A previous owner means a takeover (its lease expired instead of being released).
+const ACQUIRE: &str = r"
+local now = group_now(KEYS[1], tonumber(ARGV[2]))
+local owner = redis.call('HGET', KEYS[2], 'owner')
+local expires = tonumber(redis.call('HGET', KEYS[2], 'expires') or 0)
+if owner and owner ~= '' and owner ~= ARGV[1] and expires > now then
+  return {0, owner}
+end
+local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'expires', string.format('%.0f', now + tonumber(ARGV[3])))
+return {epoch, owner or ''}
+";
+
+/// KEYS: clock, lease 1..n. ARGV: member, heartbeat µs, lease µs, epoch 1..n.
+/// Renews each lease still held by this member at that epoch; returns 1 or 0 per lease.
+const RENEW: &str = r"
+local now = group_now(KEYS[1], tonumber(ARGV[2]))
+local out = {}
+for i = 2, #KEYS do
+  local owner = redis.call('HGET', KEYS[i], 'owner')
+  local epoch = redis.call('HGET', KEYS[i], 'epoch')
+  if owner == ARGV[1] and epoch == ARGV[i + 2] then
+    redis.call('HSET', KEYS[i], 'expires', string.format('%.0f', now + tonumber(ARGV[3])))
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+";
+
+/// KEYS: lease. ARGV: member, epoch. Frees the lease if held at that epoch; 1 or 0.
+const RELEASE: &str = r"
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] and redis.call('HGET', KEYS[1], 'epoch') == ARGV[2] then
+  redis.call('HSET', KEYS[1], 'owner', '', 'expires', '0')
+  return 1
+end
+return 0
+";
+
+/// KEYS: lease, stream. ARGV: group, member, epoch, ids...
+/// Acks the ids if this member holds the lease at that epoch: the count acked, or -1 (fenced).
+const ACK: &str = r"
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+  return -1
+end
+if #ARGV < 4 then
+  return 0
+end
+return redis.call('XACK', KEYS[2], ARGV[1], unpack(ARGV, 4))
+";
+
+/// KEYS: lease, stream, dead-letter stream. ARGV: group, member, epoch, id, key, payload,
+/// attempts, reason. Copies the entry to the dead letters and acks it in one step, if this
+/// member holds the lease at that epoch: 1, or -1 (fenced).
+const DEAD_LETTER: &str = r"
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+  return -1
+end
+redis.call('XADD', KEYS[3], '*', 'k', ARGV[5], 'p', ARGV[6], 'id', ARGV[4], 'attempts', ARGV[7], 'reason', ARGV[8], 'epoch', ARGV[3])
+redis.call('XACK', KEYS[2], ARGV[1], ARGV[4])
+return 1
+";
+
+/// The compiled scripts (sent by hash; loaded again when Redis has forgotten them).
+pub(crate) struct Scripts {
+    pub(crate) heartbeat: Script,
+    pub(crate) leave: Script,
+    pub(crate) acquire: Script,
+    pub(crate) renew: Script,
+    pub(crate) release: Script,
+    pub(crate) ack: Script,
+    pub(crate) dead_letter: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        let timed = |body: &str| Script::new(&format!("{CLOCK}{body}"));
+        Self {
+            heartbeat: timed(HEARTBEAT),
+            leave: Script::new(LEAVE),
+            acquire: timed(ACQUIRE),
+            renew: timed(RENEW),
+            release: Script::new(RELEASE),
+            ack: Script::new(ACK),
+            dead_letter: Script::new(DEAD_LETTER),
+        }
+    }
+}

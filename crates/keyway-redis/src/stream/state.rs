@@ -1,0 +1,382 @@
+//! [`ShardState`]: the in-process state machine of one shard, pure (no Redis, no threads, no
+//! clock of its own) so that it can be model-checked.
+//!
+//! Phases: `Idle` → `Active` (lease held at an epoch) → `Releasing` (stop reading, wait for the
+//! running entries, flush acks) → `Idle`; or `Active`/`Releasing` → `Lost` (the lease is gone).
+//!
+//! Entries are tagged with the epoch that delivered them. The rules:
+//! 1. The window (entries delivered and not yet settled) never exceeds the limit: `room` is 0
+//!    unless `Active`.
+//! 2. An entry starts only if it is still queued *at the epoch that delivered it* and the lease
+//!    is `Active` and locally fresh; otherwise it is skipped (and stays pending in Redis for the
+//!    next owner) or waits (lease not confirmed lately).
+//! 3. Releasing and losing drop the queued entries at once (under the same lock as `start`),
+//!    so nothing starts after a revoke.
+//! 4. A new epoch is activated only when no entry of any epoch runs: a key's task from the
+//!    former epoch never overlaps one from the new epoch (race 1, "a running task surviving a
+//!    revoke/re-assign").
+//! 5. Sweeping old entries happens inside `activate`, only for older epochs, and a late finish
+//!    touches its entry only if the epoch matches: an old task never removes or acks an entry
+//!    delivered again at the new epoch (race 2, "a stale sweep removing a fresh entry").
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::stream::EntryId;
+
+/// The phase of a shard in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not held.
+    Idle,
+    /// Held: reading and starting entries.
+    Active,
+    /// Being handed off: nothing new starts; waits for running entries and flushes acks.
+    Releasing,
+    /// The lease is gone: nothing new starts; late acks will be refused.
+    Lost,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Queued,
+    Running,
+    Done,
+}
+
+#[derive(Debug)]
+struct Slot {
+    epoch: u64,
+    status: Status,
+}
+
+/// What [`ShardState::start`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Run it now (it counts as running until `finish`).
+    Run,
+    /// Do not run it: revoked, superseded or already done.
+    Skip,
+    /// The lease was not confirmed lately: ask again soon.
+    Wait,
+}
+
+/// How a started entry ended.
+#[derive(Debug)]
+pub(crate) enum Finish<D> {
+    /// To be acked: `None` after success, `Some(d)` to be dead-lettered with `d`.
+    Settle(Option<D>),
+    /// Not to be acked: it stays pending in Redis (the lease went while it retried).
+    Abandon,
+}
+
+/// An entry waiting for its ack (or dead letter).
+#[derive(Debug)]
+pub(crate) struct ToAck<D> {
+    pub(crate) id: EntryId,
+    pub(crate) epoch: u64,
+    pub(crate) dead: Option<D>,
+}
+
+/// The state of one shard in this process.
+#[derive(Debug)]
+pub(crate) struct ShardState<D> {
+    phase: Phase,
+    epoch: u64,
+    limit: usize,
+    entries: HashMap<EntryId, Slot>,
+    running: usize,
+    to_ack: Vec<ToAck<D>>,
+    valid_until: Option<Instant>,
+}
+
+impl<D> ShardState<D> {
+    /// An idle shard whose window holds at most `limit` entries.
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            phase: Phase::Idle,
+            epoch: 0,
+            limit,
+            entries: HashMap::new(),
+            running: 0,
+            to_ack: Vec::new(),
+            valid_until: None,
+        }
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Entries delivered and not settled (queued, running, or done and waiting for the ack).
+    pub(crate) fn window(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn running(&self) -> usize {
+        self.running
+    }
+
+    pub(crate) fn acks_waiting(&self) -> usize {
+        self.to_ack.len()
+    }
+
+    /// Whether a new epoch may be activated now (rule 4).
+    pub(crate) fn can_activate(&self) -> bool {
+        self.running == 0 && matches!(self.phase, Phase::Idle | Phase::Lost)
+    }
+
+    /// The lease was acquired at `epoch` (higher than any before): sweeps what older epochs
+    /// left (rule 5) and starts reading. False, changing nothing, if not allowed (rule 4).
+    pub(crate) fn activate(&mut self, epoch: u64, valid_until: Instant) -> bool {
+        if !self.can_activate() {
+            return false;
+        }
+        self.entries.retain(|_, slot| slot.epoch >= epoch);
+        self.to_ack.retain(|a| a.epoch >= epoch);
+        self.phase = Phase::Active;
+        self.epoch = epoch;
+        self.valid_until = Some(valid_until);
+        true
+    }
+
+    /// The lease was confirmed at `epoch`: entries may start until `valid_until`.
+    pub(crate) fn renewed(&mut self, epoch: u64, valid_until: Instant) {
+        if self.epoch == epoch && matches!(self.phase, Phase::Active | Phase::Releasing) {
+            self.valid_until = Some(valid_until);
+        }
+    }
+
+    /// Whether the lease was confirmed recently enough to start entries at `now`.
+    pub(crate) fn fresh(&self, now: Instant) -> bool {
+        self.valid_until.is_some_and(|v| now < v)
+    }
+
+    /// How many more entries may be delivered now (rule 1).
+    pub(crate) fn room(&self) -> usize {
+        if self.phase == Phase::Active {
+            self.limit.saturating_sub(self.entries.len())
+        } else {
+            0
+        }
+    }
+
+    /// Records a delivered entry; false (do not dispatch it) if not `Active` at `epoch`, or if
+    /// it is already in the window.
+    pub(crate) fn deliver(&mut self, id: EntryId, epoch: u64) -> bool {
+        if self.phase != Phase::Active || epoch != self.epoch || self.entries.contains_key(&id) {
+            return false;
+        }
+        self.entries.insert(
+            id,
+            Slot {
+                epoch,
+                status: Status::Queued,
+            },
+        );
+        true
+    }
+
+    /// Forgets a delivered entry that could not be dispatched (it stays pending in Redis).
+    pub(crate) fn undeliver(&mut self, id: EntryId, epoch: u64) {
+        if self
+            .entries
+            .get(&id)
+            .is_some_and(|s| s.epoch == epoch && s.status == Status::Queued)
+        {
+            self.entries.remove(&id);
+        }
+    }
+
+    /// May entry `id` delivered at `epoch` start now (rule 2)?
+    pub(crate) fn start(&mut self, id: EntryId, epoch: u64, now: Instant) -> Start {
+        let fresh = self.fresh(now);
+        let active = self.phase == Phase::Active && self.epoch == epoch;
+        match self.entries.get_mut(&id) {
+            Some(slot) if slot.epoch == epoch && slot.status == Status::Queued => {
+                if !active {
+                    Start::Skip
+                } else if !fresh {
+                    Start::Wait
+                } else {
+                    slot.status = Status::Running;
+                    self.running += 1;
+                    Start::Run
+                }
+            }
+            _ => Start::Skip,
+        }
+    }
+
+    /// May a running entry of `epoch` try again (after a failure)? Not once the shard is being
+    /// released or was lost.
+    pub(crate) fn may_retry(&self, epoch: u64) -> bool {
+        self.phase == Phase::Active && self.epoch == epoch
+    }
+
+    /// A started entry ended (rule 5: only its own epoch's slot is touched).
+    pub(crate) fn finish(&mut self, id: EntryId, epoch: u64, how: Finish<D>) {
+        let Some(slot) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if slot.epoch != epoch || slot.status != Status::Running {
+            return;
+        }
+        self.running -= 1;
+        match how {
+            Finish::Settle(dead) => {
+                slot.status = Status::Done;
+                self.to_ack.push(ToAck { id, epoch, dead });
+            }
+            Finish::Abandon => {
+                self.entries.remove(&id);
+            }
+        }
+    }
+
+    /// Takes the acks waiting to be sent.
+    pub(crate) fn take_acks(&mut self) -> Vec<ToAck<D>> {
+        std::mem::take(&mut self.to_ack)
+    }
+
+    /// Puts back acks that could not be sent (Redis unreachable), before any newer ones.
+    pub(crate) fn requeue_acks(&mut self, mut acks: Vec<ToAck<D>>) {
+        acks.append(&mut self.to_ack);
+        self.to_ack = acks;
+    }
+
+    /// Entries of `epoch` acked, dead-lettered or refused: they leave the window.
+    pub(crate) fn settled(&mut self, epoch: u64, ids: impl IntoIterator<Item = EntryId>) {
+        for id in ids {
+            if self
+                .entries
+                .get(&id)
+                .is_some_and(|s| s.epoch == epoch && s.status == Status::Done)
+            {
+                self.entries.remove(&id);
+            }
+        }
+    }
+
+    /// Drops the queued entries (they stay pending in Redis); returns how many.
+    fn drop_queued(&mut self) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|_, s| s.status != Status::Queued);
+        before - self.entries.len()
+    }
+
+    /// Starts a hand-off (rule 3); returns the queued entries left for the next owner.
+    pub(crate) fn release(&mut self) -> usize {
+        if self.phase != Phase::Active {
+            return 0;
+        }
+        self.phase = Phase::Releasing;
+        self.drop_queued()
+    }
+
+    /// Whether a release may complete: nothing runs, no ack waits.
+    pub(crate) fn drained(&self) -> bool {
+        self.running == 0 && self.to_ack.is_empty()
+    }
+
+    /// The hand-off is complete (the lease was released): back to `Idle`.
+    pub(crate) fn released(&mut self) {
+        if self.phase == Phase::Releasing {
+            self.phase = Phase::Idle;
+            self.valid_until = None;
+            self.entries.retain(|_, s| s.status == Status::Running);
+        }
+    }
+
+    /// The lease is gone (rule 3); returns the queued entries dropped.
+    pub(crate) fn lose(&mut self) -> usize {
+        if !matches!(self.phase, Phase::Active | Phase::Releasing) {
+            return 0;
+        }
+        self.phase = Phase::Lost;
+        self.valid_until = None;
+        self.drop_queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn id(n: u64) -> EntryId {
+        EntryId { ms: n, seq: 0 }
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
+    #[test]
+    fn window_bounds_delivery_and_acks_free_it() {
+        let mut s: ShardState<()> = ShardState::new(2);
+        assert_eq!(s.room(), 0, "idle: no room");
+        assert!(s.activate(1, later()));
+        assert!(s.deliver(id(1), 1) && s.deliver(id(2), 1));
+        assert_eq!(s.room(), 0);
+        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
+        s.finish(id(1), 1, Finish::Settle(None));
+        assert_eq!(s.room(), 0, "done but not acked still counts");
+        let acks = s.take_acks();
+        s.settled(1, acks.iter().map(|a| a.id));
+        assert_eq!(s.room(), 1);
+    }
+
+    #[test]
+    fn release_keeps_unstarted_entries_for_the_next_owner() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        s.activate(1, later());
+        for n in 1..=3 {
+            s.deliver(id(n), 1);
+        }
+        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
+        assert_eq!(s.release(), 2);
+        assert_eq!(s.start(id(2), 1, Instant::now()), Start::Skip);
+        assert!(!s.drained());
+        s.finish(id(1), 1, Finish::Settle(None));
+        let acks = s.take_acks();
+        assert_eq!(acks.len(), 1);
+        s.settled(1, [id(1)]);
+        assert!(s.drained());
+        s.released();
+        assert_eq!(s.phase(), Phase::Idle);
+    }
+
+    #[test]
+    fn a_stale_lease_waits_and_a_lost_one_skips() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        let now = Instant::now();
+        s.activate(1, now);
+        s.deliver(id(1), 1);
+        assert_eq!(s.start(id(1), 1, now), Start::Wait);
+        s.renewed(1, later());
+        s.lose();
+        assert_eq!(s.start(id(1), 1, now), Start::Skip);
+    }
+
+    #[test]
+    fn a_new_epoch_waits_for_the_old_running_entry_and_keeps_fresh_ones() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        s.activate(1, later());
+        s.deliver(id(1), 1);
+        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
+        s.lose();
+        assert!(!s.activate(2, later()), "rule 4");
+        s.finish(id(1), 1, Finish::Settle(None));
+        assert!(s.activate(2, later()));
+        assert!(s.deliver(id(1), 2), "the same entry, delivered again");
+        s.settled(1, [id(1)]);
+        s.finish(id(1), 1, Finish::Abandon);
+        assert_eq!(s.window(), 1, "rule 5: the old epoch does not touch the fresh entry");
+        assert_eq!(s.start(id(1), 2, Instant::now()), Start::Run);
+    }
+}

@@ -1,0 +1,62 @@
+//! [`StreamStats`]: what a consumer reports about its group's shards and its own work.
+
+use std::time::Duration;
+
+/// One shard as seen by [`StreamConsumer::stats`](crate::stream::StreamConsumer::stats).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardStats {
+    /// The shard.
+    pub shard: u32,
+    /// The member holding its lease (`None` when free or never taken).
+    pub owner: Option<String>,
+    /// The lease's epoch (fencing number): how many times it was acquired.
+    pub epoch: u64,
+    /// Entries in the stream not yet delivered to the group (Redis's group lag; `None` when
+    /// Redis cannot tell, e.g. after entries were deleted).
+    pub lag: Option<u64>,
+    /// Entries delivered and not yet acknowledged, by any member.
+    pub pending: u64,
+    /// How long ago the oldest pending entry was last delivered.
+    pub oldest_pending_age: Option<Duration>,
+    /// Entries of this shard in this member's window (0 unless it holds the shard).
+    pub window: usize,
+    /// The window's limit.
+    pub window_limit: usize,
+}
+
+/// A consumer's view of its group: per shard, and this member's totals since it started.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct StreamStats {
+    /// Every shard of the topic, in order.
+    pub shards: Vec<ShardStats>,
+    /// Entries this member read or claimed and dispatched.
+    pub delivered: u64,
+    /// Of those, entries delivered before (replayed after a takeover or a restart).
+    pub redeliveries: u64,
+    /// Attempts after a failure (in place, with backoff).
+    pub retries: u64,
+    /// Handler panics (each counts as a failure).
+    pub handler_panics: u64,
+    /// Entries acknowledged after success.
+    pub acked: u64,
+    /// Entries moved to the dead letters (and acknowledged).
+    pub dead_lettered: u64,
+    /// Acks and dead letters refused because the lease had moved to another member.
+    pub refused_acks: u64,
+    /// Leases acquired.
+    pub acquisitions: u64,
+    /// Of those, leases taken over from a member whose lease had expired.
+    pub takeovers: u64,
+    /// Shards handed off cleanly.
+    pub releases: u64,
+    /// Leases found lost (renewal or acks refused).
+    pub leases_lost: u64,
+    /// Pending entries found trimmed from their stream before they were processed.
+    pub trimmed_while_pending: u64,
+    /// Times the consumer group had vanished (Redis lost its data) and was recreated.
+    pub groups_recreated: u64,
+    /// Stalls reported (a shard with entries in its window and no progress).
+    pub stalls: u64,
+}

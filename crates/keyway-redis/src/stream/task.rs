@@ -1,0 +1,114 @@
+//! The task that runs one entry in its key's lane: wait for the start (the lease must be
+//! held and fresh), run the handler with panics contained, retry in place with backoff, and
+//! settle (ack or dead letter) or abandon.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::stream::context::{bump, Ctx, DeadInfo, Shard};
+use crate::stream::reply::RawEntry;
+use crate::stream::state::{Finish, Start};
+use crate::stream::Delivery;
+
+/// How long a task waits between two looks at a lease that was not confirmed lately.
+const LOOK_AGAIN: Duration = Duration::from_millis(20);
+
+/// Runs entry `e` delivered at `epoch`, whose Redis delivery count is `deliveries`.
+pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries: u64) {
+    {
+        let mut st = shard.state.lock();
+        loop {
+            match st.start(e.id, epoch, Instant::now()) {
+                Start::Run => break,
+                Start::Skip => return,
+                Start::Wait => {
+                    keyway::blocking(|| shard.cv.wait_for(&mut st, LOOK_AGAIN));
+                }
+            }
+        }
+    }
+    let max = ctx.cfg.max_attempts;
+    let mut delivery = Delivery {
+        key: e.key,
+        shard: shard.index,
+        id: e.id,
+        epoch,
+        attempt: u32::try_from(deliveries.max(1)).unwrap_or(u32::MAX),
+    };
+    let how = loop {
+        if delivery.attempt > max {
+            let reason = format!("delivered {} times, more than max_attempts", delivery.attempt);
+            break dead(&delivery, e.payload, reason);
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| (ctx.handler)(&delivery, &e.payload)));
+        let reason = match outcome {
+            Ok(Ok(())) => break Finish::Settle(None),
+            Ok(Err(err)) => err.to_string(),
+            Err(panic) => {
+                bump(&ctx.totals.panics, 1);
+                panic_message(&*panic)
+            }
+        };
+        tracing::debug!(shard = shard.index, id = %delivery.id, attempt = delivery.attempt, %reason, "handler failed");
+        if delivery.attempt >= max {
+            break dead(&delivery, e.payload, reason);
+        }
+        bump(&ctx.totals.retries, 1);
+        if !back_off(ctx, shard, epoch, delivery.attempt) {
+            break Finish::Abandon;
+        }
+        delivery.attempt += 1;
+    };
+    let mut st = shard.state.lock();
+    st.finish(delivery.id, epoch, how);
+    shard.progress.fetch_add(1, Ordering::Relaxed);
+    if st.acks_waiting() >= ctx.cfg.ack_batch {
+        shard.cv.notify_all();
+    }
+}
+
+fn dead(d: &Delivery, payload: Vec<u8>, reason: String) -> Finish<DeadInfo> {
+    tracing::warn!(shard = d.shard, id = %d.id, attempts = d.attempt, %reason, "entry goes to the dead letters");
+    Finish::Settle(Some(DeadInfo {
+        key: d.key.clone(),
+        payload,
+        attempts: d.attempt,
+        reason,
+    }))
+}
+
+/// Waits before attempt `attempt + 1`: `backoff * 2^(attempt - 1)`, at most `max_backoff`.
+/// False if the shard is released or lost meanwhile (the entry stays pending for the next
+/// owner).
+fn back_off(ctx: &Ctx, shard: &Shard, epoch: u64, attempt: u32) -> bool {
+    let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    let wait = ctx
+        .cfg
+        .backoff
+        .checked_mul(factor)
+        .map_or(ctx.cfg.max_backoff, |w| w.min(ctx.cfg.max_backoff));
+    let deadline = Instant::now().checked_add(wait);
+    let mut st = shard.state.lock();
+    loop {
+        if !st.may_retry(epoch) {
+            return false;
+        }
+        let Some(deadline) = deadline else {
+            return true;
+        };
+        if Instant::now() >= deadline {
+            return true;
+        }
+        keyway::blocking(|| shard.cv.wait_until(&mut st, deadline));
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".to_owned());
+    format!("handler panicked: {text}")
+}
