@@ -296,27 +296,42 @@ impl StreamConsumerBuilder {
             )));
         }
         if c.max_attempts == 0 {
-            return Err(StreamError::InvalidConfig("max_attempts must be at least 1".into()));
+            return Err(StreamError::InvalidConfig(
+                "max_attempts must be at least 1".into(),
+            ));
         }
         if c.ack_batch == 0 {
-            return Err(StreamError::InvalidConfig("ack batch must be at least 1".into()));
+            return Err(StreamError::InvalidConfig(
+                "ack batch must be at least 1".into(),
+            ));
         }
         if c.lease < Duration::from_millis(30) || c.lease > MAX_DURATION {
             return bad("lease", c.lease, "30 ms to one hour");
         }
         let hb = c.heartbeat();
         if hb < Duration::from_millis(10) || hb.checked_mul(3).map_or(true, |t| t > c.lease) {
-            return bad("heartbeat", hb, "at least 10 ms, at most a third of the lease");
+            return bad(
+                "heartbeat",
+                hb,
+                "at least 10 ms, at most a third of the lease",
+            );
         }
         if c.ack_interval.is_zero() || c.ack_interval > MAX_DURATION {
-            return bad("ack interval", c.ack_interval, "above zero, at most one hour");
+            return bad(
+                "ack interval",
+                c.ack_interval,
+                "above zero, at most one hour",
+            );
         }
         if c.io_timeout < Duration::from_millis(10) || c.io_timeout > MAX_DURATION {
             return bad("I/O timeout", c.io_timeout, "10 ms to one hour");
         }
-        if c.backoff > MAX_DURATION || c.max_backoff > MAX_DURATION || c.backoff > c.max_backoff
-        {
-            return bad("backoff", c.backoff, "at most the maximum backoff, at most one hour");
+        if c.backoff > MAX_DURATION || c.max_backoff > MAX_DURATION || c.backoff > c.max_backoff {
+            return bad(
+                "backoff",
+                c.backoff,
+                "at most the maximum backoff, at most one hour",
+            );
         }
         if c.stall_after.is_zero() || c.stall_after > MAX_DURATION {
             return bad("stall_after", c.stall_after, "above zero, at most one hour");

@@ -51,8 +51,7 @@ impl StreamConsumer {
         pool: &Pool,
         handler: Arc<Handler>,
     ) -> Result<Self, StreamError> {
-        if cfg.url.starts_with("rediss:")
-            && rustls::crypto::CryptoProvider::get_default().is_none()
+        if cfg.url.starts_with("rediss:") && rustls::crypto::CryptoProvider::get_default().is_none()
         {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
@@ -273,7 +272,10 @@ fn group_lag(v: &Value, group: &str) -> Option<u64> {
     let Value::Array(groups) = v else { return None };
     for g in groups {
         let fields: Vec<(&Value, &Value)> = match g {
-            Value::Array(a) => a.chunks(2).filter_map(|c| Some((c.first()?, c.get(1)?))).collect(),
+            Value::Array(a) => a
+                .chunks(2)
+                .filter_map(|c| Some((c.first()?, c.get(1)?)))
+                .collect(),
             Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
             _ => continue,
         };

@@ -130,7 +130,9 @@ impl Control {
         let cfg = &ctx.cfg;
         let members_key = cfg.topic.members_key(&cfg.group);
         let clock_key = cfg.topic.clock_key(&cfg.group);
-        let expiry_ms = (cfg.lease.as_millis() as u64).saturating_mul(20).max(60_000);
+        let expiry_ms = (cfg.lease.as_millis() as u64)
+            .saturating_mul(20)
+            .max(60_000);
         let members: Vec<String> = evalsha(&ctx.scripts.heartbeat, &[&members_key, &clock_key])
             .arg(&ctx.member)
             .arg(cfg.heartbeat().as_micros() as u64)
@@ -160,7 +162,11 @@ impl Control {
         let shards: Vec<(u32, u64)> = self.held.iter().map(|(&s, h)| (s, h.epoch)).collect();
         let clock = cfg.topic.clock_key(&cfg.group);
         let mut keys = vec![clock.as_str()];
-        keys.extend(shards.iter().map(|&(s, _)| ctx.shards[s as usize].lease.as_str()));
+        keys.extend(
+            shards
+                .iter()
+                .map(|&(s, _)| ctx.shards[s as usize].lease.as_str()),
+        );
         let mut cmd = evalsha(&ctx.scripts.renew, &keys);
         cmd.arg(&ctx.member)
             .arg(cfg.heartbeat().as_micros() as u64)
@@ -176,12 +182,18 @@ impl Control {
             let mut st = shard.state.lock();
             if ok == 1 {
                 st.renewed(epoch, valid_until);
-            } else if st.epoch() == epoch && matches!(st.phase(), Phase::Active | Phase::Releasing) {
+            } else if st.epoch() == epoch && matches!(st.phase(), Phase::Active | Phase::Releasing)
+            {
                 let dropped = st.lose();
                 drop(st);
                 shard.cv.notify_all();
                 bump(&ctx.totals.leases_lost, 1);
-                tracing::warn!(shard = s, epoch, dropped, "lease lost: another member took the shard; starting nothing more on it");
+                tracing::warn!(
+                    shard = s,
+                    epoch,
+                    dropped,
+                    "lease lost: another member took the shard; starting nothing more on it"
+                );
             }
         }
         Ok(())
@@ -190,8 +202,8 @@ impl Control {
     /// Hands off the shards this member should no longer own (all of them when stopping).
     fn rebalance(&mut self, stopping: bool) {
         for &s in self.held.keys() {
-            let keep = !stopping
-                && rendezvous_owner(s, &self.members) == Some(self.ctx.member.as_str());
+            let keep =
+                !stopping && rendezvous_owner(s, &self.members) == Some(self.ctx.member.as_str());
             if keep {
                 continue;
             }
@@ -201,7 +213,12 @@ impl Control {
                 let left = st.release();
                 drop(st);
                 shard.cv.notify_all();
-                tracing::info!(shard = s, left_pending = left, stopping, "handing the shard off");
+                tracing::info!(
+                    shard = s,
+                    left_pending = left,
+                    stopping,
+                    "handing the shard off"
+                );
             }
         }
     }
@@ -221,7 +238,10 @@ impl Control {
         let clock = cfg.topic.clock_key(&cfg.group);
         let mut pipe = redis::pipe();
         for &s in &wanted {
-            let mut cmd = evalsha(&ctx.scripts.acquire, &[&clock, &ctx.shards[s as usize].lease]);
+            let mut cmd = evalsha(
+                &ctx.scripts.acquire,
+                &[&clock, &ctx.shards[s as usize].lease],
+            );
             cmd.arg(&ctx.member)
                 .arg(cfg.heartbeat().as_micros() as u64)
                 .arg(cfg.lease.as_micros() as u64);

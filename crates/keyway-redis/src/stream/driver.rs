@@ -58,7 +58,11 @@ impl Driver {
                 Phase::Lost | Phase::Idle => {
                     // Late acks are tried (and refused, unless nobody took the shard yet).
                     let _ = self.flush(true);
-                    tracing::info!(shard = self.shard.index, epoch = self.epoch, "stopped reading a lost shard");
+                    tracing::info!(
+                        shard = self.shard.index,
+                        epoch = self.epoch,
+                        "stopped reading a lost shard"
+                    );
                     return;
                 }
             }
@@ -161,7 +165,12 @@ impl Driver {
         self.dispatch(claimed.entries, &counts);
         if claimed.next == EntryId::default() {
             self.replay = None;
-            tracing::info!(shard = self.shard.index, epoch = self.epoch, replayed = self.replayed, "pending entries replayed; reading new ones");
+            tracing::info!(
+                shard = self.shard.index,
+                epoch = self.epoch,
+                replayed = self.replayed,
+                "pending entries replayed; reading new ones"
+            );
         } else {
             self.replay = Some(claimed.next);
         }
@@ -209,7 +218,10 @@ impl Driver {
         }
         let accepted: Vec<bool> = {
             let mut st = self.shard.state.lock();
-            entries.iter().map(|e| st.deliver(e.id, self.epoch)).collect()
+            entries
+                .iter()
+                .map(|e| st.deliver(e.id, self.epoch))
+                .collect()
         };
         for (e, ok) in entries.into_iter().zip(accepted) {
             if !ok {
@@ -268,7 +280,11 @@ impl Driver {
         let shard = Arc::clone(&self.shard);
         let ctx = Arc::clone(&self.ctx);
         let keys_ack = [shard.lease.as_str(), shard.stream.as_str()];
-        let keys_dead = [shard.lease.as_str(), shard.stream.as_str(), shard.dead.as_str()];
+        let keys_dead = [
+            shard.lease.as_str(),
+            shard.stream.as_str(),
+            shard.dead.as_str(),
+        ];
         for (epoch, (ok, dead)) in by_epoch {
             let mut pipe = redis::pipe();
             let mut ack = evalsha(&ctx.scripts.ack, &keys_ack);
@@ -301,11 +317,19 @@ impl Driver {
                 drop(st);
                 shard.cv.notify_all();
                 bump(&ctx.totals.leases_lost, 1);
-                tracing::warn!(shard = shard.index, epoch, refused = n, dropped, "acks refused: another member holds the shard now");
+                tracing::warn!(
+                    shard = shard.index,
+                    epoch,
+                    refused = n,
+                    dropped,
+                    "acks refused: another member holds the shard now"
+                );
                 continue;
             }
             drop(st);
-            shard.progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            shard
+                .progress
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             bump(&ctx.totals.acked, ok.len() as u64);
             bump(&ctx.totals.dead_lettered, dead.len() as u64);
             if let Some(hook) = &ctx.cfg.on_ack {
@@ -354,7 +378,9 @@ impl Driver {
         bump(&self.ctx.totals.releases, 1);
         match released {
             Ok(_) => tracing::info!(shard = self.shard.index, epoch, "shard released"),
-            Err(e) => tracing::warn!(shard = self.shard.index, epoch, error = %e, "could not release the lease; it expires by itself"),
+            Err(e) => {
+                tracing::warn!(shard = self.shard.index, epoch, error = %e, "could not release the lease; it expires by itself")
+            }
         }
     }
 }

@@ -82,7 +82,10 @@ mod tests {
     #[test]
     fn shard_rule_is_stable() {
         // Wire format: these values must never change.
-        assert_eq!(shard_of(b"foobar", 16), (0x85944171f73967e8_u64 % 16) as u32);
+        assert_eq!(
+            shard_of(b"foobar", 16),
+            (0x85944171f73967e8_u64 % 16) as u32
+        );
         assert_eq!(shard_of(b"x", 0), 0);
         assert_eq!(shard_of(b"anything", 1), 0);
     }

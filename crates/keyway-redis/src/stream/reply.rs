@@ -151,13 +151,26 @@ mod tests {
 
     #[test]
     fn parses_read_and_claim_replies() {
-        let e = Value::Array(vec![s("1-2"), Value::Array(vec![s("k"), s("a"), s("p"), s("x")])]);
-        let read = Value::Array(vec![Value::Array(vec![s("stream"), Value::Array(vec![e.clone()])])]);
+        let e = Value::Array(vec![
+            s("1-2"),
+            Value::Array(vec![s("k"), s("a"), s("p"), s("x")]),
+        ]);
+        let read = Value::Array(vec![Value::Array(vec![
+            s("stream"),
+            Value::Array(vec![e.clone()]),
+        ])]);
         let got = read_group(&read).unwrap();
         assert_eq!(got[0].id, EntryId { ms: 1, seq: 2 });
-        assert_eq!((got[0].key.as_slice(), got[0].payload.as_slice()), (&b"a"[..], &b"x"[..]));
+        assert_eq!(
+            (got[0].key.as_slice(), got[0].payload.as_slice()),
+            (&b"a"[..], &b"x"[..])
+        );
         assert!(read_group(&Value::Nil).unwrap().is_empty());
-        let claim = Value::Array(vec![s("0-0"), Value::Array(vec![e]), Value::Array(vec![s("1-1")])]);
+        let claim = Value::Array(vec![
+            s("0-0"),
+            Value::Array(vec![e]),
+            Value::Array(vec![s("1-1")]),
+        ]);
         let c = autoclaim(&claim).unwrap();
         assert_eq!(c.next, EntryId::default());
         assert_eq!(c.entries.len(), 1);

@@ -376,7 +376,11 @@ mod tests {
         assert!(s.deliver(id(1), 2), "the same entry, delivered again");
         s.settled(1, [id(1)]);
         s.finish(id(1), 1, Finish::Abandon);
-        assert_eq!(s.window(), 1, "rule 5: the old epoch does not touch the fresh entry");
+        assert_eq!(
+            s.window(),
+            1,
+            "rule 5: the old epoch does not touch the fresh entry"
+        );
         assert_eq!(s.start(id(1), 2, Instant::now()), Start::Run);
     }
 }

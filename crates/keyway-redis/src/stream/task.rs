@@ -38,7 +38,10 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
     };
     let how = loop {
         if delivery.attempt > max {
-            let reason = format!("delivered {} times, more than max_attempts", delivery.attempt);
+            let reason = format!(
+                "delivered {} times, more than max_attempts",
+                delivery.attempt
+            );
             break dead(&delivery, e.payload, reason);
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| (ctx.handler)(&delivery, &e.payload)));
@@ -82,7 +85,9 @@ fn dead(d: &Delivery, payload: Vec<u8>, reason: String) -> Finish<DeadInfo> {
 /// False if the shard is released or lost meanwhile (the entry stays pending for the next
 /// owner).
 fn back_off(ctx: &Ctx, shard: &Shard, epoch: u64, attempt: u32) -> bool {
-    let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    let factor = 1u32
+        .checked_shl(attempt.saturating_sub(1))
+        .unwrap_or(u32::MAX);
     let wait = ctx
         .cfg
         .backoff

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use keyway_redis::RedisCoordinator;
 
+pub mod cluster;
+pub mod journal;
+
 /// The executor every test shares, and its limit.
 pub const EXECUTOR: &str = "payments";
 pub const LIMIT: f64 = 3_000.0;

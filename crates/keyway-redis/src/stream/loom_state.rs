@@ -1,0 +1,1 @@
+//! loom model of the shard state machine (written next).

@@ -1,0 +1,323 @@
+//! The stream consumer under faults, with separate member processes: this test binary runs
+//! itself as the members (the ignored `stream_member` test, steered through environment,
+//! stdin and stdout). Each member journals every start, finish and ack; the checker then
+//! verifies no loss, no overlap and per-key order (replays only at a new epoch after a
+//! takeover), acks only after success or dead letter, an empty pending list, and bounded
+//! duplicates.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::cluster::*;
+use common::journal::{Journal, Rules};
+use common::*;
+use keyway_redis::stream::{Delivery, HandlerError, StreamConsumer};
+use parking_lot::Mutex;
+
+/// The fault tests share two cores: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The fencing sink: accepts a write for a shard only if its epoch is not below the highest
+/// epoch written for that shard.
+const SINK: &str = r"
+local max = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)
+local e = tonumber(ARGV[2])
+if e < max then return 0 end
+if e > max then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+";
+
+thread_local! {
+    static SINK_CONN: RefCell<Option<redis::Connection>> = const { RefCell::new(None) };
+}
+
+fn sink_write(url: &str, ns: &str, d: &Delivery) -> Result<bool, HandlerError> {
+    let started = Instant::now();
+    loop {
+        let result = SINK_CONN.with(|c| -> redis::RedisResult<i64> {
+            let mut c = c.borrow_mut();
+            if c.is_none() {
+                let conn = redis::Client::open(url)?
+                    .get_connection_with_timeout(Duration::from_millis(300))?;
+                conn.set_read_timeout(Some(Duration::from_millis(300)))?;
+                *c = Some(conn);
+            }
+            let r = redis::Script::new(SINK)
+                .key(format!("{ns}:sink"))
+                .arg(d.shard)
+                .arg(d.epoch)
+                .invoke(c.as_mut().unwrap());
+            if r.is_err() {
+                *c = None;
+            }
+            r
+        });
+        match result {
+            Ok(n) => return Ok(n == 1),
+            Err(e) if started.elapsed() > Duration::from_secs(20) => return Err(e.into()),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A member process.
+#[test]
+#[ignore = "run as a child process by the other tests of this file"]
+fn stream_member() {
+    let Ok(url) = std::env::var(ENV_URL) else {
+        return;
+    };
+    let ns = std::env::var(ENV_NS).unwrap();
+    let id = std::env::var(ENV_ID).unwrap();
+    let journal = Arc::new(Journal::create(std::path::Path::new(
+        &std::env::var(ENV_JOURNAL).unwrap(),
+    )));
+    let poison: Option<(String, u64)> = std::env::var(ENV_POISON).ok().and_then(|p| {
+        let (k, s) = p.split_once(':')?;
+        Some((k.to_owned(), s.parse().ok()?))
+    });
+    let pool = keyway::Pool::builder().core_threads(8).build().unwrap();
+    let acks = Arc::clone(&journal);
+    let (sink_url, sink_ns) = (url.clone(), ns.clone());
+    let consumer = StreamConsumer::builder(url.as_str(), topic(&ns))
+        .member_id(id)
+        .window(WINDOW)
+        .lease(LEASE)
+        .heartbeat(LEASE / 5)
+        .max_attempts(5)
+        .backoff(Duration::from_millis(10), Duration::from_millis(40))
+        .ack_batch(16, Duration::from_millis(10))
+        .io_timeout(Duration::from_millis(300))
+        .stall_after(Duration::from_secs(3))
+        .on_ack(move |a| acks.journal_ack(a))
+        .build(&pool, move |d, payload| {
+            let seq: u64 = std::str::from_utf8(payload)?.parse()?;
+            journal.start(d, seq);
+            let h = keyway_redis::stream::fnv1a64(&[&d.key[..], payload].concat());
+            std::thread::sleep(Duration::from_micros(h % 1_000)); // work: U(0, 1 ms)
+            let key = String::from_utf8_lossy(&d.key).into_owned();
+            if poison.as_ref() == Some(&(key, seq)) {
+                journal.finish(d, seq, "fail");
+                return Err("poison".into());
+            }
+            if !sink_write(&sink_url, &sink_ns, d)? {
+                journal.finish(d, seq, "fenced");
+                return Err("fenced: a newer epoch wrote this shard".into());
+            }
+            journal.finish(d, seq, "ok");
+            Ok(())
+        })
+        .expect("build the consumer");
+    println!("ready");
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        if line == "stop" {
+            break;
+        }
+    }
+    consumer.shutdown();
+    let s = consumer.stats().unwrap_or_default();
+    println!(
+        "stats takeovers={} refused={} recreated={} redeliveries={} stalls={} dead={} lost={} releases={}",
+        s.takeovers,
+        s.refused_acks,
+        s.groups_recreated,
+        s.redeliveries,
+        s.stalls,
+        s.dead_lettered,
+        s.leases_lost,
+        s.releases
+    );
+}
+
+trait JournalAck {
+    fn journal_ack(&self, a: &keyway_redis::stream::Acked);
+}
+
+impl JournalAck for Journal {
+    fn journal_ack(&self, a: &keyway_redis::stream::Acked) {
+        self.acked(a);
+    }
+}
+
+fn cluster(name: &str, server: RedisServer, members: &[&str]) -> Cluster {
+    let mut c = Cluster::new(server, name);
+    for m in members {
+        c.spawn(m);
+    }
+    c
+}
+
+/// kill -9 of one of three members mid-batch: its shards are taken over, their pending
+/// entries replayed in order; duplicates stay within a window per victim shard.
+#[test]
+fn kill_9_a_member_mid_batch() {
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let mut c = cluster("kill9", server, &["m0", "m1", "m2"]);
+    let feeder = c.feeder(HashMap::new(), 10);
+    c.wait_starts("m1", 100);
+    let victim_shards = c.shards_of("m1");
+    let killed_at = common::journal::now_ns();
+    c.kill("m1");
+    let resumed = resumed_after(&c, &["m0", "m2"], &victim_shards, killed_at);
+    let produced = feeder.stop();
+    let report = c.finish(
+        &produced,
+        &Rules {
+            max_duplicates: WINDOW * victim_shards.len(),
+            ..Rules::default()
+        },
+    );
+    eprintln!("kill -9: processing of the victim's shards resumed {resumed:?} after the kill (lease {LEASE:?})");
+    assert!(
+        c.total("takeovers") >= 1,
+        "the victim's shards were taken over"
+    );
+    assert!(report.duplicates <= WINDOW * victim_shards.len());
+}
+
+/// How long after `since` (ns) another member started a handler on one of `shards`.
+fn resumed_after(
+    c: &Cluster,
+    others: &[&str],
+    shards: &std::collections::HashSet<u32>,
+    since: u128,
+) -> Duration {
+    let mut first = None;
+    wait_for("another member to resume the victim's shards", || {
+        first = others
+            .iter()
+            .flat_map(|m| c.journal_lines(m))
+            .filter(|l| l.starts_with("S "))
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                let shard: u32 = w.get(3)?.parse().ok()?;
+                let t: u128 = w.get(7)?.parse().ok()?;
+                (shards.contains(&shard) && t > since).then_some(t)
+            })
+            .min();
+        first.is_some()
+    });
+    Duration::from_nanos(first.unwrap().saturating_sub(since) as u64)
+}
+
+/// A member killed and restarted with the same id takes its shards back and replays its own
+/// pending entries first.
+#[test]
+fn kill_and_restart_the_same_member() {
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let mut c = cluster("restart", server, &["m0", "m1", "m2"]);
+    let feeder = c.feeder(HashMap::new(), 10);
+    c.wait_starts("m1", 100);
+    let victim_shards = c.shards_of("m1");
+    c.kill("m1");
+    c.spawn("m1");
+    c.wait_starts("m1", 50);
+    let produced = feeder.stop();
+    c.finish(
+        &produced,
+        &Rules {
+            max_duplicates: WINDOW * victim_shards.len(),
+            ..Rules::default()
+        },
+    );
+}
+
+/// A member paused (SIGSTOP) past its lease: its shards are taken over; when it resumes its
+/// late acks are refused and counted, and the fencing sink refuses its late writes, so no
+/// two accepted runs of a key overlap.
+#[test]
+fn sigstop_a_member_past_its_lease() {
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let mut c = cluster("stopmember", server, &["m0", "m1", "m2"]);
+    let feeder = c.feeder(HashMap::new(), 10);
+    c.wait_starts("m1", 100);
+    let victim_shards = c.shards_of("m1");
+    c.signal("m1", "-STOP");
+    let stopped_at = common::journal::now_ns();
+    resumed_after(&c, &["m0", "m2"], &victim_shards, stopped_at);
+    let_time_pass(LEASE); // the others work on the victim's shards meanwhile
+    c.signal("m1", "-CONT");
+    let produced = feeder.stop();
+    let report = c.finish(
+        &produced,
+        &Rules {
+            allow_fenced_overlap: true,
+            max_duplicates: WINDOW * victim_shards.len(),
+            ..Rules::default()
+        },
+    );
+    let m1 = c
+        .stats
+        .iter()
+        .find(|s| s.get("lost").copied().unwrap_or(0) > 0);
+    assert!(
+        m1.is_some(),
+        "the paused member found its leases lost: {:?}",
+        c.stats
+    );
+    assert!(c.total("takeovers") >= 1);
+    eprintln!(
+        "sigstop member: refused acks {}, fenced sink writes {}",
+        c.total("refused"),
+        report.fenced
+    );
+}
+
+/// A poison message is retried, then dead-lettered after max_attempts; the other keys and
+/// the key's later messages go on; nothing stalls.
+#[test]
+fn a_poison_message_is_dead_lettered() {
+    let _one = ONE_AT_A_TIME.lock();
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let mut c = Cluster::new(server, "poison");
+    c.poison = Some((key_name(3), 5));
+    c.spawn("m0");
+    c.spawn("m1");
+    let feeder = c.feeder(HashMap::new(), 10);
+    wait_for("the poison message to be dead-lettered", || {
+        c.journal_lines("m0")
+            .iter()
+            .chain(c.journal_lines("m1").iter())
+            .any(|l| l.starts_with("X "))
+    });
+    let produced = feeder.stop();
+    let report = c.finish(
+        &produced,
+        &Rules {
+            poison: vec![(key_name(3), 5)],
+            clean: true,
+            ..Rules::default()
+        },
+    );
+    assert_eq!(report.dead_lettered.len(), 1);
+    assert_eq!(c.total("dead"), 1);
+    assert_eq!(c.total("stalls"), 0);
+    let mut conn = c.server.connection();
+    let shard = keyway_redis::stream::shard_of(key_name(3).as_bytes(), SHARDS);
+    let dead: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+        .arg(c.topic().dead_letter_key(shard))
+        .arg("-")
+        .arg("+")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(dead.len(), 1, "one dead letter");
+    assert_eq!(dead[0].1["k"], key_name(3));
+    assert_eq!(dead[0].1["p"], "5");
+    assert_eq!(dead[0].1["attempts"], "5");
+}
