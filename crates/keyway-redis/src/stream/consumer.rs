@@ -68,6 +68,7 @@ impl StreamConsumer {
                     state: Mutex::new(ShardState::new(cfg.window)),
                     cv: Condvar::new(),
                     progress: AtomicU64::new(0),
+                    group_seen: AtomicBool::new(false),
                 })
             })
             .collect();

@@ -62,6 +62,8 @@ pub(crate) struct Shard {
     pub(crate) cv: Condvar,
     /// Entries finished or settled so far (the stall detector watches it).
     pub(crate) progress: AtomicU64,
+    /// The group was seen on this shard's stream (so creating it again means Redis lost it).
+    pub(crate) group_seen: AtomicBool,
 }
 
 /// Everything one consumer's threads and tasks share.

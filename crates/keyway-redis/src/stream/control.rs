@@ -248,9 +248,10 @@ impl Control {
             pipe.add_command(cmd);
         }
         let sent = Instant::now();
-        let results: Vec<(u64, String)> = pipe.query(self.conn()?)?;
+        let results: Vec<(String, String)> = pipe.query(self.conn()?)?;
         let valid_until = self.valid_until(sent);
         for (s, (epoch, previous)) in wanted.into_iter().zip(results) {
+            let epoch: u64 = epoch.parse().unwrap_or(0);
             if epoch == 0 {
                 continue; // still held by another member
             }

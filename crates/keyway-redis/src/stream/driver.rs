@@ -82,8 +82,11 @@ impl Driver {
     fn conn(&mut self) -> Result<&mut Connection, StreamError> {
         if self.conn.is_none() {
             let mut conn = self.ctx.connect()?;
-            create_group(&self.ctx, &self.shard, &mut conn, false)?;
+            let recreated = create_group(&self.ctx, &self.shard, &mut conn)?;
             self.conn = Some(conn);
+            if recreated {
+                self.lost_with_data();
+            }
         }
         self.conn
             .as_mut()
@@ -92,6 +95,9 @@ impl Driver {
 
     fn failed(&mut self, e: StreamError) {
         self.conn = None;
+        // A read whose reply was lost may have delivered entries to this member in Redis:
+        // scan the pending list again (entries already in the window are not run twice).
+        self.replay = Some(EntryId::default());
         if !self.outage {
             self.outage = true;
             tracing::warn!(shard = self.shard.index, error = %e, "shard reader: Redis failed; retrying with backoff");
@@ -105,6 +111,7 @@ impl Driver {
 
     /// One round: flush due acks, then read (or replay) as much as the window allows.
     fn step(&mut self) -> Result<(), StreamError> {
+        self.conn()?; // (re)connecting may find that Redis lost its data, and the lease
         self.flush(false)?;
         let room = {
             let mut st = self.shard.state.lock();
@@ -206,9 +213,23 @@ impl Driver {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        create_group(&self.ctx, &self.shard, conn, true)?;
-        self.replay = Some(EntryId::default());
+        create_group(&self.ctx, &self.shard, conn)?;
+        self.lost_with_data();
         Ok(())
+    }
+
+    /// Redis lost its data, and this shard's lease with it: stop here; the control thread
+    /// acquires the shard again (a new epoch) and replays from the start of the pending list.
+    fn lost_with_data(&mut self) {
+        let dropped = self.shard.state.lock().lose();
+        self.shard.cv.notify_all();
+        bump(&self.ctx.totals.leases_lost, 1);
+        tracing::warn!(
+            shard = self.shard.index,
+            epoch = self.epoch,
+            dropped,
+            "the lease went with Redis's data; acquiring the shard again"
+        );
     }
 
     /// Records the entries in the window and hands each to its key's lane, in id order.
@@ -386,13 +407,13 @@ impl Driver {
 }
 
 /// Creates the group on the shard's stream (and the stream) if missing, from the start of
-/// the stream. `lost`: it existed before, so Redis lost its data: say so.
+/// the stream. If this consumer had seen the group before, Redis lost its data: say so and
+/// return true.
 pub(crate) fn create_group(
     ctx: &Ctx,
     shard: &Shard,
     conn: &mut Connection,
-    lost: bool,
-) -> Result<(), StreamError> {
+) -> Result<bool, StreamError> {
     let created: redis::RedisResult<()> = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(&shard.stream)
@@ -402,13 +423,22 @@ pub(crate) fn create_group(
         .query(conn);
     match created {
         Ok(()) => {
-            if lost {
+            if shard
+                .group_seen
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
                 bump(&ctx.totals.groups_recreated, 1);
                 tracing::warn!(shard = shard.index, group = ctx.group(), "the consumer group was gone (Redis lost its data?): recreated it; entries acknowledged or pending before are unknown to it");
+                return Ok(true);
             }
-            Ok(())
+            Ok(false)
         }
-        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+        Err(e) if e.code() == Some("BUSYGROUP") => {
+            shard
+                .group_seen
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(false)
+        }
         Err(e) => Err(e.into()),
     }
 }

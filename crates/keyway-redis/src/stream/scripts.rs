@@ -8,7 +8,8 @@
 //! depends on the members' own clocks agreeing.
 //!
 //! **Leases.** A hash per shard: `owner`, `epoch`, `expires` (group time, µs). Acquiring
-//! increments `epoch` (never reset while Redis keeps its data); renewing and releasing require
+//! raises `epoch` to one more than before, and at least Redis `TIME` in milliseconds, so that
+//! epochs keep growing even after Redis lost its data; renewing and releasing require
 //! the owner *and* the epoch to match; acks and dead letters require the same, so a former
 //! owner's late acks are refused.
 
@@ -60,8 +61,11 @@ local expires = tonumber(redis.call('HGET', KEYS[2], 'expires') or 0)
 if owner and owner ~= '' and owner ~= ARGV[1] and expires > now then
   return {0, owner}
 end
-local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
-redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'expires', string.format('%.0f', now + tonumber(ARGV[3])))
+local t = redis.call('TIME')
+local floor = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local epoch = math.max(tonumber(redis.call('HGET', KEYS[2], 'epoch') or 0) + 1, floor)
+redis.call('HSET', KEYS[2], 'epoch', string.format('%.0f', epoch), 'owner', ARGV[1], 'expires', string.format('%.0f', now + tonumber(ARGV[3])))
+epoch = string.format('%.0f', epoch)
 return {epoch, owner or ''}
 ";
 

@@ -129,7 +129,7 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
     let mut ok_at: HashMap<(usize, String, u64), u128> = HashMap::new();
     for (file, path) in journals.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let mut open: HashMap<(String, u64), usize> = HashMap::new();
+        let mut open: HashMap<String, usize> = HashMap::new();
         for (lineno, line) in text.lines().enumerate() {
             let w: Vec<&str> = line.split(' ').collect();
             match (w.first().copied(), w.len()) {
@@ -141,25 +141,24 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
                         seq: w[2].parse().unwrap(),
                         shard: w[3].parse().unwrap(),
                         id: format!("{}/{}", w[3], w[4]),
-                        epoch: w[5].parse().unwrap(),
+                        epoch: w[5].parse::<u64>().unwrap(),
                         start: t,
                         end: None,
                     };
-                    open.insert((run.id.clone(), run.epoch), runs.len());
+                    open.insert(run.id.clone(), runs.len());
                     runs.push(run);
                 }
                 (Some("F"), 8) => {
                     let Ok(t) = w[7].parse::<u128>() else {
                         continue;
                     };
-                    let epoch: u64 = w[5].parse().unwrap();
                     let id = format!("{}/{}", w[3], w[4]);
                     let i = open
-                        .remove(&(id.clone(), epoch))
+                        .remove(&id)
                         .unwrap_or_else(|| panic!("{path:?}:{lineno}: finish without start"));
                     runs[i].end = Some((t, w[6].to_owned()));
                     if w[6] == "ok" {
-                        ok_at.insert((file, id, epoch), t);
+                        ok_at.insert((file, id, runs[i].epoch), t);
                     }
                 }
                 (Some(k @ ("A" | "X")), 4) => {
