@@ -218,22 +218,30 @@ impl<D> ShardState<D> {
         self.phase == Phase::Active && self.epoch == epoch
     }
 
-    /// A started entry ended (rule 5: only its own epoch's slot is touched).
-    pub(crate) fn finish(&mut self, id: EntryId, epoch: u64, how: Finish<D>) {
+    /// A started entry ended (rule 5: only its own epoch's slot is touched). True if it was to
+    /// be acked but the lease is known lost: the ack is not sent (it would be refused) and the
+    /// entry stays pending for the new owner.
+    pub(crate) fn finish(&mut self, id: EntryId, epoch: u64, how: Finish<D>) -> bool {
         let Some(slot) = self.entries.get_mut(&id) else {
-            return;
+            return false;
         };
         if slot.epoch != epoch || slot.status != Status::Running {
-            return;
+            return false;
         }
         self.running -= 1;
         match how {
+            Finish::Settle(_) if self.phase == Phase::Lost => {
+                self.entries.remove(&id);
+                true
+            }
             Finish::Settle(dead) => {
                 slot.status = Status::Done;
                 self.to_ack.push(ToAck { id, epoch, dead });
+                false
             }
             Finish::Abandon => {
                 self.entries.remove(&id);
+                false
             }
         }
     }
@@ -371,11 +379,14 @@ mod tests {
         assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
         s.lose();
         assert!(!s.activate(2, later()), "rule 4");
-        s.finish(id(1), 1, Finish::Settle(None));
+        assert!(
+            s.finish(id(1), 1, Finish::Settle(None)),
+            "a late ack is not sent"
+        );
         assert!(s.activate(2, later()));
         assert!(s.deliver(id(1), 2), "the same entry, delivered again");
         s.settled(1, [id(1)]);
-        s.finish(id(1), 1, Finish::Abandon);
+        assert!(!s.finish(id(1), 1, Finish::Abandon));
         assert_eq!(
             s.window(),
             1,

@@ -43,7 +43,8 @@ pub struct StreamStats {
     pub acked: u64,
     /// Entries moved to the dead letters (and acknowledged).
     pub dead_lettered: u64,
-    /// Acks and dead letters refused because the lease had moved to another member.
+    /// Acks and dead letters refused because the lease had moved to another member (by Redis,
+    /// or here, for entries finished after the loss was known).
     pub refused_acks: u64,
     /// Leases acquired.
     pub acquisitions: u64,

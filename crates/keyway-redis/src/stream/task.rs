@@ -64,7 +64,10 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         delivery.attempt += 1;
     };
     let mut st = shard.state.lock();
-    st.finish(delivery.id, epoch, how);
+    if st.finish(delivery.id, epoch, how) {
+        bump(&ctx.totals.refused_acks, 1);
+        tracing::debug!(shard = shard.index, id = %delivery.id, epoch, "finished after the lease was lost: not acknowledged");
+    }
     shard.progress.fetch_add(1, Ordering::Relaxed);
     if st.acks_waiting() >= ctx.cfg.ack_batch {
         shard.cv.notify_all();
