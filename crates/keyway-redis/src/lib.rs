@@ -15,6 +15,10 @@
 //! # Ok::<(), keyway_redis::Error>(())
 //! ```
 //!
+//! The [`stream`] module builds on the same ideas (Redis-timed membership, outages ridden
+//! out) for key-ordered parallel consumption of sharded Redis Streams by a consumer group, each
+//! entry run in its key's lane on a keyway pool.
+//!
 //! ## How it works
 //! - A background thread (keyway has no async runtime; the client is redis-rs's synchronous
 //!   one) heartbeats every joined executor every [`heartbeat`](RedisCoordinatorBuilder::heartbeat)

@@ -1,0 +1,274 @@
+//! Key-ordered parallel consumption of a Redis stream by two member processes.
+//!
+//! Starts its own `redis-server` on a free loopback port, runs itself twice more as consumer
+//! group members (`stream_demo member …`), produces messages over many keys, waits until the
+//! group has acknowledged them all, stops the members (a clean hand-off), and checks that
+//! every message ran exactly once and each key's messages ran in order. Exits non-zero if not.
+//!
+//! `cargo run --release -p keyway-redis --example stream_demo [messages]` (default 4,000).
+//! Needs `redis-server` on `PATH`; without one it says so and exits 0, unless
+//! `KEYWAY_REQUIRE_REDIS=1`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use keyway_redis::stream::{Producer, StreamConsumer, Topic};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const KEYS: u64 = 32;
+
+fn topic() -> Result<Topic, Error> {
+    Ok(Topic::new("demo", 8)?.namespace("stream-demo"))
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("member") {
+        return member(&args[2], &args[3], &args[4]);
+    }
+    let messages: u64 = args.get(1).map_or(Ok(4_000), |n| n.parse())?;
+    let Some(redis) = Redis::start()? else {
+        return Ok(());
+    };
+    let url = redis.url();
+    let dir = std::env::temp_dir().join(format!("keyway-stream-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut members = Vec::new();
+    for id in ["member-a", "member-b"] {
+        let out = dir.join(format!("{id}.log"));
+        members.push((spawn_member(&url, id, &out.to_string_lossy())?, out));
+    }
+    let started = Instant::now();
+    let mut producer = Producer::connect(&url, topic()?)?;
+    let mut sent = 0;
+    while sent < messages {
+        let batch: Vec<(String, String)> = (sent..(sent + 500).min(messages))
+            .map(|i| (format!("account-{}", i % KEYS), (i / KEYS).to_string()))
+            .collect();
+        sent += batch.len() as u64;
+        producer.send_batch(batch)?; // one round trip per 500
+    }
+    println!("produced {messages} messages over {KEYS} keys into 8 shards");
+    wait_until_consumed(&url, Duration::from_secs(120))?;
+    let elapsed = started.elapsed();
+    for (child, _) in &mut members {
+        if let Some(stdin) = child.stdin.as_mut() {
+            writeln!(stdin, "stop")?;
+        }
+    }
+    let mut runs: Vec<(String, u64)> = Vec::new();
+    for (mut child, out) in members {
+        let status = child.wait()?;
+        if !status.success() {
+            return Err(format!("a member exited with {status}").into());
+        }
+        let text = std::fs::read_to_string(&out)?;
+        let mine: Vec<(String, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let (k, s) = l.split_once(' ')?;
+                Some((k.to_owned(), s.parse().ok()?))
+            })
+            .collect();
+        println!("{}: ran {} messages", out.display(), mine.len());
+        runs.extend(mine);
+    }
+    // A clean hand-off runs nothing twice.
+    let mut seen = std::collections::HashSet::new();
+    for (key, seq) in &runs {
+        if !seen.insert((key.clone(), *seq)) {
+            return Err(format!("{key}/{seq} ran twice").into());
+        }
+    }
+    if seen.len() as u64 != messages {
+        return Err(format!("{} of {messages} messages ran", seen.len()).into());
+    }
+    check_order(&dir)?;
+    println!(
+        "all {messages} messages ran exactly once, in order per key, in {:.2?} ({:.0} msg/s)",
+        elapsed,
+        messages as f64 / elapsed.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Within each member, a key's messages ran in increasing order (no member ever ran a key
+/// backwards), and across members a key's runs never interleave: one member's runs of a key
+/// all come before or all after the other's.
+fn check_order(dir: &std::path::Path) -> Result<(), Error> {
+    let mut ranges: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        let mut last: HashMap<String, (u64, u64)> = HashMap::new();
+        for l in text.lines() {
+            let Some((k, s)) = l.split_once(' ') else { continue };
+            let s: u64 = s.parse()?;
+            match last.get_mut(k) {
+                Some((_, hi)) if s <= *hi => return Err(format!("{k}: {s} after {hi}").into()),
+                Some((_, hi)) => *hi = s,
+                None => {
+                    last.insert(k.to_owned(), (s, s));
+                }
+            }
+        }
+        for (k, r) in last {
+            ranges.entry(k).or_default().push(r);
+        }
+    }
+    for (k, mut rs) in ranges {
+        rs.sort();
+        for w in rs.windows(2) {
+            if w[1].0 <= w[0].1 {
+                return Err(format!("{k}: runs of two members interleave").into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A member: consumes until told `stop` on stdin, appending `key seq` per message it ran.
+fn member(url: &str, id: &str, out: &str) -> Result<(), Error> {
+    let file = std::sync::Mutex::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(out)?,
+    );
+    let pool = keyway::Pool::builder().core_threads(8).build()?;
+    let consumer = StreamConsumer::builder(url, topic()?)
+        .member_id(id)
+        .lease(Duration::from_secs(2))
+        .build(&pool, move |delivery, payload| {
+            // The work: up to 2 ms of waiting (an I/O call, say).
+            let micros = keyway_redis::stream::fnv1a64(payload) % 2_000;
+            std::thread::sleep(Duration::from_micros(micros));
+            let line = format!(
+                "{} {}\n",
+                String::from_utf8_lossy(&delivery.key),
+                String::from_utf8_lossy(payload)
+            );
+            file.lock()
+                .map_err(|_| "poisoned")?
+                .write_all(line.as_bytes())?;
+            Ok(())
+        })?;
+    for line in std::io::stdin().lock().lines() {
+        if line? == "stop" {
+            break;
+        }
+    }
+    consumer.shutdown(); // hands its shards off: unstarted entries stay for the others
+    let stats = consumer.stats()?;
+    eprintln!(
+        "{id}: {} acked, {} redelivered, {} takeovers, {} releases",
+        stats.acked, stats.redeliveries, stats.takeovers, stats.releases
+    );
+    Ok(())
+}
+
+fn spawn_member(url: &str, id: &str, out: &str) -> Result<Child, Error> {
+    let me = std::env::current_exe()?;
+    Ok(Command::new(me)
+        .args(["member", url, id, out])
+        .stdin(Stdio::piped())
+        .spawn()?)
+}
+
+/// Waits until every shard's group has read everything and acknowledged it.
+fn wait_until_consumed(url: &str, patience: Duration) -> Result<(), Error> {
+    let mut conn = redis::Client::open(url)?.get_connection()?;
+    let topic = topic()?;
+    let deadline = Instant::now() + patience;
+    loop {
+        let mut left = 0;
+        for s in 0..topic.shards() {
+            let pending: redis::Value = redis::cmd("XPENDING")
+                .arg(topic.shard_key(s))
+                .arg("keyway")
+                .query(&mut conn)
+                .unwrap_or(redis::Value::Nil);
+            let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(topic.shard_key(s))
+                .query(&mut conn)
+                .unwrap_or_default();
+            let lag = match groups.first().and_then(|g| g.get("lag")) {
+                Some(redis::Value::Int(n)) => *n,
+                _ => 1,
+            };
+            let pending = match pending {
+                redis::Value::Array(a) => match a.first() {
+                    Some(redis::Value::Int(n)) => *n,
+                    _ => 1,
+                },
+                _ => 1,
+            };
+            left += lag + pending;
+        }
+        if left == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{left} messages still unconsumed").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `redis-server` of the demo's own, on a free loopback port, without persistence.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Result<Option<Self>, Error> {
+        let found = std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("redis-server"))
+                .find(|p| p.is_file())
+        });
+        let Some(binary) = found else {
+            if std::env::var("KEYWAY_REQUIRE_REDIS").as_deref() == Ok("1") {
+                return Err("KEYWAY_REQUIRE_REDIS=1 but no redis-server on PATH".into());
+            }
+            println!("no redis-server on PATH: nothing to demonstrate (see the keyway-redis docs)");
+            return Ok(None);
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new(binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()?;
+        let redis = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ready = redis::Client::open(redis.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if ready.is_ok() {
+                return Ok(Some(redis));
+            }
+            if Instant::now() > deadline {
+                return Err("redis-server did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
