@@ -105,7 +105,9 @@ fn check_order(dir: &std::path::Path) -> Result<(), Error> {
         let text = std::fs::read_to_string(entry?.path())?;
         let mut last: HashMap<String, (u64, u64)> = HashMap::new();
         for l in text.lines() {
-            let Some((k, s)) = l.split_once(' ') else { continue };
+            let Some((k, s)) = l.split_once(' ') else {
+                continue;
+            };
             let s: u64 = s.parse()?;
             match last.get_mut(k) {
                 Some((_, hi)) if s <= *hi => return Err(format!("{k}: {s} after {hi}").into()),
@@ -239,7 +241,9 @@ impl Redis {
             println!("no redis-server on PATH: nothing to demonstrate (see the keyway-redis docs)");
             return Ok(None);
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

@@ -12,8 +12,9 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway-redis --lib loom`.
 //!
 //! Deliberate breaks tried when these models were written: letting `activate` go ahead while
-//! an entry still runs fails model 1 (the epoch-2 start overlaps the epoch-1 task); settling
-//! by id alone, without comparing epochs, fails model 2 (the fresh entry leaves the window).
+//! an entry still runs fails model 1 (the running epoch-1 task is swept from under itself and
+//! the epoch-2 delivery of its key may start beside it); settling by id alone, without
+//! comparing epochs, fails model 2 (the fresh entry leaves the window).
 
 use std::time::{Duration, Instant};
 
@@ -40,10 +41,7 @@ fn task(state: &Mutex<ShardState<()>>, running_for_key: &AtomicUsize, epoch: u64
     let before = running_for_key.fetch_add(1, Ordering::SeqCst);
     assert_eq!(before, 0, "two runs of one key at once (epoch {epoch})");
     running_for_key.fetch_sub(1, Ordering::SeqCst);
-    let _late = state
-        .lock()
-        .unwrap()
-        .finish(X, epoch, Finish::Settle(None));
+    let _late = state.lock().unwrap().finish(X, epoch, Finish::Settle(None));
     true
 }
 
@@ -75,7 +73,10 @@ fn loom_running_task_does_not_survive_revoke_and_reassign() {
         // Control: the lease is lost (revoke), acquired again, X delivered again and run.
         state.lock().unwrap().lose();
         reacquire(&state, 2);
-        assert!(state.lock().unwrap().deliver(X, 2), "the epoch-1 entry is gone");
+        assert!(
+            state.lock().unwrap().deliver(X, 2),
+            "the epoch-1 entry is gone"
+        );
         let new_ran = task(&state, &running_for_key, 2);
         old.join().unwrap();
         assert!(new_ran, "the fresh delivery runs");
@@ -118,7 +119,10 @@ fn loom_stale_sweep_does_not_remove_a_fresh_entry() {
         // Control: revoke, re-acquire, deliver X again.
         state.lock().unwrap().lose();
         reacquire(&state, 2);
-        assert!(state.lock().unwrap().deliver(X, 2), "the fresh entry is accepted");
+        assert!(
+            state.lock().unwrap().deliver(X, 2),
+            "the fresh entry is accepted"
+        );
         old.join().unwrap();
         let mut st = state.lock().unwrap();
         assert_eq!(st.window(), 1, "the fresh entry is still in the window");
