@@ -13,6 +13,9 @@ use crate::stream::reply::{self, RawEntry};
 use crate::stream::state::{Phase, ToAck};
 use crate::stream::{Acked, EntryId, StreamError};
 
+/// One epoch's acks: entries that succeeded, and entries to dead-letter.
+type Batch<'a> = (Vec<EntryId>, Vec<(EntryId, &'a DeadInfo)>);
+
 /// The reader of one shard at one epoch.
 pub(crate) struct Driver {
     ctx: Arc<Ctx>,
@@ -290,7 +293,7 @@ impl Driver {
     }
 
     fn send_acks(&mut self, acks: &[ToAck<DeadInfo>]) -> Result<(), StreamError> {
-        let mut by_epoch: HashMap<u64, (Vec<EntryId>, Vec<(EntryId, &DeadInfo)>)> = HashMap::new();
+        let mut by_epoch: HashMap<u64, Batch<'_>> = HashMap::new();
         for a in acks {
             let slot = by_epoch.entry(a.epoch).or_default();
             match &a.dead {
