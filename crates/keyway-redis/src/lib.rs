@@ -37,7 +37,7 @@
 //!   one heartbeat; the very first process of an executor, and every process after Redis lost
 //!   its data, waits one TTL before raising its share, so that all live processes are back in
 //!   the count first.
-//! - A process that stops cleanly ([`Coordinator::leave`], or dropping the coordinator) is
+//! - A process that stops cleanly ([`Coordinator::leave`](keyway::Coordinator::leave), or dropping the coordinator) is
 //!   removed at once; the others take over its share at their next heartbeat. One that dies is
 //!   dropped after the TTL.
 //! - **Redis unreachable**: each process keeps its last share, logs once per outage through
