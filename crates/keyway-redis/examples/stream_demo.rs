@@ -6,6 +6,8 @@
 //! every message ran exactly once and each key's messages ran in order. Exits non-zero if not.
 //!
 //! `cargo run --release -p keyway-redis --example stream_demo [messages]` (default 4,000).
+//! `… stream_demo throughput [messages]` measures instead one member consuming a backlog with
+//! no work per message: messages per second and Redis commands per message.
 //! Needs `redis-server` on `PATH`; without one it says so and exits 0, unless
 //! `KEYWAY_REQUIRE_REDIS=1`.
 
@@ -28,6 +30,10 @@ fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("member") {
         return member(&args[2], &args[3], &args[4]);
+    }
+    if args.get(1).map(String::as_str) == Some("throughput") {
+        let n = args.get(2).map_or(Ok(200_000), |n| n.parse())?;
+        return throughput(n);
     }
     let messages: u64 = args.get(1).map_or(Ok(4_000), |n| n.parse())?;
     let Some(redis) = Redis::start()? else {
@@ -275,4 +281,46 @@ impl Drop for Redis {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One member, no work per message: how fast a backlog of `n` messages over 100 keys is
+/// consumed and acknowledged, and how many Redis commands that takes per message.
+fn throughput(n: u64) -> Result<(), Error> {
+    let Some(redis) = Redis::start()? else {
+        return Ok(());
+    };
+    let url = redis.url();
+    let mut producer = Producer::connect(&url, topic()?)?;
+    for start in (0..n).step_by(1_000) {
+        producer
+            .send_batch((start..(start + 1_000).min(n)).map(|i| (format!("k{}", i % 100), "")))?;
+    }
+    let mut conn = redis::Client::open(url.as_str())?.get_connection()?;
+    let commands = |conn: &mut redis::Connection| -> Result<u64, Error> {
+        let info: String = redis::cmd("INFO").arg("stats").query(conn)?;
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .ok_or("no total_commands_processed")?;
+        Ok(line.trim().parse()?)
+    };
+    let before = commands(&mut conn)?;
+    let pool = keyway::Pool::new()?;
+    let started = Instant::now();
+    let consumer = StreamConsumer::builder(url.as_str(), topic()?)
+        .ack_batch(500, Duration::from_millis(5))
+        .build(&pool, |_, _| Ok(()))?;
+    let acked = || consumer.stats().map(|s| s.acked).unwrap_or(0);
+    while acked() < n {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let elapsed = started.elapsed();
+    let used = commands(&mut conn)?.saturating_sub(before);
+    drop(consumer);
+    println!(
+        "one member, zero work: {n} messages in {elapsed:.2?}: {:.0} msg/s, {:.4} Redis commands per message (including stats polling)",
+        n as f64 / elapsed.as_secs_f64(),
+        used as f64 / n as f64
+    );
+    Ok(())
 }
