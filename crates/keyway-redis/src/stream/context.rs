@@ -111,7 +111,7 @@ pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
 }
 
 impl Scripts {
-    fn all(&self) -> [&Script; 7] {
+    fn all(&self) -> [&Script; 8] {
         [
             &self.heartbeat,
             &self.leave,
@@ -120,6 +120,7 @@ impl Scripts {
             &self.release,
             &self.ack,
             &self.dead_letter,
+            &self.give_back,
         ]
     }
 }

@@ -10,7 +10,9 @@ use crate::stream::EntryId;
 ///   write carrying a lower epoch than one it has seen for the shard: then a member that lost
 ///   its lease (paused, cut off) cannot overwrite the work of the member that took over.
 /// - `attempt` counts from 1 and includes Redis's delivery count: an entry redelivered after a
-///   takeover continues the count of its former owner.
+///   takeover continues the count of its former owner (a delivery it may have started counts,
+///   even if it had not). A clean hand-off gives back the counts of the entries it had not
+///   started, so rebalancing does not use up attempts.
 ///
 /// Delivery is **at least once**: an entry may run again after a crash, a pause past the lease
 /// or a lost ack (but not after a clean hand-off). Entries of one key run one at a time, in

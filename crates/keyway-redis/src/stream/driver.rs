@@ -240,18 +240,19 @@ impl Driver {
         if entries.is_empty() {
             return;
         }
+        let deliveries = |e: &RawEntry| counts.get(&e.id).copied().unwrap_or(1);
         let accepted: Vec<bool> = {
             let mut st = self.shard.state.lock();
             entries
                 .iter()
-                .map(|e| st.deliver(e.id, self.epoch))
+                .map(|e| st.deliver(e.id, self.epoch, deliveries(e)))
                 .collect()
         };
         for (e, ok) in entries.into_iter().zip(accepted) {
             if !ok {
                 continue;
             }
-            let deliveries = counts.get(&e.id).copied().unwrap_or(1);
+            let deliveries = deliveries(&e);
             bump(&self.ctx.totals.delivered, 1);
             if deliveries > 1 {
                 bump(&self.ctx.totals.redeliveries, 1);
@@ -388,12 +389,24 @@ impl Driver {
         }
         let epoch = self.epoch;
         let (ctx, shard) = (Arc::clone(&self.ctx), Arc::clone(&self.shard));
+        let returned = shard.state.lock().take_returned();
         let released = self.conn().and_then(|conn| {
-            evalsha(&ctx.scripts.release, &[shard.lease.as_str()])
-                .arg(&ctx.member)
-                .arg(epoch)
-                .query::<i64>(conn)
-                .map_err(StreamError::from)
+            let keys = [shard.lease.as_str(), shard.stream.as_str()];
+            let mut pipe = redis::pipe();
+            if !returned.is_empty() {
+                let mut give_back = evalsha(&ctx.scripts.give_back, &keys);
+                give_back.arg(ctx.group()).arg(&ctx.member).arg(epoch);
+                for (id, deliveries) in &returned {
+                    give_back
+                        .arg(id.to_string())
+                        .arg(deliveries.saturating_sub(1));
+                }
+                pipe.add_command(give_back).ignore();
+            }
+            let mut release = evalsha(&ctx.scripts.release, &[shard.lease.as_str()]);
+            release.arg(&ctx.member).arg(epoch);
+            pipe.add_command(release);
+            pipe.query::<(i64,)>(conn).map_err(StreamError::from)
         });
         let mut st = self.shard.state.lock();
         st.released();

@@ -64,7 +64,7 @@ fn loom_running_task_does_not_survive_revoke_and_reassign() {
         {
             let mut st = state.lock().unwrap();
             assert!(st.activate(1, later()));
-            assert!(st.deliver(X, 1));
+            assert!(st.deliver(X, 1, 1));
         }
         let old = {
             let (state, running) = (Arc::clone(&state), Arc::clone(&running_for_key));
@@ -74,7 +74,7 @@ fn loom_running_task_does_not_survive_revoke_and_reassign() {
         state.lock().unwrap().lose();
         reacquire(&state, 2);
         assert!(
-            state.lock().unwrap().deliver(X, 2),
+            state.lock().unwrap().deliver(X, 2, 1),
             "the epoch-1 entry is gone"
         );
         let new_ran = task(&state, &running_for_key, 2);
@@ -95,7 +95,7 @@ fn loom_stale_sweep_does_not_remove_a_fresh_entry() {
         {
             let mut st = state.lock().unwrap();
             assert!(st.activate(1, later()));
-            assert!(st.deliver(X, 1));
+            assert!(st.deliver(X, 1, 1));
             assert_eq!(st.start(X, 1, Instant::now()), Start::Run);
         }
         // The old epoch's task finishes late, and the old reader settles what it took.
@@ -120,7 +120,7 @@ fn loom_stale_sweep_does_not_remove_a_fresh_entry() {
         state.lock().unwrap().lose();
         reacquire(&state, 2);
         assert!(
-            state.lock().unwrap().deliver(X, 2),
+            state.lock().unwrap().deliver(X, 2, 1),
             "the fresh entry is accepted"
         );
         old.join().unwrap();

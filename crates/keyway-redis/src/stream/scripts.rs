@@ -120,6 +120,19 @@ redis.call('XACK', KEYS[2], ARGV[1], ARGV[4])
 return 1
 ";
 
+/// KEYS: lease, stream. ARGV: group, member, epoch, then pairs of entry id and delivery count.
+/// A releasing owner gives back the delivery counts of the entries it never started (the next
+/// owner's claim counts them again), if it still holds the lease at that epoch: 1, or -1.
+const GIVE_BACK: &str = r"
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+  return -1
+end
+for i = 4, #ARGV - 1, 2 do
+  redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[2], 0, ARGV[i], 'RETRYCOUNT', ARGV[i + 1], 'JUSTID')
+end
+return 1
+";
+
 /// The compiled scripts (sent by hash; loaded again when Redis has forgotten them).
 pub(crate) struct Scripts {
     pub(crate) heartbeat: Script,
@@ -129,6 +142,7 @@ pub(crate) struct Scripts {
     pub(crate) release: Script,
     pub(crate) ack: Script,
     pub(crate) dead_letter: Script,
+    pub(crate) give_back: Script,
 }
 
 impl Scripts {
@@ -142,6 +156,7 @@ impl Scripts {
             release: Script::new(RELEASE),
             ack: Script::new(ACK),
             dead_letter: Script::new(DEAD_LETTER),
+            give_back: Script::new(GIVE_BACK),
         }
     }
 }

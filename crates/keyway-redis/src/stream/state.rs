@@ -48,6 +48,8 @@ enum Status {
 struct Slot {
     epoch: u64,
     status: Status,
+    /// Redis's delivery count of the entry when this member got it.
+    deliveries: u64,
 }
 
 /// What [`ShardState::start`] decided.
@@ -88,6 +90,9 @@ pub(crate) struct ShardState<D> {
     running: usize,
     to_ack: Vec<ToAck<D>>,
     valid_until: Option<Instant>,
+    /// Entries left unstarted by a release, with their delivery counts: the reader gives the
+    /// counts back in Redis, so a clean hand-off does not use up an attempt.
+    returned: Vec<(EntryId, u64)>,
 }
 
 impl<D> ShardState<D> {
@@ -101,6 +106,7 @@ impl<D> ShardState<D> {
             running: 0,
             to_ack: Vec::new(),
             valid_until: None,
+            returned: Vec::new(),
         }
     }
 
@@ -165,9 +171,14 @@ impl<D> ShardState<D> {
         }
     }
 
-    /// Records a delivered entry; false (do not dispatch it) if not `Active` at `epoch`, or if
-    /// it is already in the window.
-    pub(crate) fn deliver(&mut self, id: EntryId, epoch: u64) -> bool {
+    /// Records a delivered entry (`deliveries`: Redis's delivery count); false (do not
+    /// dispatch it) if not `Active` at `epoch`, or if it is already in the window.
+    pub(crate) fn deliver(&mut self, id: EntryId, epoch: u64, deliveries: u64) -> bool {
+        if self.phase == Phase::Releasing && epoch == self.epoch {
+            // Read while the release began: never started, so returned like the queued ones.
+            self.returned.push((id, deliveries));
+            return false;
+        }
         if self.phase != Phase::Active || epoch != self.epoch || self.entries.contains_key(&id) {
             return false;
         }
@@ -176,6 +187,7 @@ impl<D> ShardState<D> {
             Slot {
                 epoch,
                 status: Status::Queued,
+                deliveries,
             },
         );
         true
@@ -270,20 +282,35 @@ impl<D> ShardState<D> {
         }
     }
 
-    /// Drops the queued entries (they stay pending in Redis); returns how many.
-    fn drop_queued(&mut self) -> usize {
-        let before = self.entries.len();
-        self.entries.retain(|_, s| s.status != Status::Queued);
-        before - self.entries.len()
+    /// Drops the queued entries (they stay pending in Redis); returns them with their
+    /// delivery counts.
+    fn drop_queued(&mut self) -> Vec<(EntryId, u64)> {
+        let mut dropped = Vec::new();
+        self.entries.retain(|&id, s| {
+            let queued = s.status == Status::Queued;
+            if queued {
+                dropped.push((id, s.deliveries));
+            }
+            !queued
+        });
+        dropped.sort();
+        dropped
     }
 
-    /// Starts a hand-off (rule 3); returns the queued entries left for the next owner.
+    /// Starts a hand-off (rule 3); returns how many queued entries are left for the next
+    /// owner (see [`take_returned`](Self::take_returned)).
     pub(crate) fn release(&mut self) -> usize {
         if self.phase != Phase::Active {
             return 0;
         }
         self.phase = Phase::Releasing;
-        self.drop_queued()
+        self.returned = self.drop_queued();
+        self.returned.len()
+    }
+
+    /// The entries a release left unstarted, with their delivery counts.
+    pub(crate) fn take_returned(&mut self) -> Vec<(EntryId, u64)> {
+        std::mem::take(&mut self.returned)
     }
 
     /// Whether a release may complete: nothing runs, no ack waits.
@@ -307,7 +334,8 @@ impl<D> ShardState<D> {
         }
         self.phase = Phase::Lost;
         self.valid_until = None;
-        self.drop_queued()
+        self.returned.clear();
+        self.drop_queued().len()
     }
 }
 
@@ -329,7 +357,7 @@ mod tests {
         let mut s: ShardState<()> = ShardState::new(2);
         assert_eq!(s.room(), 0, "idle: no room");
         assert!(s.activate(1, later()));
-        assert!(s.deliver(id(1), 1) && s.deliver(id(2), 1));
+        assert!(s.deliver(id(1), 1, 1) && s.deliver(id(2), 1, 1));
         assert_eq!(s.room(), 0);
         assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
         s.finish(id(1), 1, Finish::Settle(None));
@@ -344,7 +372,7 @@ mod tests {
         let mut s: ShardState<()> = ShardState::new(10);
         s.activate(1, later());
         for n in 1..=3 {
-            s.deliver(id(n), 1);
+            s.deliver(id(n), 1, 1);
         }
         assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
         assert_eq!(s.release(), 2);
@@ -364,7 +392,7 @@ mod tests {
         let mut s: ShardState<()> = ShardState::new(10);
         let now = Instant::now();
         s.activate(1, now);
-        s.deliver(id(1), 1);
+        s.deliver(id(1), 1, 1);
         assert_eq!(s.start(id(1), 1, now), Start::Wait);
         s.renewed(1, later());
         s.lose();
@@ -375,7 +403,7 @@ mod tests {
     fn a_new_epoch_waits_for_the_old_running_entry_and_keeps_fresh_ones() {
         let mut s: ShardState<()> = ShardState::new(10);
         s.activate(1, later());
-        s.deliver(id(1), 1);
+        s.deliver(id(1), 1, 1);
         assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
         s.lose();
         assert!(!s.activate(2, later()), "rule 4");
@@ -384,7 +412,7 @@ mod tests {
             "a late ack is not sent"
         );
         assert!(s.activate(2, later()));
-        assert!(s.deliver(id(1), 2), "the same entry, delivered again");
+        assert!(s.deliver(id(1), 2, 1), "the same entry, delivered again");
         s.settled(1, [id(1)]);
         assert!(!s.finish(id(1), 1, Finish::Abandon));
         assert_eq!(
