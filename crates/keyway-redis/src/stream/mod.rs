@@ -52,6 +52,19 @@
 //!   pending for the next owner, wait for the running ones, flush the acks, free the lease.
 //!   A clean hand-off runs nothing twice.
 //!
+//! - **Rate limit** (optional, [`rate_limit`](StreamConsumerBuilder::rate_limit)): each entry
+//!   waits for a slot of a keyway [`Scheduler`](keyway::Scheduler) executor before it goes to
+//!   its lane; with a [`RedisCoordinator`](crate::RedisCoordinator) the executor's limit is
+//!   shared by all the members.
+//! - **Visibility**: [`StreamConsumer::stats`] (per shard: owner, epoch, lag, pending entries,
+//!   age of the oldest, window use; totals: redeliveries, takeovers, dead letters, refused acks,
+//!   stalls…), an [`on_ack`](StreamConsumerBuilder::on_ack) hook, and `tracing` events:
+//!   membership changes, acquisitions, takeovers, hand-offs and lost leases (`info`/`warn`),
+//!   dead letters, trimmed pending entries, a recreated group and stalls (`warn`), Redis
+//!   outages (`warn` once, `info` when back), handler failures (`debug`). A **stall detector**
+//!   reports a shard that has entries in its window and made no progress for
+//!   [`stall_after`](StreamConsumerBuilder::stall_after).
+//!
 //! ## What is promised, and what is not
 //! - **At least once**: every entry's handler runs to success (or the entry is
 //!   dead-lettered) before it is acknowledged; an entry may run more than once after a crash,
