@@ -90,27 +90,39 @@
 
 #![warn(missing_docs)]
 
+// Layers, top to bottom: a module imports only modules of its own layer or below (checked by
+// `tests/layers.rs`; unit-test files, `test.rs` and `test_*.rs`, drive the public API and are
+// not held to it). The README's "Layout" section says what each holds.
+// 1. schedule strategy sequencer
+// 2. face
+// 3. lane
+// 4. future
+// 5. engine
+// 6. task
+// 7. error loom observability
+
 #[cfg(doctest)]
 mod compile_fail;
+mod engine;
 mod error;
+mod face;
 mod future;
-mod keyed;
 mod lane;
 pub(crate) mod loom;
 pub mod observability;
-mod pool;
 mod schedule;
 mod sequencer;
 mod strategy;
 mod task;
 
+pub use engine::{blocking, LaneDepth, Stats};
 pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,
 };
+pub use face::{Contexts, Lane, Pool, PoolBuilder, TypedLane, TypedLanes, WaitForRoom};
 pub use future::{yield_now, YieldNow};
-pub use lane::{Contexts, KeyState, Lane, TypedLane, TypedLanes};
-pub use pool::{blocking, LaneDepth, Pool, PoolBuilder, Stats, WaitForRoom};
+pub use lane::KeyState;
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use super::table::TableOps;
-use super::Closures;
+use super::closures::Closures;
+use super::table::LaneTable;
+use crate::engine::TableOps;
 use crate::Pool;
 
 fn pool() -> Pool {
@@ -13,15 +14,15 @@ fn pool() -> Pool {
 #[test]
 fn idle_lane_leaves_the_table_pinned_one_stays() {
     let pool = pool();
-    let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
+    let table: Arc<LaneTable<Closures>> = pool.handle.lanes.clone();
     pool.submit_sequential(1u8, || ()).unwrap().join().unwrap();
-    crate::pool::test_support::quiesce(&pool);
+    crate::face::test_support::quiesce(&pool);
     // Idle: kept in the shard's idle cache for at most a monitor period, then freed.
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);
     let lane = pool.lane(2u8);
     lane.submit(|| ()).unwrap().join().unwrap();
-    crate::pool::test_support::quiesce(&pool);
+    crate::face::test_support::quiesce(&pool);
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 1, "a pinned lane survives the sweep");
     drop(lane);
@@ -33,11 +34,11 @@ fn idle_lane_leaves_the_table_pinned_one_stays() {
 #[test]
 fn idle_cache_is_bounded_and_reused() {
     let pool = pool();
-    let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
+    let table: Arc<LaneTable<Closures>> = pool.handle.lanes.clone();
     for i in 0..10_000u32 {
         pool.submit_sequential(i, || ()).unwrap().join().unwrap();
     }
-    crate::pool::test_support::quiesce(&pool);
+    crate::face::test_support::quiesce(&pool);
     // At most the cache bound per shard stays, however many contexts were used.
     assert!(table.idle_cache_bound() < 10_000);
     assert!(
@@ -50,7 +51,7 @@ fn idle_cache_is_bounded_and_reused() {
     for i in 0..10_000u32 {
         pool.submit_sequential(i, || ()).unwrap().join().unwrap();
     }
-    crate::pool::test_support::quiesce(&pool);
+    crate::face::test_support::quiesce(&pool);
     assert!(table.live_lanes() <= kept.max(table.idle_cache_bound()));
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);

@@ -18,7 +18,7 @@ use super::interval::Intervals;
 use super::scheduler::{Inner, Scheduler};
 use super::stats::IntervalReport;
 use super::TimedOutTask;
-use crate::pool::Pool;
+use crate::face::Pool;
 
 /// The shortest interval a scheduler accepts.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);

@@ -16,7 +16,7 @@ use super::inline::InlineJob;
 use super::job::Entry;
 use super::stats::{Counters, IntervalReport};
 use super::TimedOutTask;
-use crate::pool::Pool;
+use crate::face::Pool;
 use crate::task::{Abandon, PanicReport};
 
 pub(crate) type TimedOutHook = Arc<dyn Fn(&TimedOutTask) + Send + Sync>;

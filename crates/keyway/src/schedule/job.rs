@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::clock::NEVER;
 use super::executor::ExecCore;
 use super::inline::InlineJob;
-use crate::pool::Pool;
+use crate::face::Pool;
 use crate::task::{
     Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };

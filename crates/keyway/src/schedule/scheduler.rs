@@ -17,7 +17,8 @@ use super::executor::{ExecCore, Shared};
 use super::inline::InlineJob;
 use super::job::{Anywhere, Detached, Entry, InContext, Once, Place};
 use super::stats::ExecutorStats;
-use crate::pool::{worker, Pool};
+use crate::engine::worker;
+use crate::face::Pool;
 use crate::task::{PendingTask, TaskHandle};
 
 /// A rate-limited scheduler on a keyway [`Pool`]: tasks scheduled for a time run no faster

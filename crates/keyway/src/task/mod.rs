@@ -5,14 +5,16 @@
 //! "no accepted task is ever lost" checkable.
 
 mod abort;
+mod contain;
 mod handle;
 mod pending;
 mod raw;
 
 pub use abort::AbortHandle;
+pub(crate) use contain::drop_quietly;
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
-pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Work};
+pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::Task;
 
 use std::any::Any;
@@ -261,7 +263,7 @@ impl<F: FnOnce() + Send> Runnable for Plain<F> {
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 pub struct PendingTask {
-    task: Option<Work>,
+    task: Option<Unstarted>,
     /// The lane(s) the task was queued in (none for a plain task); see `pending.rs`.
     contexts: LaneRefs,
 }
@@ -269,7 +271,7 @@ pub struct PendingTask {
 impl PendingTask {
     pub(crate) fn new(task: Task) -> Self {
         PendingTask {
-            task: Some(Work::Task(task)),
+            task: Some(Unstarted::Task(task)),
             contexts: LaneRefs::new(),
         }
     }
@@ -298,7 +300,7 @@ impl std::fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingTask")
             .field("context_hashes", &self.context_hashes().collect::<Vec<_>>())
-            .field("message", &matches!(self.task, Some(Work::Message(_))))
+            .field("message", &matches!(self.task, Some(Unstarted::Message(_))))
             .finish_non_exhaustive()
     }
 }

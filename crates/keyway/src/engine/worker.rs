@@ -15,8 +15,8 @@ use crossbeam_deque::{Steal, Worker};
 use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
-use super::registry::{Job, Registry, Slot};
-use crate::future::PollTask;
+use super::registry::{Registry, Slot};
+use super::work::{PollTask, Work};
 use crate::task::{PanicReport, Task};
 
 thread_local! {
@@ -83,16 +83,16 @@ pub(crate) fn own_thread(registry: &Registry) -> OwnThread {
 pub(crate) struct WorkerCtx {
     pub(crate) registry: Arc<Registry>,
     pub(crate) index: usize,
-    deque: Worker<Job>,
+    deque: Worker<Work>,
     tick: Cell<u32>,
     /// The continuation of the job this worker just ran (a woken future's poll, a lane its
     /// future resumed), run next without a queue or a wake-up; `streak` bounds how many run in a
     /// row before the queues are looked at again (fairness). Held in two slots, at most one of
     /// them full: a poll (the common case, one pointer) in `next_poll`, any other job in `next`;
     /// `has_next` says whether one is full, so that the test moves no job (callgrind: moving the
-    /// whole `Job` in and out of a `Cell<Option<Job>>` to test it cost tens of instructions per
+    /// whole `Work` in and out of a `Cell<Option<Work>>` to test it cost tens of instructions per
     /// self-woken future).
-    next: Cell<Option<Job>>,
+    next: Cell<Option<Work>>,
     next_poll: Cell<Option<PollTask>>,
     has_next: Cell<bool>,
     streak: Cell<u32>,
@@ -101,7 +101,7 @@ pub(crate) struct WorkerCtx {
 }
 
 impl WorkerCtx {
-    pub(crate) fn new(registry: Arc<Registry>, index: usize, deque: Worker<Job>) -> Rc<Self> {
+    pub(crate) fn new(registry: Arc<Registry>, index: usize, deque: Worker<Work>) -> Rc<Self> {
         Rc::new(WorkerCtx {
             registry,
             index,
@@ -116,7 +116,7 @@ impl WorkerCtx {
         })
     }
 
-    pub(crate) fn into_deque(self: Rc<Self>) -> Option<Worker<Job>> {
+    pub(crate) fn into_deque(self: Rc<Self>) -> Option<Worker<Work>> {
         Rc::try_unwrap(self).ok().map(|cx| cx.deque)
     }
 
@@ -127,7 +127,7 @@ impl WorkerCtx {
 
     /// Queues `job` on this worker's own deque — unless the worker is inside `blocking`, where
     /// work queued behind it would wait for the blocking call.
-    pub(crate) fn push_local(&self, job: Job) {
+    pub(crate) fn push_local(&self, job: Work) {
         if self.slot().blocking.load(Ordering::Relaxed) {
             self.registry.injector.push(job);
         } else {
@@ -138,7 +138,7 @@ impl WorkerCtx {
     /// Runs `job` right after the current one on this worker (see `next`); false, with the job
     /// given back, when the slot is taken or the streak is used up.
     #[inline]
-    pub(crate) fn try_next(&self, job: Job) -> Result<(), Job> {
+    pub(crate) fn try_next(&self, job: Work) -> Result<(), Work> {
         if !self.take_turn() {
             return Err(job);
         }
@@ -146,7 +146,7 @@ impl WorkerCtx {
         // Both slots are empty (`has_next` was false): what `replace` gives back is `None`,
         // forgotten rather than dropped so that no drop code (and its register spills) is here.
         let old = match job {
-            Job::Poll(runnable) => self.next_poll.replace(Some(runnable)).map(Job::Poll),
+            Work::Poll(runnable) => self.next_poll.replace(Some(runnable)).map(Work::Poll),
             job => self.next.replace(Some(job)),
         };
         debug_assert!(old.is_none());
@@ -183,19 +183,19 @@ impl WorkerCtx {
 
     /// Takes the job `try_next` left for this worker, if any.
     #[inline]
-    fn take_next(&self) -> Option<Job> {
+    fn take_next(&self) -> Option<Work> {
         if !self.has_next.replace(false) {
             return None;
         }
         match self.next_poll.take() {
-            Some(runnable) => Some(Job::Poll(runnable)),
+            Some(runnable) => Some(Work::Poll(runnable)),
             None => self.next.take(),
         }
     }
 
     /// A lane used up its batch: it goes behind the work already queued here, and the next
     /// search looks at the injector first.
-    pub(crate) fn requeue_lane(&self, job: Job) {
+    pub(crate) fn requeue_lane(&self, job: Work) {
         self.push_local(job);
         self.prefer_global.set(true);
         if self.deque.len() > 1 {
@@ -215,22 +215,16 @@ impl WorkerCtx {
         }
     }
 
-    /// `n` tasks run by this worker are finished (see the accounting rule in `registry`).
-    #[inline]
-    pub(crate) fn tasks_done(&self, n: usize) {
-        self.registry.worker_tasks_done(self.index, n);
-    }
-
     fn run_task(&self, task: Task) {
         self.run_one(|| task.run());
-        self.tasks_done(1);
+        self.registry.count_finished(1, Some(self));
     }
 
-    fn run_job(&self, job: Job) {
+    fn run_job(&self, job: Work) {
         match job {
-            Job::Task(task) => self.run_task(task),
-            Job::Lane(lane) => lane.run_batch(self),
-            Job::Poll(runnable) => self.run_poll(runnable),
+            Work::Task(task) => self.run_task(task),
+            Work::Lane(lane) => lane.run_batch(self),
+            Work::Poll(runnable) => self.run_poll(runnable),
         }
     }
 
@@ -254,7 +248,7 @@ impl WorkerCtx {
         }
     }
 
-    fn find_job(&self) -> Option<Job> {
+    fn find_job(&self) -> Option<Work> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if self.prefer_global.replace(false) || tick % 61 == 0 {
@@ -268,7 +262,7 @@ impl WorkerCtx {
             .or_else(|| self.steal_others())
     }
 
-    fn steal_global(&self) -> Option<Job> {
+    fn steal_global(&self) -> Option<Work> {
         loop {
             match self.registry.injector.steal_batch_and_pop(&self.deque) {
                 Steal::Success(job) => return Some(job),
@@ -278,7 +272,7 @@ impl WorkerCtx {
         }
     }
 
-    fn steal_others(&self) -> Option<Job> {
+    fn steal_others(&self) -> Option<Work> {
         let slots = &self.registry.slots[..self.registry.high_water()];
         if slots.len() < 2 {
             return None;
@@ -403,13 +397,13 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
-        // The common continuation, a woken future's poll, taken without moving a whole `Job`.
+        // The common continuation, a woken future's poll, taken without moving a whole `Work`.
         if cx.has_next.get() {
             if let Some(runnable) = cx.next_poll.take() {
                 cx.has_next.set(false);
                 if cx.registry.is_stopping() {
                     // `shutdown_now` collects it from the deque.
-                    cx.deque.push(Job::Poll(runnable));
+                    cx.deque.push(Work::Poll(runnable));
                     break false;
                 }
                 cx.run_caught(|| cx.run_poll(runnable));

@@ -1,13 +1,13 @@
 //! Submission that waits for room when the pool's [`capacity`](crate::PoolBuilder::capacity) is
-//! reached, blocking or as a future (`waiters.rs` holds the wake-up protocol).
+//! reached, blocking or as a future (the engine's `waiters.rs` holds the wake-up protocol).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::waiters::RoomWait;
-use super::Pool;
+use super::pool::Pool;
+use crate::engine::waiters::RoomWait;
 use crate::error::SubmitError;
 use crate::task::TaskHandle;
 
@@ -94,7 +94,7 @@ impl Pool {
             Err(SubmitError::Full(task)) => task,
             other => return other,
         };
-        if self.on_own_thread() {
+        if self.registry().on_own_thread() {
             return Err(SubmitError::Full(task));
         }
         let deadline = Instant::now().checked_add(timeout);

@@ -20,7 +20,9 @@ use crate::loom::sync::Mutex;
 use crate::loom::thread_handle::{self, Thread};
 
 use super::registry::Registry;
-use crate::task::Task;
+use super::work::Refusal;
+use crate::error::TryExecuteError;
+use crate::task::{Plain, Task};
 
 /// A parked reserved thread's hand-off slot.
 struct Seat {
@@ -104,6 +106,46 @@ impl Reserved {
 }
 
 /// Starts one more reserved thread if the configured number allows.
+/// `Pool::try_execute`: `f` starts on an idle reserved thread now, or comes back at once (and a
+/// reserved thread is started, up to the configured number, so that a later attempt can
+/// succeed). It never queues.
+pub(crate) fn try_execute<F>(registry: &Arc<Registry>, f: F) -> Result<(), TryExecuteError<F>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    if registry.reserved.idle_count() == 0 && !registry.is_closed() {
+        // Cheap refusal: nothing to hand to, so nothing to admit or allocate.
+        start_one(registry);
+        return Err(TryExecuteError::Busy(f));
+    }
+    match registry.admit() {
+        Ok(()) => {}
+        Err(Refusal::Shutdown) => return Err(TryExecuteError::Shutdown(f)),
+        Err(Refusal::Full) => return Err(TryExecuteError::Busy(f)),
+    }
+    // The closure travels in a shared slot so that it can come back untouched if the last
+    // idle seat is taken between the check and the hand-off.
+    let slot = Arc::new(parking_lot::Mutex::new(Some(f)));
+    let inner = slot.clone();
+    let task = Task::new(Plain(move || {
+        if let Some(f) = inner.lock().take() {
+            f()
+        }
+    }));
+    match registry.reserved.hand_off(task) {
+        Ok(()) => Ok(()),
+        Err(task) => {
+            drop(task);
+            registry.unadmit();
+            start_one(registry);
+            match slot.lock().take() {
+                Some(f) => Err(TryExecuteError::Busy(f)),
+                None => unreachable!("an unrun task still holds its closure"),
+            }
+        }
+    }
+}
+
 pub(crate) fn start_one(registry: &Arc<Registry>) {
     let most = registry.config.reserved_threads;
     let reserved = &registry.reserved;
@@ -207,7 +249,7 @@ fn run_task(registry: &Registry, task: Task) {
         Ok(Err(report)) => registry.report_panic(report),
         Err(payload) => registry.report_panic(crate::task::PanicReport::from_payload(payload)),
     }
-    registry.task_done();
+    registry.count_finished(1, None);
 }
 
 /// A reserved thread's exit, however it happens.

@@ -1,76 +1,16 @@
-//! The elastic pool every part of keyway runs on.
-//!
-//! * `registry` — what the threads share: queues, slots, counters, flags, accounting rules;
-//! * `worker` — a worker thread's loop, and [`blocking`];
-//! * `sleep` — parking and waking without lost wake-ups;
-//! * `monitor` — finds blocked workers and adds auxiliary threads;
-//! * `builder` — settings, defaults and their checks;
-//! * `stats`, `counter` — what the pool reports and how it counts cheaply;
-//! * `waiters`, `backpressure` — waiting for room under `capacity`, and for the pool to go idle.
-
-mod backpressure;
-mod builder;
-mod counter;
-mod hasher;
-mod monitor;
-mod progress;
-pub(crate) mod registry;
-mod reserved;
-mod sleep;
-mod stats;
-mod threads;
-mod waiters;
-pub(crate) mod worker;
-
-#[cfg(test)]
-mod test;
-
-#[cfg(all(test, loom))]
-mod loom_drain;
-
-#[cfg(all(test, loom))]
-mod loom_finish;
-
-#[cfg(all(test, loom))]
-mod loom_waiters;
-
-#[cfg(test)]
-pub(crate) mod test_support {
-    use super::Pool;
-
-    /// Waits until every accepted task finished and every worker is parked.
-    pub(crate) fn quiesce(pool: &Pool) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let s = pool.stats();
-            if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "pool never went quiet"
-            );
-            std::thread::yield_now();
-        }
-    }
-}
-
-pub use backpressure::WaitForRoom;
-pub use builder::PoolBuilder;
-pub(crate) use hasher::KeyHasher;
-pub use stats::{LaneDepth, Stats};
-pub use worker::blocking;
+//! [`Pool`]: the handle users hold, its construction, plain tasks, shutdown and statistics. Its
+//! other methods sit beside it by topic: `pool_lanes.rs` (context lanes), `pool_keyed.rs`
+//! (multi-key tasks), `pool_futures.rs` (futures), `pool_typed.rs` (typed lanes),
+//! `pool_room.rs` (waiting for room). Each is a doc and a call down.
 
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::sync::Parker;
-
-use self::builder::Config;
-use self::registry::{Job, Refusal, Registry};
-use crate::error::{BuildError, BuildErrorKind, ShutdownTimedOut, SubmitError, TryExecuteError};
-use crate::lane::{Closures, LaneTable};
+use super::builder::PoolBuilder;
+use crate::engine::{refused, reserved, Config, Registry, Stats, Work};
+use crate::error::{BuildError, ShutdownTimedOut, SubmitError, TryExecuteError};
+use crate::lane::PoolHandle;
 use crate::task::{PendingTask, Plain, Task, TaskHandle};
 
 /// An elastic pool of threads running plain tasks, and tasks ordered per context.
@@ -121,33 +61,6 @@ pub struct Pool {
     pub(crate) handle: Arc<PoolHandle>,
 }
 
-pub(crate) struct PoolHandle {
-    pub(crate) registry: Arc<Registry>,
-    pub(crate) lanes: Arc<LaneTable<Closures>>,
-}
-
-impl Drop for PoolHandle {
-    /// The last handle is gone: a graceful shutdown that waits for the accepted tasks, unless
-    /// on one of the pool's own threads (see "Dropping the last handle" on [`Pool`]).
-    fn drop(&mut self) {
-        let registry = &self.registry;
-        registry.close();
-        if worker::own_thread(registry) == worker::OwnThread::None {
-            registry.wait_for_exit(worker::OwnThread::None);
-            for table in registry.tables() {
-                table.sweep_idle();
-            }
-        }
-    }
-}
-
-pub(crate) fn refused<T>(why: Refusal, task: T) -> SubmitError<T> {
-    match why {
-        Refusal::Shutdown => SubmitError::Shutdown(task),
-        Refusal::Full => SubmitError::Full(task),
-    }
-}
-
 impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
     ///
@@ -174,29 +87,9 @@ impl Pool {
     }
 
     pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
-        let monitor = Parker::new();
-        let registry = Arc::new(Registry::new(config, monitor.unparker().clone()));
-        let lanes = LaneTable::new(
-            Closures,
-            registry.config.max_threads,
-            registry.config.hasher.clone(),
-        );
-        registry.register_table(Arc::downgrade(&lanes) as _);
-        let pool = Pool {
-            handle: Arc::new(PoolHandle {
-                registry: registry.clone(),
-                lanes,
-            }),
-        };
-        registry.start_core()?;
-        let name = format!("{}-monitor", registry.config.thread_name);
-        let watched = registry.clone();
-        let monitor = threads::builder(&registry.config)
-            .name(name)
-            .spawn(move || monitor::run(watched, monitor))
-            .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
-        registry.set_monitor(monitor);
-        Ok(pool)
+        Ok(Pool {
+            handle: PoolHandle::start(config)?,
+        })
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
@@ -222,7 +115,7 @@ impl Pool {
         if let Err(why) = registry.admit() {
             return Err(refused(why, f));
         }
-        registry.schedule(Job::Task(Task::new(Plain(f))));
+        registry.schedule(Work::Task(Task::new(Plain(f))));
         Ok(())
     }
 
@@ -245,7 +138,7 @@ impl Pool {
             return Err(refused(why, f));
         }
         let (handle, task) = TaskHandle::pair(f);
-        registry.schedule(Job::Task(Task::new(task)));
+        registry.schedule(Work::Task(Task::new(task)));
         Ok(handle)
     }
 
@@ -270,38 +163,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        let registry = self.registry();
-        if registry.reserved.idle_count() == 0 && !registry.is_closed() {
-            // Cheap refusal: nothing to hand to, so nothing to admit or allocate.
-            reserved::start_one(registry);
-            return Err(TryExecuteError::Busy(f));
-        }
-        match registry.admit() {
-            Ok(()) => {}
-            Err(Refusal::Shutdown) => return Err(TryExecuteError::Shutdown(f)),
-            Err(Refusal::Full) => return Err(TryExecuteError::Busy(f)),
-        }
-        // The closure travels in a shared slot so that it can come back untouched if the last
-        // idle seat is taken between the check and the hand-off.
-        let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(f)));
-        let inner = slot.clone();
-        let task = Task::new(Plain(move || {
-            if let Some(f) = inner.lock().take() {
-                f()
-            }
-        }));
-        match registry.reserved.hand_off(task) {
-            Ok(()) => Ok(()),
-            Err(task) => {
-                drop(task);
-                registry.unadmit();
-                reserved::start_one(registry);
-                match slot.lock().take() {
-                    Some(f) => Err(TryExecuteError::Busy(f)),
-                    None => unreachable!("an unrun task still holds its closure"),
-                }
-            }
-        }
+        reserved::try_execute(self.registry(), f)
     }
 
     /// Stops intake and waits until every accepted task has run (every future completed, awaits
@@ -325,14 +187,7 @@ impl Pool {
     /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
     /// ```
     pub fn shutdown(&self) {
-        let registry = self.registry();
-        registry.close();
-        if !self.on_own_thread() {
-            registry.wait_for_exit(worker::OwnThread::None);
-            for table in registry.tables() {
-                table.sweep_idle();
-            }
-        }
+        let _ = self.registry().close_and_wait(None);
     }
 
     /// Like [`shutdown`](Pool::shutdown), but waits at most `timeout`. `Ok(())` once every
@@ -355,21 +210,9 @@ impl Pool {
     /// assert!(pool.shutdown_timeout(Duration::MAX).is_ok());
     /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
-        let registry = self.registry();
-        registry.close();
-        let left = || ShutdownTimedOut::new(registry.pending());
-        if self.on_own_thread() {
-            return Err(left());
-        }
-        let deadline = Instant::now().checked_add(timeout);
-        if registry.wait_for_exit_until(worker::OwnThread::None, deadline) {
-            for table in registry.tables() {
-                table.sweep_idle();
-            }
-            Ok(())
-        } else {
-            Err(left())
-        }
+        // Checked: a timeout too long to add to `now` means no deadline.
+        self.registry()
+            .close_and_wait(Instant::now().checked_add(timeout))
     }
 
     /// Waits until the pool is idle: no accepted task is queued or running (in any lane, for
@@ -419,13 +262,7 @@ impl Pool {
     }
 
     fn wait_idle_until(&self, deadline: Option<Instant>) -> bool {
-        let registry = self.registry();
-        if self.on_own_thread() {
-            return registry.pending() == 0;
-        }
-        registry
-            .waiters
-            .wait_idle(deadline, || registry.pending() == 0)
+        self.registry().wait_idle_until(deadline)
     }
 
     /// Stops intake, lets running tasks finish, and hands back every accepted task that had not
@@ -464,45 +301,7 @@ impl Pool {
     /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
-        let registry = self.registry();
-        registry.stop();
-        let own = worker::own_thread(registry);
-        let _inside = registry.enter_shutdown_now(own);
-        registry.wait_for_exit(own);
-        let mut pending = Vec::new();
-        loop {
-            let before = pending.len();
-            registry.drain_queues(|job| {
-                if let Job::Task(task) = job {
-                    pending.push(PendingTask::new(task));
-                }
-            });
-            for table in registry.tables() {
-                table.drain(&mut pending);
-            }
-            // Started futures waiting for a wake-up are cancelled (dropped) now.
-            registry.futures.cancel_all();
-            for _ in before..pending.len() {
-                registry.task_done();
-            }
-            // A submitter admitted just before `stop` may still be pushing its task. What may
-            // stay pending is what the pool threads inside `shutdown_now` hold (this one's
-            // among them): the task each runs, and the launching entry of each future whose
-            // first poll called it. `pending` is read first: a caller that leaves in between
-            // only makes the test stricter, and none can enter with a task that was not
-            // already pending.
-            let pending_now = registry.pending();
-            if pending_now <= registry.held_by_stoppers() {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        tracing::debug!(
-            pool = registry.name(),
-            handed_back = pending.len(),
-            "keyway shutdown_now"
-        );
-        pending
+        self.registry().shutdown_now()
     }
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called
@@ -531,7 +330,7 @@ impl Pool {
     ///
     /// The crate docs' "Observability" section shows a backed-up lane found through `stats`.
     pub fn stats(&self) -> Stats {
-        stats::snapshot(self.registry())
+        Stats::of(self.registry())
     }
 
     /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`],
@@ -559,10 +358,6 @@ impl Pool {
     /// ```
     pub fn name(&self) -> &str {
         self.registry().name()
-    }
-
-    fn on_own_thread(&self) -> bool {
-        worker::own_thread(self.registry()) != worker::OwnThread::None
     }
 }
 

@@ -1,4 +1,4 @@
-//! Multi-key tasks (SPEC §4, Explorer): a task names several keys; tasks sharing any key never
+//! Multi-key tasks (Explorer's design): a task names several keys; tasks sharing any key never
 //! overlap and run in submission order; the others run in parallel; nothing deadlocks.
 //!
 //! A keyed task is one [`MultiTask`] standing as an entry in the lane of each of its keys (the
@@ -21,13 +21,6 @@
 //!   last reference, and the next submission reuses it (`cells`): no allocation per task while
 //!   the tasks in flight fit the stashes and the depot.
 
-mod cells;
-#[cfg(test)]
-mod test;
-
-#[cfg(all(test, loom))]
-mod loom_keyed;
-
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -35,29 +28,29 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::cells;
+use super::closures::{admit_entry_then, ClosureEntry, Closures, MakeEntry};
+use super::key::{catch_key, KeyPanicked};
+use super::multi::Passed;
+use super::pool_handle::PoolHandle;
+use super::table::{LaneCore, LaneTable};
+use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
 use crate::error::SubmitError;
-use crate::future::{Launcher, Release};
-use crate::lane::{
-    admit_entry_then, catch_key, drop_quietly, plain, with_handle, ClosureEntry, Closures,
-    KeyPanicked, LaneCore, LaneTable, MakeEntry, Passed,
-};
-use crate::pool::registry::{Job, LaneJob, Registry};
-use crate::pool::worker::WorkerCtx;
-use crate::pool::Pool;
-use crate::task::{Task, TaskHandle};
+use crate::future::{Launcher, Release, Resume};
+use crate::task::{drop_quietly, Task};
 
 /// What a multi-key task runs: a closure, or a future that holds the keys until it is done.
-enum Body {
+pub(super) enum Body {
     Run(Task),
     Launch(Launcher),
 }
 
 /// A task waiting at the head of several lanes.
 pub(crate) struct MultiTask {
-    task: Mutex<Option<Body>>,
+    pub(super) task: Mutex<Option<Body>>,
     /// Lanes that have not yet reached this task.
-    waiting: AtomicUsize,
-    lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+    pub(super) waiting: AtomicUsize,
+    pub(super) lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
 }
 
 impl MultiTask {
@@ -83,24 +76,31 @@ impl MultiTask {
         }
     }
 
-    /// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on
-    /// (each on the pool: this may run on any thread).
-    pub(crate) fn release(self: &Arc<Self>, registry: &Arc<Registry>) {
-        for lane in self.lanes.iter() {
-            match lane.pass_multi(self) {
-                Passed::Done => {}
-                Passed::Ready(next) => registry.schedule(Job::Lane(next)),
-                Passed::Restart(lane) => registry.schedule(Job::Lane(lane)),
-            }
-        }
-    }
-
     /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
     pub(crate) fn contexts(&self) -> crate::task::LaneRefs {
         self.lanes
             .iter()
             .map(|lane| lane.clone() as Arc<dyn crate::task::ContextOf>)
             .collect()
+    }
+}
+
+/// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on (each
+/// on the pool: this may run on any thread).
+impl Resume for MultiTask {
+    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
+        for lane in self.lanes.iter() {
+            match lane.pass_multi(&self) {
+                Passed::Done => {}
+                Passed::Ready(next) => registry.schedule(Work::Lane(next)),
+                Passed::Restart(lane) => registry.schedule(Work::Lane(lane)),
+            }
+        }
+    }
+
+    /// A panic report names no single context for a task holding several.
+    fn context_hash(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -129,15 +129,15 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
         match body {
             Some(Body::Run(task)) => {
                 worker.run_one(|| task.run());
-                worker.tasks_done(1);
+                registry.count_finished(1, Some(worker));
             }
             Some(Body::Launch(fut)) => {
                 // Rule 7: the future holds every key until it is done; its end calls `release`.
                 worker.run_one(|| {
-                    fut.launch(registry, Release::Multi(multi.clone()));
+                    fut.launch(registry, Release::Resume(multi.clone()));
                     Ok(())
                 });
-                worker.tasks_done(1);
+                registry.count_finished(1, Some(worker));
                 return;
             }
             None => {}
@@ -158,13 +158,13 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
                 Passed::Done => {}
                 Passed::Ready(m) if budget > 0 => {
                     if let Some(other) = next.replace(m) {
-                        registry.schedule(Job::Lane(other));
+                        registry.schedule(Work::Lane(other));
                     }
                 }
-                Passed::Ready(m) => registry.schedule(Job::Lane(m)),
+                Passed::Ready(m) => registry.schedule(Work::Lane(m)),
                 Passed::Restart(lane) => {
                     if let Some(other) = inline.replace(lane) {
-                        registry.schedule(Job::Lane(other));
+                        registry.schedule(Work::Lane(other));
                     }
                 }
             }
@@ -172,7 +172,7 @@ fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
         cells::recycle(multi);
         if let Some(lane) = inline {
             if next.is_some() {
-                registry.schedule(Job::Lane(lane));
+                registry.schedule(Work::Lane(lane));
             } else {
                 continue_inline(lane, worker);
             }
@@ -192,7 +192,7 @@ fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
     const MAX_DEPTH: u32 = 4;
     let depth = INLINE_DEPTH.with(|d| d.get());
     if depth >= MAX_DEPTH || worker.registry.is_stopping() {
-        worker.registry.schedule(Job::Lane(lane));
+        worker.registry.schedule(Work::Lane(lane));
         return;
     }
     INLINE_DEPTH.with(|d| d.set(depth + 1));
@@ -348,141 +348,78 @@ fn push_new<T>(
 /// of its own, and no lane needs one.
 fn count_fresh(registry: &Arc<Registry>, multi: Arc<MultiTask>, fresh: usize) {
     if fresh > 0 && multi.arrived(fresh) {
-        registry.schedule(Job::Lane(multi));
+        registry.schedule(Work::Lane(multi));
     }
 }
 
-/// Multi-key tasks on the pool.
-impl Pool {
-    fn keyed_submit<K, F, T>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-        f: F,
-        wrap: impl FnOnce(F) -> (T, Task),
-    ) -> Result<T, SubmitError<F>>
-    where
-        K: Hash + Eq + Send + Sync + 'static,
-    {
-        let wrap = |f| {
-            let (out, task) = wrap(f);
-            (
-                out,
-                ClosureEntry::One {
-                    task,
-                    coalescing: false,
-                },
-            )
-        };
-        self.keyed_submit_entry(keys, f, wrap)
-    }
+/// Runs `f` (made a task by `wrap`) holding every key in `keys` (`Pool::execute_keyed`).
+pub(crate) fn submit<K, F, T>(
+    handle: &PoolHandle,
+    keys: impl IntoIterator<Item = K>,
+    f: F,
+    wrap: impl FnOnce(F) -> (T, Task),
+) -> Result<T, SubmitError<F>>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let wrap = |f| {
+        let (out, task) = wrap(f);
+        (
+            out,
+            ClosureEntry::One {
+                task,
+                coalescing: false,
+            },
+        )
+    };
+    submit_entry(handle, keys, f, wrap)
+}
 
-    /// `keyed_submit` for any kind of entry (a future's, say).
-    pub(crate) fn keyed_submit_entry<K, F, T>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-        f: F,
-        wrap: impl FnOnce(F) -> (T, ClosureEntry),
-    ) -> Result<T, SubmitError<F>>
-    where
-        K: Hash + Eq + Send + Sync + 'static,
-    {
-        // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
-        let distinct = catch_key(|| {
-            let mut distinct = SmallVec::<[K; 4]>::new();
-            for key in keys {
-                if !distinct.contains(&key) {
-                    distinct.push(key);
-                }
+/// [`submit`] for any kind of entry (a future's, say).
+pub(crate) fn submit_entry<K, F, T>(
+    handle: &PoolHandle,
+    keys: impl IntoIterator<Item = K>,
+    f: F,
+    wrap: impl FnOnce(F) -> (T, ClosureEntry),
+) -> Result<T, SubmitError<F>>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
+    let distinct = catch_key(|| {
+        let mut distinct = SmallVec::<[K; 4]>::new();
+        for key in keys {
+            if !distinct.contains(&key) {
+                distinct.push(key);
             }
-            distinct
-        });
-        let Ok(mut distinct) = distinct else {
-            return Err(SubmitError::KeyPanicked(f));
-        };
-        let handle = &self.handle;
-        let registry = &handle.registry;
-        admit_entry_then(self, f, wrap, |make| match distinct.len() {
-            0 => match make() {
-                (out, ClosureEntry::One { task, .. }) => {
-                    registry.schedule(Job::Task(task));
-                    Ok(out)
-                }
-                (out, ClosureEntry::Async { fut, .. }) => {
-                    let task = fut.into_runnable(Arc::downgrade(registry));
-                    registry.schedule(Job::Task(Task::new(task)));
-                    Ok(out)
-                }
-                (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
-            },
-            1 => match distinct.pop() {
-                Some(key) => handle.lanes.submit(registry, key, make),
-                None => unreachable!("one key"),
-            },
-            2 => match (distinct.pop(), distinct.pop()) {
-                (Some(b), Some(a)) => submit_two(&handle.lanes, registry, a, b, make),
-                _ => unreachable!("two keys"),
-            },
-            _ => submit_many(&handle.lanes, registry, distinct, make),
-        })
-    }
-
-    /// Runs `f` holding every key in `keys`: two tasks sharing at least one key never overlap,
-    /// and the one submitted first runs first; tasks with disjoint keys run in parallel.
-    ///
-    /// Duplicate keys count once; no keys makes a plain task; one key is exactly
-    /// [`execute_sequential`](Pool::execute_sequential) on that key (same lane, same order). A
-    /// task waiting for a busy key holds no thread.
-    ///
-    /// A context's type is part of its identity: keys `1u32` and `1u64` are different keys, and
-    /// tasks holding one do not exclude tasks holding the other. [`Pool::contexts`] fixes the key
-    /// type once (`pool.contexts::<u64>().execute_keyed([from, to], f)`).
-    ///
-    /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let log = Arc::new(Mutex::new(Vec::new()));
-    /// for (i, keys) in [vec!["alice", "bob"], vec!["bob"], vec!["bob", "carol"], vec!["alice"]]
-    ///     .into_iter()
-    ///     .enumerate()
-    /// {
-    ///     let log = log.clone();
-    ///     pool.execute_keyed(keys, move || log.lock().unwrap().push(i)).unwrap();
-    /// }
-    /// pool.shutdown();
-    /// let log = log.lock().unwrap();
-    /// let pos = |i| log.iter().position(|&x| x == i).unwrap();
-    /// // Everything touching "bob" ran in submission order; "alice" too.
-    /// assert!(pos(0) < pos(1) && pos(1) < pos(2) && pos(0) < pos(3));
-    /// ```
-    pub fn execute_keyed<K, F>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-        f: F,
-    ) -> Result<(), SubmitError<F>>
-    where
-        K: Hash + Eq + Send + Sync + 'static,
-        F: FnOnce() + Send + 'static,
-    {
-        self.keyed_submit(keys, f, plain)
-    }
-
-    /// Like [`execute_keyed`](Pool::execute_keyed), returning a [`TaskHandle`].
-    ///
-    /// ```
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let transfer = pool.submit_keyed(["acct-1", "acct-2"], || "moved 10").unwrap();
-    /// assert_eq!(transfer.join().unwrap(), "moved 10");
-    /// ```
-    pub fn submit_keyed<K, F, T>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-        f: F,
-    ) -> Result<TaskHandle<T>, SubmitError<F>>
-    where
-        K: Hash + Eq + Send + Sync + 'static,
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        self.keyed_submit(keys, f, with_handle)
-    }
+        }
+        distinct
+    });
+    let Ok(mut distinct) = distinct else {
+        return Err(SubmitError::KeyPanicked(f));
+    };
+    let registry = &handle.registry;
+    admit_entry_then(registry, f, wrap, |make| match distinct.len() {
+        0 => match make() {
+            (out, ClosureEntry::One { task, .. }) => {
+                registry.schedule(Work::Task(task));
+                Ok(out)
+            }
+            (out, ClosureEntry::Async { fut, .. }) => {
+                let task = fut.into_runnable(Arc::downgrade(registry));
+                registry.schedule(Work::Task(Task::new(task)));
+                Ok(out)
+            }
+            (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
+        },
+        1 => match distinct.pop() {
+            Some(key) => handle.lanes.submit(registry, key, make),
+            None => unreachable!("one key"),
+        },
+        2 => match (distinct.pop(), distinct.pop()) {
+            (Some(b), Some(a)) => submit_two(&handle.lanes, registry, a, b, make),
+            _ => unreachable!("two keys"),
+        },
+        _ => submit_many(&handle.lanes, registry, distinct, make),
+    })
 }

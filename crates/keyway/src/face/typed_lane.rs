@@ -5,11 +5,10 @@
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::state::Keyed;
-use super::table::LaneCore;
-use super::typed::{Entry, Typed, TypedLanes};
+use super::typed_lanes::TypedLanes;
 use crate::error::SubmitError;
-use crate::pool::refused;
+use crate::lane::typed::{self, Typed};
+use crate::lane::LaneCore;
 
 /// One key's lane of a [`TypedLanes`]: [`send`](TypedLane::send) queues a message for that key
 /// without looking the key up each time — an actor's mailbox handle. Messages sent through it
@@ -58,7 +57,7 @@ where
     /// lane.send(1).unwrap();
     /// ```
     pub fn lane(&self, key: K) -> TypedLane<K, M, S> {
-        match self.table.pin(Keyed::<K, S>::new(key)) {
+        match typed::pin(&self.table, key) {
             Ok(core) => TypedLane {
                 lanes: self.clone(),
                 core,
@@ -74,20 +73,6 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    fn send_entry(&self, msg: M, coalescing: bool) -> Result<(), SubmitError<M>> {
-        let registry = self.lanes.pool.registry();
-        if let Err(why) = registry.admit() {
-            return Err(refused(why, msg));
-        }
-        // Pinned: no look-up, so no key code runs (rule 3).
-        self.core.push_pinned(
-            &self.lanes.table,
-            registry,
-            Entry::Message { msg, coalescing },
-        );
-        Ok(())
-    }
-
     /// Queues `msg` for this lane's key, after every message sent for it before.
     ///
     /// ```
@@ -96,7 +81,13 @@ where
     /// lanes.lane(1).send(5).unwrap();
     /// ```
     pub fn send(&self, msg: M) -> Result<(), SubmitError<M>> {
-        self.send_entry(msg, false)
+        typed::send_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msg,
+            false,
+        )
     }
 
     /// Like [`TypedLanes::send_coalescing`] for this lane's key.
@@ -109,7 +100,13 @@ where
     /// eurusd.send_coalescing(1.11).unwrap();
     /// ```
     pub fn send_coalescing(&self, msg: M) -> Result<(), SubmitError<M>> {
-        self.send_entry(msg, true)
+        typed::send_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msg,
+            true,
+        )
     }
 
     /// This lane's key.
@@ -120,7 +117,7 @@ where
     /// assert_eq!(*lanes.lane(3).key(), 3);
     /// ```
     pub fn key(&self) -> &K {
-        &Typed::<K, M, S>::keyed(self.core.key.get()).key
+        typed::key_of(&self.core)
     }
 }
 

@@ -17,40 +17,14 @@
 //! on its way there. Its `SeqCst` fence, between the worker's counter stores and its reads of
 //! `closed` and of the waiters' registrations, is one side of the same Dekker pattern the
 //! read-modify-write gives the other finish paths (the loom model `loom_finish`). With a
-//! `capacity`, a finish also frees room at once, so workers count through [`Registry::tasks_done`].
+//! `capacity`, a finish also frees room at once, so workers count as every other thread does.
+//! Every count, on every thread, goes through [`Registry::count_finished`].
 
-use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use super::{Refusal, Registry};
-
-thread_local! {
-    /// How many futures this thread is launching: in each one's first poll the thread holds two
-    /// admissions, the launched entry's (counted finished by its launcher once the first poll
-    /// returns) and the future's own (`extend_task`). See [`launching`].
-    static LAUNCHING: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Runs `first_poll`, the first poll of a future whose task was just extended (`extend_task`)
-/// while its launcher still counts the entry running. A `shutdown_now` called from inside it
-/// (from the future, or from a future it resumed in place) thus knows that this thread holds one
-/// admission more than the job it runs, and does not wait for it.
-pub(crate) fn launching<R>(first_poll: impl FnOnce() -> R) -> R {
-    struct Leave;
-    impl Drop for Leave {
-        fn drop(&mut self) {
-            LAUNCHING.with(|n| n.set(n.get() - 1));
-        }
-    }
-    LAUNCHING.with(|n| n.set(n.get() + 1));
-    let _leave = Leave;
-    first_poll()
-}
-
-/// Admissions this thread holds beyond the one of the job it runs (see [`launching`]).
-pub(crate) fn launching_here() -> u64 {
-    LAUNCHING.try_with(Cell::get).unwrap_or(0)
-}
+use super::registry::Registry;
+use super::work::Refusal;
+use super::worker::WorkerCtx;
 
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
@@ -99,16 +73,29 @@ impl Registry {
         self.wake_if_drained();
     }
 
-    /// One accepted task is done (ran, skipped, coalesced away or handed back).
-    pub(crate) fn task_done(&self) {
-        self.tasks_done(1);
-    }
-
-    /// `n` accepted tasks are done. The one finish path for every kind of thread (worker,
-    /// reserved thread, `shutdown_now`'s drain, a coalescing submitter): once the pool is closed,
-    /// the finish that leaves nothing pending wakes whoever waits for quiescence (parked workers,
-    /// reserved threads, the monitor), so `shutdown` never waits out a `keep_alive`.
-    pub(crate) fn tasks_done(&self, n: usize) {
+    /// `n` accepted tasks are done (ran, skipped, coalesced away, cancelled or handed back):
+    /// the one place where a task is counted finished, on every kind of thread.
+    ///
+    /// * On `worker`, the worker running them (only that thread may name itself), with no
+    ///   `capacity`: a plain store on the worker's slot counter (see "Finishing on a worker" in
+    ///   the module doc); the wake-ups a finish may owe are
+    ///   [`finishes_published`](Self::finishes_published)'s, which the worker calls before it
+    ///   looks for sleep or exits.
+    /// * Anywhere else (a reserved thread, `shutdown_now`'s drain, a coalescing submitter, a
+    ///   future finished off the pool), or with a `capacity` (room is freed, and waiters for it
+    ///   woken, at once): the shared stripes, and once the pool is closed, the finish that
+    ///   leaves nothing pending wakes whoever waits for quiescence (parked workers, reserved
+    ///   threads, the monitor), so `shutdown` never waits out a `keep_alive`.
+    #[inline]
+    pub(crate) fn count_finished(&self, n: usize, worker: Option<&WorkerCtx>) {
+        if let (Some(cx), None) = (worker, self.config.capacity) {
+            let c = &self.slots[cx.index].finished;
+            c.store(
+                c.load(Ordering::Relaxed).wrapping_add(n as u64),
+                Ordering::Release,
+            );
+            return;
+        }
         if n == 0 {
             return;
         }
@@ -145,28 +132,19 @@ impl Registry {
             })
     }
 
-    /// `n` tasks finished on the worker holding `slot` (only that thread may call this). Without
-    /// a `capacity`, a plain store on the slot's own counter: the wake-ups a finish may owe are
-    /// [`finishes_published`](Self::finishes_published)'s, which the worker calls before it
-    /// looks for sleep or exits. With one, the full [`tasks_done`](Self::tasks_done): room is
-    /// freed, and waiters for it woken, at once.
-    #[inline]
-    pub(crate) fn worker_tasks_done(&self, slot: usize, n: usize) {
-        if self.config.capacity.is_some() {
-            self.tasks_done(n);
-        } else {
-            let c = &self.slots[slot].finished;
-            c.store(
-                c.load(Ordering::Relaxed).wrapping_add(n as u64),
-                Ordering::Release,
-            );
-        }
-    }
-
     /// A worker ran out of work or is leaving: the wake-ups its finishes since the last call
     /// may owe (see "Finishing on a worker" in the module doc).
     pub(crate) fn finishes_published(&self) {
         std::sync::atomic::fence(Ordering::SeqCst);
         self.wake_if_drained();
+    }
+
+    /// Waits until nothing accepted is pending, or until `deadline`; true if it came to that.
+    /// On one of the pool's own threads, whose running task keeps the pool busy, it only looks.
+    pub(crate) fn wait_idle_until(&self, deadline: Option<std::time::Instant>) -> bool {
+        if self.on_own_thread() {
+            return self.pending() == 0;
+        }
+        self.waiters.wait_idle(deadline, || self.pending() == 0)
     }
 }

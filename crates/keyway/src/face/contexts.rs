@@ -5,10 +5,10 @@
 use std::hash::Hash;
 use std::marker::PhantomData;
 
+use super::lane::Lane;
+use super::pool::Pool;
 use crate::error::SubmitError;
-use crate::pool::Pool;
 use crate::task::TaskHandle;
-use crate::Lane;
 
 /// The pool's context lanes for keys of type `K` alone, from [`Pool::contexts`].
 ///

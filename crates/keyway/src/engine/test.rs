@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use super::counter::Striped;
 use super::sleep::Sleep;
-use super::PoolBuilder;
 
 #[test]
 fn striped_counter_sums_adds_from_many_threads() {
@@ -46,19 +45,6 @@ fn sleep_wakes_the_most_recent_sleeper_once() {
     all.sort();
     assert_eq!(all, vec![1, 2]);
     assert_eq!(s.sleepers(), 0);
-}
-
-#[test]
-fn defaults_follow_the_spec() {
-    let c = PoolBuilder::new().into_config().unwrap();
-    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert_eq!(c.core_threads, available);
-    assert!(c.max_threads >= 16 && c.max_threads >= c.core_threads);
-    assert_eq!(c.keep_alive, std::time::Duration::from_secs(10));
-    assert_eq!(c.monitor_period, std::time::Duration::from_millis(250));
-    assert_eq!(c.blocked_after, std::time::Duration::from_millis(250));
-    assert_eq!(c.core_growth_after, 10);
-    assert_eq!(c.capacity, None);
 }
 
 /// Issue 9 (reasoned, confirmed): an unpark token left over from a wake-up the worker had already

@@ -4,49 +4,13 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::hasher::KeyHasher;
-use super::threads::ThreadHook;
-use super::Pool;
+use super::pool::Pool;
+use crate::engine::config::{
+    Config, PanicHook, ThreadHook, MAX_STACK_SIZE, MIN_STACK_SIZE, THREAD_LIMIT,
+};
+use crate::engine::KeyHasher;
 use crate::error::{BuildError, BuildErrorKind};
 use crate::task::PanicReport;
-
-/// The most threads of one kind (`core_threads`, `max_threads`, `reserved_threads`) a pool may
-/// be configured with.
-pub(crate) const THREAD_LIMIT: usize = 4096;
-
-/// The smallest stack [`PoolBuilder::stack_size`] accepts: keyway's own frames need some room,
-/// and a stack overflow aborts the process.
-pub(crate) const MIN_STACK_SIZE: usize = 64 * 1024;
-
-/// The largest stack [`PoolBuilder::stack_size`] accepts (1 GiB, Go's limit for a goroutine's
-/// stack): each thread reserves that much address space.
-pub(crate) const MAX_STACK_SIZE: usize = 1 << 30;
-
-pub(crate) type PanicHook = Arc<dyn Fn(&PanicReport) + Send + Sync + 'static>;
-
-/// The checked configuration a pool runs with.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) core_threads: usize,
-    pub(crate) max_threads: usize,
-    pub(crate) keep_alive: Duration,
-    pub(crate) core_growth_after: usize,
-    pub(crate) monitor_period: Duration,
-    pub(crate) blocked_after: Duration,
-    pub(crate) lane_batch: usize,
-    pub(crate) capacity: Option<usize>,
-    pub(crate) reserved_threads: usize,
-    pub(crate) min_reserved_threads: usize,
-    pub(crate) reserved_idle_timeout: Duration,
-    pub(crate) thread_name: String,
-    pub(crate) panic_hook: Option<PanicHook>,
-    pub(crate) stack_size: Option<usize>,
-    pub(crate) on_thread_start: Option<ThreadHook>,
-    pub(crate) on_thread_stop: Option<ThreadHook>,
-    pub(crate) hasher: KeyHasher,
-    /// The pool's name in its tracing span and events (default: `thread_name`).
-    pub(crate) name: String,
-}
 
 /// Configures and builds a [`Pool`].
 ///
@@ -490,32 +454,29 @@ impl PoolBuilder {
         if core > max {
             return err(BuildErrorKind::CoreAboveMax { core, max });
         }
-        let durations = [
-            ("keep_alive", self.keep_alive, Duration::from_secs(10)),
-            (
-                "monitor_period",
-                self.monitor_period,
-                Duration::from_millis(250),
-            ),
-            (
-                "blocked_after",
-                self.blocked_after,
-                Duration::from_millis(250),
-            ),
-            (
-                "reserved_idle_timeout",
-                self.reserved_idle_timeout,
-                Duration::from_secs(60),
-            ),
-        ];
-        let mut checked = [Duration::ZERO; 4];
-        for (i, (setting, value, default)) in durations.into_iter().enumerate() {
-            let value = value.unwrap_or(default);
-            if value.is_zero() {
-                return err(BuildErrorKind::ZeroDuration { setting, value });
-            }
-            checked[i] = value;
-        }
+        let duration = |setting, value: Option<Duration>, default| match value.unwrap_or(default) {
+            value if value.is_zero() => Err(BuildError::new(BuildErrorKind::ZeroDuration {
+                setting,
+                value,
+            })),
+            value => Ok(value),
+        };
+        let keep_alive = duration("keep_alive", self.keep_alive, Duration::from_secs(10))?;
+        let monitor_period = duration(
+            "monitor_period",
+            self.monitor_period,
+            Duration::from_millis(250),
+        )?;
+        let blocked_after = duration(
+            "blocked_after",
+            self.blocked_after,
+            Duration::from_millis(250),
+        )?;
+        let reserved_idle_timeout = duration(
+            "reserved_idle_timeout",
+            self.reserved_idle_timeout,
+            Duration::from_secs(60),
+        )?;
         let counts = [
             ("core_growth_after", self.core_growth_after),
             ("lane_batch", self.lane_batch),
@@ -558,12 +519,12 @@ impl PoolBuilder {
             name: self.name.unwrap_or_else(|| thread_name.clone()),
             reserved_threads: reserved,
             min_reserved_threads: min_reserved,
-            reserved_idle_timeout: checked[3],
+            reserved_idle_timeout,
             core_threads: core,
             max_threads: max,
-            keep_alive: checked[0],
-            monitor_period: checked[1],
-            blocked_after: checked[2],
+            keep_alive,
+            monitor_period,
+            blocked_after,
             core_growth_after: self.core_growth_after.unwrap_or(10),
             lane_batch: self.lane_batch.unwrap_or(32),
             capacity: self.capacity,

@@ -7,15 +7,11 @@
 //! the thread goes on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 
-use super::builder::Config;
+use super::config::{Config, ThreadHook};
 use super::registry::Registry;
 use crate::error::panic_message;
 use crate::task::PanicReport;
-
-/// A hook run on a pool thread as it starts or stops.
-pub(crate) type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
 
 /// A thread builder with the pool's settings (the caller names the thread).
 pub(crate) fn builder(config: &Config) -> std::thread::Builder {

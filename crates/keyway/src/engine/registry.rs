@@ -1,6 +1,7 @@
 //! The state every worker, submitter and the monitor share: queues, thread slots, counters, flags.
 //!
-//! Admission and the accounting of finished tasks: `registry/accounting.rs`.
+//! Admission and the count of finished tasks: `accounting.rs`; start, shutdown and joining:
+//! `lifecycle.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,44 +11,17 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use crossbeam_utils::sync::{Parker, Unparker};
 use parking_lot::{Condvar, Mutex};
 
-use super::builder::Config;
+use super::config::Config;
 use super::counter::Striped;
+use super::lifecycle::Stoppers;
+use super::live::Live;
 use super::progress::Progress;
 use super::reserved::Reserved;
 use super::sleep::Sleep;
 use super::waiters::Waiters;
+use super::work::{TableOps, Work};
 use super::worker::{self, WorkerCtx};
-use crate::error::{BuildError, BuildErrorKind};
-use crate::lane::TableOps;
-use crate::task::{PanicReport, Task};
-
-mod accounting;
-
-pub(crate) use accounting::launching;
-
-/// What the pool's queues hold.
-pub(crate) enum Job {
-    /// A plain task.
-    Task(Task),
-    /// A lane with queued work: the worker that takes it runs a batch of the lane's tasks.
-    Lane(Arc<dyn LaneJob>),
-    /// A woken future (`spawn*`): the worker polls it once. Not a task of its own (its task was
-    /// counted when it started; it is counted finished when the future completes). Dropped
-    /// unrun, it cancels the future.
-    Poll(crate::future::PollTask),
-}
-
-/// A lane as the pool sees it.
-pub(crate) trait LaneJob: Send + Sync {
-    /// Runs up to a batch of the lane's tasks on `worker`, then lets go of or requeues the lane.
-    fn run_batch(self: Arc<Self>, worker: &WorkerCtx);
-}
-
-/// Why `admit` refused a task.
-pub(crate) enum Refusal {
-    Shutdown,
-    Full,
-}
+use crate::task::PanicReport;
 
 /// One thread position: its deque and parker live here while no thread holds them.
 ///
@@ -57,8 +31,8 @@ pub(crate) enum Refusal {
 /// 8 interleaved rounds, gave median ratios 1.13, 0.93 and 1.02 with pair ratios spread
 /// 0.66-1.38: no effect above the noise, so the padding is not taken.
 pub(crate) struct Slot {
-    pub(crate) stealer: Stealer<Job>,
-    parts: Mutex<Option<(Worker<Job>, Parker)>>,
+    pub(crate) stealer: Stealer<Work>,
+    parts: Mutex<Option<(Worker<Work>, Parker)>>,
     unparker: Unparker,
     /// Set while the thread is inside `keyway::blocking`.
     pub(crate) blocking: AtomicBool,
@@ -66,14 +40,14 @@ pub(crate) struct Slot {
     pub(crate) progress: Progress,
     /// Tasks finished by the workers that held this slot (see "Finishing on a worker" in
     /// `registry/accounting.rs`): written only by the thread holding the slot, with plain stores.
-    finished: AtomicU64,
+    pub(super) finished: AtomicU64,
 }
 
 pub(crate) struct Registry {
     pub(crate) config: Config,
     /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
     pub(crate) span: tracing::Span,
-    pub(crate) injector: Injector<Job>,
+    pub(crate) injector: Injector<Work>,
     pub(crate) slots: Box<[Slot]>,
     free_slots: Mutex<Vec<usize>>,
     /// Highest slot index ever used, plus one: stealing scans `slots[..high_water]`.
@@ -86,42 +60,22 @@ pub(crate) struct Registry {
     pub(crate) accepted: Striped,
     pub(crate) finished: Striped,
     pub(crate) panicked: AtomicU64,
-    queued: AtomicUsize,
-    closed: AtomicBool,
-    stop_now: AtomicBool,
-    /// Pool threads (workers, reserved threads) inside `shutdown_now`: nobody waits for them.
-    stoppers: [AtomicUsize; 2],
-    /// Admissions held by threads inside `shutdown_now` beyond their own job's.
-    stopper_extra: AtomicU64,
-    exited: Condvar,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    monitor_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(super) queued: AtomicUsize,
+    pub(super) closed: AtomicBool,
+    pub(super) stop_now: AtomicBool,
+    /// Pool threads inside `shutdown_now`, and what they hold: nobody waits for them.
+    pub(super) stoppers: Stoppers,
+    /// Signalled whenever a pool thread exits (or a stopper comes in): `lifecycle` waits on it.
+    pub(super) exited: Condvar,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(super) monitor_thread: Mutex<Option<JoinHandle<()>>>,
     pub(crate) monitor: Unparker,
     pub(crate) reserved: Reserved,
     tables: Mutex<Vec<std::sync::Weak<dyn TableOps>>>,
     /// Started futures waiting to be woken: `shutdown_now` cancels them.
-    pub(crate) futures: crate::future::Live,
+    pub(crate) futures: Live,
     /// Submitters waiting for room, callers of `wait_idle`.
     pub(crate) waiters: Waiters,
-}
-
-/// A pool thread inside `shutdown_now` (see [`Registry::enter_shutdown_now`]).
-pub(crate) struct StopCaller<'a> {
-    registry: &'a Registry,
-    kind: Option<usize>,
-    /// The admissions its thread holds beyond its own job's (`accounting::launching`).
-    extra: u64,
-}
-
-impl Drop for StopCaller<'_> {
-    fn drop(&mut self) {
-        if let Some(k) = self.kind {
-            self.registry.stoppers[k].fetch_sub(1, Ordering::SeqCst);
-        }
-        self.registry
-            .stopper_extra
-            .fetch_sub(self.extra, Ordering::SeqCst);
-    }
 }
 
 impl Registry {
@@ -158,15 +112,14 @@ impl Registry {
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
-            stoppers: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            stopper_extra: AtomicU64::new(0),
+            stoppers: Stoppers::new(),
             exited: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             monitor_thread: Mutex::new(None),
             monitor,
             reserved: Reserved::new(),
             tables: Mutex::new(Vec::new()),
-            futures: crate::future::Live::new(),
+            futures: Live::new(),
             waiters: Waiters::new(),
         }
     }
@@ -203,7 +156,7 @@ impl Registry {
 
     /// Queues a job: on the current worker's own deque when called from a worker of this pool
     /// (hot cache), otherwise on the global injector; then wakes an idle worker if there is one.
-    pub(crate) fn schedule(self: &Arc<Self>, job: Job) {
+    pub(crate) fn schedule(self: &Arc<Self>, job: Work) {
         if worker::is_worker_of(self) {
             worker::with_current(|cx| match cx {
                 Some(cx) => cx.push_local(job),
@@ -218,7 +171,7 @@ impl Registry {
     /// Like `schedule`, but on a worker of this pool the job runs right after the current one
     /// (no queue, no wake-up) when the worker's continuation slot is free: for a woken future's
     /// poll and a lane its future resumed, which would otherwise bounce through the deque.
-    pub(crate) fn schedule_next(self: &Arc<Self>, job: Job) {
+    pub(crate) fn schedule_next(self: &Arc<Self>, job: Work) {
         if worker::is_worker_of(self) {
             let job = worker::with_current(|cx| match cx {
                 Some(cx) => cx.try_next(job).err(),
@@ -244,13 +197,6 @@ impl Registry {
         }
         self.reserved.wake_all();
         self.monitor.unpark();
-    }
-
-    /// A reserved thread left: wake whoever waits in `wait_for_exit`.
-    pub(crate) fn thread_exited(&self) {
-        let threads = self.threads.lock();
-        self.exited.notify_all();
-        drop(threads);
     }
 
     pub(crate) fn high_water(&self) -> usize {
@@ -388,42 +334,13 @@ impl Registry {
         }
     }
 
-    /// Keeps a pool thread's handle (worker, reserved thread, monitor) so that `shutdown` from
-    /// outside joins every thread the pool started: none outlives it.
-    ///
-    /// Handles of threads that already finished are joined here rather than dropped: a thread
-    /// counts as finished once its body returned, while it still runs its thread-local
-    /// destructors; dropping the handle would let it outlive `shutdown`.
-    pub(crate) fn keep_handle(&self, handle: JoinHandle<()>) {
-        let finished: Vec<JoinHandle<()>> = {
-            let mut threads = self.threads.lock();
-            let (finished, running) = std::mem::take(&mut *threads)
-                .into_iter()
-                .partition(|t| t.is_finished());
-            *threads = running;
-            threads.push(handle);
-            finished
-        };
-        // Outside the lock: joining waits for the thread's very end.
-        for t in finished {
-            let _ = t.join();
-        }
-    }
-
-    /// The monitor's handle, joined last (it exits once no worker is left).
-    pub(crate) fn set_monitor(&self, handle: JoinHandle<()>) {
-        *self.monitor_thread.lock() = Some(handle);
-    }
-
-    pub(crate) fn start_core(self: &Arc<Self>) -> Result<(), BuildError> {
-        for _ in 0..self.config.core_threads {
-            self.spawn_worker()
-                .map_err(|e| BuildError::new(BuildErrorKind::Spawn(e)))?;
-        }
-        Ok(())
-    }
-
-    fn slot_vacated(&self, slot: usize, deque: Option<Worker<Job>>, parker: Parker, retired: bool) {
+    fn slot_vacated(
+        &self,
+        slot: usize,
+        deque: Option<Worker<Work>>,
+        parker: Parker,
+        retired: bool,
+    ) {
         let s = &self.slots[slot];
         s.blocking.store(false, Ordering::Release);
         s.progress.reset();
@@ -440,9 +357,7 @@ impl Registry {
         } else {
             self.live.fetch_sub(1, Ordering::AcqRel) - 1
         };
-        let threads = self.threads.lock();
-        self.exited.notify_all();
-        drop(threads);
+        self.thread_exited();
         if left == 0 {
             self.monitor.unpark();
         }
@@ -455,118 +370,6 @@ impl Registry {
                 (l > self.core_target.load(Ordering::Acquire)).then(|| l - 1)
             })
             .is_ok()
-    }
-
-    // ---- shutdown -----------------------------------------------------------------------
-
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.notify_all();
-        // Submitters waiting for room learn that the pool is shut down.
-        self.waiters.released();
-    }
-
-    pub(crate) fn stop(&self) {
-        self.stop_now.store(true, Ordering::SeqCst);
-        self.close();
-    }
-
-    #[inline]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    /// Inline: the lane runners, generic and so compiled in the user's crate, ask after every task.
-    #[inline]
-    pub(crate) fn is_stopping(&self) -> bool {
-        self.stop_now.load(Ordering::Acquire)
-    }
-
-    /// Closed and every accepted task done: workers may exit.
-    pub(crate) fn is_drained(&self) -> bool {
-        self.is_closed() && self.pending() == 0
-    }
-
-    /// A `shutdown_now` caller on thread `own` comes in: while the guard lives, nobody waits for
-    /// its thread to exit (it cannot, until its task returns), and its running task is allowed
-    /// for in the drain's exit test. Any number of callers, on any threads, at once.
-    pub(crate) fn enter_shutdown_now(&self, own: worker::OwnThread) -> StopCaller<'_> {
-        let kind = match own {
-            worker::OwnThread::None => None,
-            worker::OwnThread::Worker => Some(0),
-            worker::OwnThread::Reserved => Some(1),
-        };
-        // Inside a future's first poll, its launcher's entry is still pending too.
-        let extra = accounting::launching_here();
-        self.stopper_extra.fetch_add(extra, Ordering::SeqCst);
-        if let Some(k) = kind {
-            self.stoppers[k].fetch_add(1, Ordering::SeqCst);
-            // A waiter may now be done waiting.
-            self.thread_exited();
-        }
-        StopCaller {
-            registry: self,
-            kind,
-            extra,
-        }
-    }
-
-    /// The admissions held by the pool threads inside `shutdown_now`: the one task each runs,
-    /// and the entry of each future whose first poll called it (`accounting::launching`).
-    pub(crate) fn held_by_stoppers(&self) -> u64 {
-        self.stoppers
-            .iter()
-            .map(|s| s.load(Ordering::SeqCst) as u64)
-            .sum::<u64>()
-            + self.stopper_extra.load(Ordering::SeqCst)
-    }
-
-    /// Blocks until every worker and reserved thread has exited, except those inside
-    /// `shutdown_now` (the caller's own among them); an outside caller then joins them all.
-    pub(crate) fn wait_for_exit(&self, own: worker::OwnThread) {
-        self.wait_for_exit_until(own, None);
-    }
-
-    /// As [`wait_for_exit`](Self::wait_for_exit), giving up at `deadline` (false then; nothing
-    /// is joined).
-    pub(crate) fn wait_for_exit_until(
-        &self,
-        own: worker::OwnThread,
-        deadline: Option<std::time::Instant>,
-    ) -> bool {
-        let mut threads = self.threads.lock();
-        while self.live.load(Ordering::Acquire) > self.stoppers[0].load(Ordering::SeqCst)
-            || self.reserved.live.load(Ordering::Acquire) > self.stoppers[1].load(Ordering::SeqCst)
-        {
-            let step = std::time::Duration::from_millis(100);
-            match deadline {
-                Some(d) => {
-                    let now = std::time::Instant::now();
-                    if now >= d {
-                        return false;
-                    }
-                    self.exited.wait_for(&mut threads, step.min(d - now));
-                }
-                None => {
-                    self.exited.wait_for(&mut threads, step);
-                }
-            }
-        }
-        if own == worker::OwnThread::None {
-            // Join outside the lock: an exiting thread takes it in `slot_vacated`.
-            let exited = std::mem::take(&mut *threads);
-            drop(threads);
-            for t in exited {
-                let _ = t.join();
-            }
-            // No worker is left: the monitor exits (it is woken by the last one to leave).
-            let monitor = self.monitor_thread.lock().take();
-            if let Some(monitor) = monitor {
-                self.monitor.unpark();
-                let _ = monitor.join();
-            }
-        }
-        true
     }
 
     // ---- lane tables --------------------------------------------------------------------
@@ -583,25 +386,5 @@ impl Registry {
             .iter()
             .filter_map(|t| t.upgrade())
             .collect()
-    }
-
-    /// Takes every job left in the queues (after the workers stopped).
-    pub(crate) fn drain_queues(&self, mut each: impl FnMut(Job)) {
-        loop {
-            match self.injector.steal() {
-                Steal::Success(job) => each(job),
-                Steal::Empty => break,
-                Steal::Retry => continue,
-            }
-        }
-        for s in self.slots.iter() {
-            loop {
-                match s.stealer.steal() {
-                    Steal::Success(job) => each(job),
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
-            }
-        }
     }
 }

@@ -9,9 +9,8 @@
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
-use crate::lane::drop_quietly;
-use crate::pool::registry::{Job, Registry};
-use crate::pool::worker::{self, WorkerCtx};
+use crate::engine::{worker, PollTask, Registry, Work, WorkerCtx};
+use crate::task::drop_quietly;
 
 /// The pool a future runs on, as seen from the running thread.
 pub(crate) struct OnPool<'a> {
@@ -30,11 +29,8 @@ impl OnPool<'_> {
     }
 
     /// One accepted task finished on this thread.
-    pub(crate) fn task_done(&self) {
-        match self.worker {
-            Some(cx) => cx.tasks_done(1),
-            None => self.registry.task_done(),
-        }
+    pub(crate) fn count_finished(&self) {
+        self.registry.count_finished(1, self.worker);
     }
 }
 
@@ -55,9 +51,6 @@ pub(crate) fn with_pool<R>(weak: &Weak<Registry>, f: impl FnOnce(Option<OnPool<'
         },
     })
 }
-
-/// A future task's runnable; its metadata is the pool it runs on (held weakly).
-pub(crate) type PollTask = async_task::Runnable<Weak<Registry>>;
 
 /// Makes `fut` a task of the pool of `registry` (detached: it runs until done or cancelled) and
 /// returns its first poll. The pool is the task's metadata, so the schedule function is a plain
@@ -99,6 +92,6 @@ fn schedule_or_give_back(registry: &Arc<Registry>, runnable: PollTask) -> Option
     if registry.is_stopping() {
         return Some(runnable);
     }
-    registry.schedule_next(Job::Poll(runnable));
+    registry.schedule_next(Work::Poll(runnable));
     None
 }

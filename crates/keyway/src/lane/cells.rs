@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Body, MultiTask};
-use crate::lane::{Closures, LaneCore};
+use super::closures::Closures;
+use super::keyed::{Body, MultiTask};
+use super::table::LaneCore;
 
 /// Cells moved between a thread's stash and the depot at once.
 const BATCH: usize = 32;
