@@ -56,7 +56,7 @@ impl Registry {
     }
 
     /// A started task left work behind (a future that has not completed): it stays pending, as
-    /// one more accepted task, until `task_done`. No refusal: it was accepted already.
+    /// one more accepted task, until it is counted finished. No refusal: it was accepted already.
     pub(crate) fn extend_task(&self) {
         if self.config.capacity.is_some() {
             self.queued.fetch_add(1, Ordering::SeqCst);

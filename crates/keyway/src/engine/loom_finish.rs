@@ -1,4 +1,4 @@
-//! A worker's finishes under loom ("Finishing on a worker" in `registry/accounting.rs`): the
+//! A worker's finishes under loom ("Finishing on a worker" in `accounting.rs`): the
 //! worker counts a finished task with a plain store on its slot's own counter and owes the
 //! wake-ups of that finish only when it runs out of work (`Registry::finishes_published`: a
 //! `SeqCst` fence, then the reads of `closed`, `pending` and the waiters' registrations).
@@ -76,7 +76,7 @@ impl Pool {
         self.waiters.released();
     }
 
-    /// The worker: runs the task (`Registry::worker_tasks_done`: a plain store), finds no more
+    /// The worker: runs the task (`Registry::count_finished` on a worker: a plain store), finds no more
     /// work and goes idle (`Registry::finishes_published`).
     fn work(&self) {
         let c = &self.slot_finished;

@@ -3,7 +3,7 @@
 //! queues do not run under loom). What the model keeps from the real code:
 //! * admission (`Registry::admit`, capacity part): a compare-and-swap on `queued` that never
 //!   goes above the capacity; a refusal writes nothing;
-//! * a task's finish (`Registry::tasks_done`): `queued -= 1`, then `Waiters::released`;
+//! * a task's finish (`Registry::count_finished`): `queued -= 1`, then `Waiters::released`;
 //! * `Pool::wait_for_room`: a first look unregistered, then register, look, sleep, look again;
 //! * `Pool::wait_idle`: `Waiters::wait_idle` over a `pending` count lowered before `released`.
 //!
@@ -35,7 +35,7 @@ fn wait_for_room(waiters: &Waiters, queued: &AtomicUsize) {
     }
 }
 
-/// `Registry::tasks_done(1)`.
+/// `Registry::count_finished(1, None)`.
 fn finish(waiters: &Waiters, queued: &AtomicUsize) {
     queued.fetch_sub(1, SeqCst);
     waiters.released();

@@ -39,7 +39,7 @@ pub(crate) struct Slot {
     /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
     pub(crate) progress: Progress,
     /// Tasks finished by the workers that held this slot (see "Finishing on a worker" in
-    /// `registry/accounting.rs`): written only by the thread holding the slot, with plain stores.
+    /// `accounting.rs`): written only by the thread holding the slot, with plain stores.
     pub(super) finished: AtomicU64,
 }
 

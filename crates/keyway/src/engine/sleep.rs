@@ -183,7 +183,7 @@ mod loom_sleep {
             loop {
                 if self.take() {
                     self.ran.fetch_add(1, Relaxed);
-                    self.finished.fetch_add(1, SeqCst); // `Registry::tasks_done`
+                    self.finished.fetch_add(1, SeqCst); // `Registry::count_finished`
                     if self.drained() {
                         self.wake_all();
                     }

@@ -204,7 +204,7 @@ impl WorkerCtx {
     }
 
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
-    /// panic report. The caller then counts it with `tasks_done`.
+    /// panic report. The caller then counts it with `Registry::count_finished`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
         let progress = &self.slot().progress;
         progress.task_started();
@@ -315,6 +315,8 @@ impl WorkerCtx {
             }
             backoff.snooze();
         }
+        // Shutdown steps 2 and 3 (engine README): stopped, the worker leaves at once; closed,
+        // once nothing accepted is pending.
         if registry.is_stopping() {
             return Idle::Exit;
         }
@@ -402,7 +404,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             if let Some(runnable) = cx.next_poll.take() {
                 cx.has_next.set(false);
                 if cx.registry.is_stopping() {
-                    // `shutdown_now` collects it from the deque.
+                    // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
                     cx.deque.push(Work::Poll(runnable));
                     break false;
                 }
@@ -420,7 +422,7 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         match next {
             Some(job) => {
                 if cx.registry.is_stopping() {
-                    // `shutdown_now` collects it from the deque.
+                    // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
                     cx.deque.push(job);
                     break false;
                 }

@@ -31,24 +31,3 @@ pub use pool::Pool;
 pub use pool_room::WaitForRoom;
 pub use typed_lane::TypedLane;
 pub use typed_lanes::TypedLanes;
-
-#[cfg(test)]
-pub(crate) mod test_support {
-    use super::Pool;
-
-    /// Waits until every accepted task finished and every worker is parked.
-    pub(crate) fn quiesce(pool: &Pool) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let s = pool.stats();
-            if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "pool never went quiet"
-            );
-            std::thread::yield_now();
-        }
-    }
-}

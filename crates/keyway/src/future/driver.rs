@@ -4,7 +4,7 @@
 //! counts its task finished.
 //!
 //! The driver is an `async-task` task whose schedule function queues its `Runnable` on the pool
-//! as a [`Job::Poll`]: a future is polled only when woken. A future that wakes itself during its
+//! as a `Work::Poll`: a future is polled only when woken. A future that wakes itself during its
 //! poll (a yield) is polled again at once by the same worker, within the worker's continuation
 //! streak (`probe`), as its queued poll would have been.
 
@@ -135,8 +135,9 @@ impl<F: Future> Future for Driver<F> {
                 if let Some(finish) = this.finish.as_mut() {
                     if let Some(registry) = finish.registry.upgrade() {
                         if registry.is_stopping() {
-                            // `shutdown_now` may have cancelled the waiting set already: this
-                            // await point is where the future is cancelled.
+                            // Shutdown step 2 (engine README): `shutdown_now` may have cancelled
+                            // the waiting set already: this await point is where the future is
+                            // cancelled.
                             if let Some(handle) = &finish.handle {
                                 handle.finish(Err(TaskError::Cancelled));
                             }

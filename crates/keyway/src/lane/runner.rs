@@ -252,8 +252,8 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             left = left.saturating_sub(ran);
             worker.registry.count_finished(ran, Some(worker));
             if worker.registry.is_stopping() {
-                // `shutdown_now`: the untouched entries go back, in order, for the drain (which
-                // runs once this worker has exited).
+                // Shutdown step 2 (engine README): the untouched entries go back, in order, for
+                // the drain (step 4, once this worker has exited).
                 running.put_back();
                 return;
             }

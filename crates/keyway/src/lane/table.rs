@@ -128,7 +128,7 @@ pub(super) struct LaneState<S: LaneKind> {
     /// (no entry is copied or read under the lock); the runner gives it back, empty, when it
     /// leaves the lane, so a warm lane allocates nothing.
     pub(super) spare: VecDeque<S::Entry>,
-    /// Rule 1: `Some` iff the lane is scheduled (a `Job::Lane` for it is queued or running, or it
+    /// Rule 1: `Some` iff the lane is scheduled (a `Work::Lane` for it is queued or running, or it
     /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
     /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
     pub(super) table: Option<Arc<LaneTable<S>>>,
