@@ -3,8 +3,10 @@
 //! futures on lanes (`Lane::spawn`) against a tokio actor per context and a tokio task per
 //! message holding a per-context tokio mutex.
 
-use super::contexts::{contender, measure_variant, Variant};
-use super::{cores, RunOptions};
+use super::runs::{contender, measure_variant};
+use super::variant::Variant;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
 use crate::systems::async_contexts::{
     KeywayAsync, KeywaySpawnAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
@@ -31,8 +33,8 @@ fn run_with<W: Wait>(v: &Variant, opts: &RunOptions) -> Result<VariantReport, St
 
 #[cfg(test)]
 mod tests {
+    use super::super::runs::run_once;
     use super::*;
-    use crate::scenarios::contexts::run_once;
     use std::time::Duration;
 
     /// Every async system runs a tiny workload correctly, with either wait.
