@@ -1,4 +1,4 @@
-//! The scheduler's one thread: it starts each interval of every executor, releases admitted
+//! The scheduler's timer thread ([`Driver`]): it starts each interval of every executor, releases admitted
 //! tasks through the interval, and exits once the scheduler is shut down and holds nothing.
 //!
 //! It runs no task itself (tasks run on the pool); the user code it touches — hooks, the
