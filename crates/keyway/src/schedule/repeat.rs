@@ -4,8 +4,8 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::config::Timing;
-use super::error::ScheduleError;
 use super::entry::Entry;
+use super::error::ScheduleError;
 use super::job_kinds::{Anywhere, InContext, Place, Repeat, Repeating};
 use super::scheduled_job::InlineJob;
 use super::scheduler::Scheduler;

@@ -59,16 +59,21 @@ impl<J: ScheduledJob> VTableFor<J> for JobVTable {
     const VTABLE: &'static JobVTable = &JobVTable {
         repeating: J::REPEATING,
         batchable: J::BATCHABLE,
-        // SAFETY (all six): rule 2 — this is `VTableFor<J>::VTABLE`, given the slot of a `J`.
+        // SAFETY: rule 2 — this is `VTableFor<J>::VTABLE`, given the slot of a `J`.
         is_live: |slot| unsafe { slot.get::<J>() }.is_live(),
         dispatch: |slot, exec, due, priority| {
+            // SAFETY: rule 2, as for `is_live`.
             unsafe { slot.take::<J>() }.dispatch(exec, due, priority)
         },
         run_here: |slot, exec, due, priority| {
+            // SAFETY: rule 2, as for `is_live`.
             unsafe { slot.take::<J>() }.run_here(exec, due, priority)
         },
+        // SAFETY: rule 2, as for `is_live`.
         abandon: |slot, why| unsafe { slot.take::<J>() }.abandon(why),
+        // SAFETY: rule 2, as for `is_live`.
         into_pending: |slot| unsafe { slot.take::<J>() }.into_pending(),
+        // SAFETY: rule 2, as for `is_live`.
         drop: |slot| unsafe { slot.drop_value::<J>() },
     };
 }

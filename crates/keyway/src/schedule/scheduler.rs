@@ -11,9 +11,9 @@ use parking_lot::Mutex;
 
 use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
+use super::entry::Entry;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
-use super::entry::Entry;
 use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
 use super::scheduled_job::InlineJob;
 use super::stats::ExecutorStats;

@@ -2,8 +2,8 @@
 //! timed out.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A snapshot of one executor's counts, from [`Scheduler::stats`](crate::Scheduler::stats).

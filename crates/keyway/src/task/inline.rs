@@ -196,7 +196,7 @@ impl<'a> SlotRef<'a> {
             unsafe { &*self.data.cast::<T>() }
         } else {
             // SAFETY: rules 1, 2, 3 — a live `Box<T>`, borrowed for as long as the box.
-            unsafe { &**self.data.cast::<Box<T>>() }
+            unsafe { &*self.data.cast::<Box<T>>() }
         }
     }
 }

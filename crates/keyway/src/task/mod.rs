@@ -8,7 +8,7 @@
 //! * `inline` — the store under it (and under the scheduler's waiting jobs): a value kept in
 //!   place when small and boxed otherwise, with the numbered rules its `unsafe` code cites;
 //! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
-//! * `pending` — what `shutdown_now` hands back, and the work a lane queues.
+//! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
 mod abort;
 mod handle;
@@ -19,9 +19,9 @@ mod raw;
 pub use abort::AbortHandle;
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
-pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
 #[cfg(test)]
 pub(crate) use inline::WORDS;
+pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Work};
 pub(crate) use raw::Task;
 
