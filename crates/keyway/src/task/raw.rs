@@ -134,4 +134,11 @@ mod tests {
         check::<24>(); // exactly fills the storage with the Arc
         check::<200>(); // boxed
     }
+
+    #[test]
+    fn a_task_is_five_words_and_option_uses_the_vtable_niche() {
+        let word = std::mem::size_of::<usize>();
+        assert_eq!(std::mem::size_of::<Task>(), 5 * word);
+        assert_eq!(std::mem::size_of::<Option<Task>>(), 5 * word);
+    }
 }
