@@ -1,4 +1,6 @@
-//! `SchedulerBuilder`: the interval, the executors, the coordinator and the hooks.
+//! `SchedulerBuilder`: the interval, the executors, the coordinator and the hooks; and
+//! `Scheduler::builder`, which makes one (here rather than in `scheduler`, so that only the
+//! builder knows both).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
