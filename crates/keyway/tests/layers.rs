@@ -337,8 +337,8 @@ fn strongly_connected(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<Str
         st.low.insert(v, n);
         st.stack.push(v);
         st.on.insert(v);
-        let empty = BTreeSet::new();
-        let next = st.edges.get(v).unwrap_or(&empty);
+        static EMPTY: BTreeSet<String> = BTreeSet::new();
+        let next = st.edges.get(v).unwrap_or(&EMPTY);
         for w in next.iter().map(String::as_str) {
             if !st.index.contains_key(w) {
                 visit(st, w);

@@ -3,10 +3,17 @@
 //! Every accepted task is a [`Runnable`]: it is either run exactly once, or abandoned exactly once
 //! with a reason (its handle then says why). Nothing else happens to a task, which is what makes
 //! "no accepted task is ever lost" checkable.
+//!
+//! * `raw` — [`Task`], a type-erased `Runnable` as the pool queues it;
+//! * `inline` — the store under it (and under the scheduler's waiting jobs): a value kept in
+//!   place when small and boxed otherwise, with the numbered rules its `unsafe` code cites;
+//! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
+//! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
 mod abort;
 mod contain;
 mod handle;
+mod inline;
 mod pending;
 mod raw;
 
@@ -14,6 +21,9 @@ pub use abort::AbortHandle;
 pub(crate) use contain::drop_quietly;
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
+#[cfg(test)]
+pub(crate) use inline::WORDS;
+pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::Task;
 

@@ -1,6 +1,6 @@
-//! What waits in a bucket: a type-erased job with its due time and priority, and the kinds of
-//! job (a one-shot task with a handle, a repeating task), placed on the pool or on a context's
-//! lane when they are released.
+//! The kinds of scheduled job — a one-shot task with a handle ([`Once`]), one without
+//! ([`Detached`]), a repeating task ([`Repeating`]) — and where each runs when it is released
+//! ([`Place`]: anywhere on the pool, or on a context's lane).
 
 use std::any::Any;
 use std::hash::Hash;
@@ -11,43 +11,11 @@ use parking_lot::Mutex;
 
 use super::clock::NEVER;
 use super::executor::ExecCore;
-use super::inline::InlineJob;
+use super::scheduled_job::{InlineJob, ScheduledJob};
 use crate::face::Pool;
 use crate::task::{
     Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };
-
-/// One scheduled task waiting for its interval: 64 bytes, a task of up to four words
-/// included (a larger one is boxed).
-pub(crate) struct Entry {
-    pub(crate) job: InlineJob,
-    /// Nanoseconds since the scheduler's epoch ([`NEVER`] if never due).
-    pub(crate) due: u64,
-    pub(crate) priority: i64,
-    /// Scheduling order within the executor: ties of priority and due time go first-come.
-    pub(crate) seq: u64,
-}
-
-/// A scheduled task (type-erased in an [`InlineJob`]).
-pub(crate) trait Job: Send + Sized + 'static {
-    /// True for a repeating task (it ends at shutdown instead of running again).
-    const REPEATING: bool = false;
-    /// True if the task may run anywhere on the pool, so that the driver may hand it over
-    /// in a batch with others ([`run_here`](Job::run_here) on a pool thread).
-    const BATCHABLE: bool = false;
-    /// False once its handle was cancelled: it will not run.
-    fn is_live(&self) -> bool;
-    /// Hands the task to the pool (or its context's lane). It reports its own outcome to
-    /// `exec`'s counters when it runs; if the pool refuses it, it is dropped as rejected.
-    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
-    /// Runs the task on this thread (a pool thread), as [`dispatch`](Job::dispatch) would
-    /// have had it run: times it out if it is too late, reports its outcome to `exec`.
-    fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
-    /// Drops the task unrun, telling its handle why.
-    fn abandon(self, why: Abandon);
-    /// `shutdown_now`: the task to hand back, if it is one a caller can run.
-    fn into_pending(self) -> Option<PendingTask>;
-}
 
 /// Where a released task runs: anywhere on the pool, or in a context's lane.
 pub(crate) trait Place: Send + Sync + 'static {
@@ -96,7 +64,7 @@ where
     }
 }
 
-impl<P, F, T> Job for Once<P, F, T>
+impl<P, F, T> ScheduledJob for Once<P, F, T>
 where
     P: Place,
     F: FnOnce() -> T + Send + 'static,
@@ -165,7 +133,7 @@ impl<P: Place, F: FnOnce() + Send + 'static> Detached<P, F> {
     }
 }
 
-impl<P: Place, F: FnOnce() + Send + 'static> Job for Detached<P, F> {
+impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
     fn is_live(&self) -> bool {
         true
     }
@@ -256,7 +224,7 @@ impl<P: Place> Repeating<P> {
 }
 
 /// Boxed once, and the box reused for every run.
-impl<P: Place> Job for Box<Repeating<P>> {
+impl<P: Place> ScheduledJob for Box<Repeating<P>> {
     const REPEATING: bool = true;
 
     fn is_live(&self) -> bool {

@@ -1,5 +1,6 @@
-//! The scheduler's one thread: it starts each interval of every executor, releases admitted
-//! tasks through the interval, and exits once the scheduler is shut down and holds nothing.
+//! The scheduler's timer thread ([`Driver`]): it starts each interval of every executor,
+//! releases admitted tasks through the interval, and exits once the scheduler is shut down and
+//! holds nothing.
 //!
 //! It runs no task itself (tasks run on the pool); the user code it touches — hooks, the
 //! coordinator, drops of cancelled or expired tasks — is contained, so a panic there cannot
