@@ -15,10 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// One source file: its module path (`["engine", "worker"]`), and the module paths it names.
+/// One source file: its module path (`["engine", "worker"]`), its folder, and the module paths
+/// it names.
 struct File {
     rel: PathBuf,
     module: Vec<String>,
+    folder: String,
     refs: Vec<Vec<String>>,
 }
 
@@ -42,7 +44,13 @@ fn read_crate(src: &Path, root: &str) -> Vec<File> {
                     .into_iter()
                     .filter_map(|p| absolute(&module, is_mod_file(&rel), p))
                     .collect();
-                out.push(File { rel, module, refs });
+                let folder = folder_of(src, &rel);
+                out.push(File {
+                    rel,
+                    module,
+                    folder,
+                    refs,
+                });
             }
         }
     }
@@ -60,6 +68,22 @@ fn module_of(rel: &Path) -> Vec<String> {
         parts.pop();
     }
     parts
+}
+
+/// The folder a file belongs to: its directory, where a module `x` is the folder `x/` together
+/// with its file `x.rs` beside it; a top-level file with no folder of its own is a unit of its
+/// own (so `keys.rs` and `work.rs` are two units, not one folder `src`).
+fn folder_of(src: &Path, rel: &Path) -> String {
+    let dir = rel.parent().unwrap_or(Path::new(""));
+    let stem = rel.file_stem().unwrap().to_string_lossy();
+    let unit = if stem == "mod" {
+        dir.to_path_buf()
+    } else if src.join(dir).join(&*stem).is_dir() || dir.as_os_str().is_empty() {
+        dir.join(&*stem)
+    } else {
+        dir.to_path_buf()
+    };
+    unit.display().to_string()
 }
 
 fn is_mod_file(rel: &Path) -> bool {
@@ -87,7 +111,7 @@ fn paths_in(text: &str) -> Vec<Vec<String>> {
         let starts_word = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
         let head = ["crate::", "super::", "self::"]
             .into_iter()
-            .find(|h| text[i..].starts_with(h));
+            .find(|h| bytes[i..].starts_with(h.as_bytes()));
         let (Some(head), true) = (head, starts_word) else {
             i += 1;
             continue;
@@ -95,12 +119,12 @@ fn paths_in(text: &str) -> Vec<Vec<String>> {
         let mut prefix = vec![head.trim_end_matches("::").to_owned()];
         let mut j = i + head.len();
         // `super::super::x`
-        while text[j..].starts_with("super::") {
+        while bytes[j..].starts_with(b"super::") {
             prefix.push("super".to_owned());
             j += "super::".len();
         }
         let (segments, end) = segments_at(text, j);
-        if text[end..].starts_with('{') {
+        if bytes.get(end) == Some(&b'{') {
             let close = matching_brace(text, end);
             for item in split_top_level(&text[end + 1..close]) {
                 let (inner, _) = segments_at(item.trim(), 0);
@@ -134,7 +158,7 @@ fn segments_at(text: &str, mut at: usize) -> (Vec<String>, usize) {
             break;
         }
         segments.push(text[start..at].to_owned());
-        if text[at..].starts_with("::") {
+        if bytes[at..].starts_with(b"::") {
             at += 2;
         } else {
             break;
@@ -296,19 +320,17 @@ fn folder_cycles(files: &[File]) -> Vec<Vec<String>> {
         .iter()
         .map(|f| (f.module.clone(), f.rel.clone()))
         .collect();
-    let folder = |rel: &Path| {
-        let parent = rel.parent().map(|p| p.display().to_string());
-        parent
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| ".".to_owned())
-    };
+    let folders: BTreeMap<&Path, &str> = files
+        .iter()
+        .map(|f| (f.rel.as_path(), f.folder.as_str()))
+        .collect();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in files {
-        let from = folder(&f.rel);
+        let from = f.folder.clone();
         edges.entry(from.clone()).or_default();
         for r in &f.refs {
             if let Some(target) = resolve(&modules, r) {
-                let to = folder(target);
+                let to = folders[target].to_owned();
                 if to != from {
                     edges.entry(from.clone()).or_default().insert(to);
                 }
@@ -466,7 +488,14 @@ fn the_checker_catches_an_upward_import_and_a_cycle_across_folders() {
         unlisted_modules(&files, &layers),
         ["module `stray` is listed 0 times"]
     );
+    // face -> lane -> face, and stray -> engine/deep -> stray.
     let cycles = folder_cycles(&files);
-    assert_eq!(cycles, [vec![".".to_owned(), "engine/deep".to_owned()]]);
+    assert_eq!(
+        cycles,
+        [
+            vec!["engine/deep".to_owned(), "stray".to_owned()],
+            vec!["face".to_owned(), "lane".to_owned()]
+        ]
+    );
     let _ = fs::remove_dir_all(&dir);
 }
