@@ -4,6 +4,10 @@
 //! pending. A call that waited for its own thread, or for what its thread holds, would spin for
 //! ever: the model then exceeds loom's branch limit and fails.
 //!
+//! Three models: each kind of inside caller racing an outside one, and both kinds inside at
+//! once; loom explores every interleaving of two threads (three would spin each other out of its
+//! branch limit).
+//!
 //! This is the protocol written out small, around the real [`Stoppers`] (the record of what the
 //! callers inside `shutdown_now` hold, and step 4's exit test): the registry's counters are
 //! `Striped` and its queues crossbeam's, neither of which runs under loom. What the model keeps
@@ -42,15 +46,15 @@ struct Pool {
 }
 
 impl Pool {
-    /// Two workers (one in a task, one in a future's first poll: 1 + 2 admissions) and one
-    /// queued task (1 admission).
-    fn new() -> Self {
+    /// Workers whose jobs hold `held` admissions (a task: 1; a future's first poll: 2), and
+    /// one queued task (1 admission).
+    fn new(held: &[u64]) -> Self {
         Pool {
-            accepted: AtomicU64::new(4),
+            accepted: AtomicU64::new(held.iter().sum::<u64>() + 1),
             finished: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
-            live: AtomicUsize::new(2),
+            live: AtomicUsize::new(held.len()),
             queue: Mutex::new(vec![7]),
             stoppers: Stoppers::new(),
         }
@@ -94,23 +98,55 @@ impl Pool {
     }
 }
 
-/// The three callers at once; `launching` is what the future's worker tells `enter`.
-fn race(launching: u64) {
+/// A worker in a task (holding 1 admission, launching nothing) or in a future's first poll
+/// (holding 2, launching 1; `launching` is what it tells `enter`).
+#[derive(Clone, Copy)]
+enum Inside {
+    Task,
+    FirstPoll { launching: u64 },
+}
+
+impl Inside {
+    fn held(self) -> u64 {
+        match self {
+            Inside::Task => 1,
+            Inside::FirstPoll { .. } => 2,
+        }
+    }
+
+    fn launching(self) -> u64 {
+        match self {
+            Inside::Task => 0,
+            Inside::FirstPoll { launching } => launching,
+        }
+    }
+}
+
+/// `workers` call `shutdown_now` from inside their jobs, each on its own thread, while (if
+/// `outside`) a caller outside the pool races them.
+fn race(workers: &'static [Inside], outside: bool) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
+    builder.preemption_bound = Some(3);
     builder.check(move || {
-        let pool = Arc::new(Pool::new());
-        let in_task = {
-            let pool = pool.clone();
-            thread::spawn(move || pool.worker(1, 0))
+        let held: Vec<u64> = workers.iter().map(|w| w.held()).collect();
+        let pool = Arc::new(Pool::new(&held));
+        let mut threads: Vec<_> = workers
+            .iter()
+            .skip(usize::from(!outside))
+            .map(|&w| {
+                let pool = pool.clone();
+                thread::spawn(move || pool.worker(w.held(), w.launching()))
+            })
+            .collect::<Vec<_>>();
+        let mut handed_back = if outside {
+            pool.shutdown_now(OwnThread::None, 0)
+        } else {
+            // No caller outside: the first worker is this thread.
+            pool.worker(workers[0].held(), workers[0].launching())
         };
-        let in_first_poll = {
-            let pool = pool.clone();
-            thread::spawn(move || pool.worker(2, launching))
-        };
-        let mut handed_back = pool.shutdown_now(OwnThread::None, 0);
-        handed_back.extend(in_task.join().unwrap());
-        handed_back.extend(in_first_poll.join().unwrap());
+        for t in threads.drain(..) {
+            handed_back.extend(t.join().unwrap());
+        }
         assert_eq!(
             handed_back,
             [7],
@@ -122,12 +158,24 @@ fn race(launching: u64) {
 }
 
 #[test]
-fn loom_shutdown_now_from_a_task_and_a_first_poll_racing_an_outside_caller() {
-    race(1);
+fn loom_shutdown_now_from_inside_a_task_racing_an_outside_caller() {
+    race(&[Inside::Task], true);
 }
 
 #[test]
-#[should_panic]
+fn loom_shutdown_now_from_inside_a_first_poll_racing_an_outside_caller() {
+    race(&[Inside::FirstPoll { launching: 1 }], true);
+}
+
+#[test]
+fn loom_shutdown_now_from_inside_a_task_and_a_first_poll_at_once() {
+    race(&[Inside::Task, Inside::FirstPoll { launching: 1 }], false);
+}
+
+/// The breach the model must catch: the launching entry not allowed for, the caller inside the
+/// first poll waits for itself.
+#[test]
+#[should_panic(expected = "Model exceeded maximum number of branches")]
 fn loom_shutdown_now_fails_when_launching_is_not_allowed_for() {
-    race(0);
+    race(&[Inside::FirstPoll { launching: 0 }], true);
 }
