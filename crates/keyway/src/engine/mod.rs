@@ -2,34 +2,50 @@
 //! tasks and counters, nothing of lanes, futures or keys: those layers sit above it and hand it
 //! work through [`Work`] (a task, a lane's batch behind [`LaneJob`], a future's poll).
 //!
-//! * `registry` — what the threads share: queues, thread slots, counters, flags;
-//! * `accounting` — admission and the one count of finished tasks;
+//! Top to bottom (a file imports only files below it, but for the three at the bottom of the
+//! first group, whose types name each other):
+//!
 //! * `lifecycle` — start, close, stop, drain, hand back, join: the shutdown steps of
 //!   `README.md` beside this file, in one place;
+//! * `monitor` — finds blocked workers, moves their work, adds auxiliary threads;
+//! * `reserved` — reserved threads and `try_execute`;
+//! * `elastic` — workers started, auxiliary threads added and retired;
+//! * `snapshot` — [`Stats`] read from the registry;
 //! * `holding` — the one per-thread record of what a pool thread holds outside any queue;
-//! * `work` — what the queues hold, and what the engine asks of a lane table;
-//! * `worker` — a worker thread's loop, and [`blocking`];
-//! * `reserved` — reserved threads for `try_execute`;
-//! * `sleep` — parking and waking without lost wake-ups;
-//! * `monitor`, `progress` — finding blocked workers, adding auxiliary threads;
+//! * `accounting` — admission and the one count of finished tasks;
+//! * `threads` — thread spawning, names, stack size and the user's hooks;
+//! * `worker`, `registry`, `work` — a worker's loop (and [`blocking`]); what the threads share
+//!   (queues, slots, counters, flags); what the queues hold ([`Work`]: a task, a lane's
+//!   [`LaneJob`], a future's [`PollTask`], whose metadata is the registry) and what the engine
+//!   asks of a lane table;
+//!
+//! and what the registry holds, each on its own:
+//!
+//! * `stoppers` — the callers inside `shutdown_now` and what they hold;
+//! * `seats` — the reserved threads' seats;
+//! * `sleep` — parking and waking without lost wake-ups; `progress` — what the monitor reads;
 //! * `live` — started futures waiting for a wake-up, cancelled by `shutdown_now`;
 //! * `waiters` — waiting for room under `capacity`, and for the pool to go idle;
-//! * `config`, `threads`, `hasher` — settings, thread spawning and hooks, the key hasher;
-//! * `stats`, `counter` — what the pool reports and how it counts cheaply.
+//! * `config`, `hasher`, `counter`, `stats` — settings, the key hasher, striped counters, the
+//!   public statistics types.
 
 mod accounting;
 pub(crate) mod config;
 mod counter;
+mod elastic;
 mod hasher;
 pub(crate) mod holding;
-pub(crate) mod lifecycle;
+mod lifecycle;
 mod live;
 mod monitor;
 mod progress;
-pub(crate) mod registry;
+mod registry;
 pub(crate) mod reserved;
+mod seats;
 mod sleep;
+mod snapshot;
 mod stats;
+mod stoppers;
 mod threads;
 pub(crate) mod waiters;
 mod work;

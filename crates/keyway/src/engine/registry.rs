@@ -13,14 +13,14 @@ use parking_lot::{Condvar, Mutex};
 
 use super::config::Config;
 use super::counter::Striped;
-use super::lifecycle::Stoppers;
 use super::live::Live;
 use super::progress::Progress;
-use super::reserved::Reserved;
+use super::seats::Reserved;
 use super::sleep::Sleep;
+use super::stoppers::Stoppers;
 use super::waiters::Waiters;
 use super::work::{TableOps, Work};
-use super::worker::{self, WorkerCtx};
+use super::worker;
 use crate::task::PanicReport;
 
 /// One thread position: its deque and parker live here while no thread holds them.
@@ -32,8 +32,8 @@ use crate::task::PanicReport;
 /// 0.66-1.38: no effect above the noise, so the padding is not taken.
 pub(crate) struct Slot {
     pub(crate) stealer: Stealer<Work>,
-    parts: Mutex<Option<(Worker<Work>, Parker)>>,
-    unparker: Unparker,
+    pub(super) parts: Mutex<Option<(Worker<Work>, Parker)>>,
+    pub(super) unparker: Unparker,
     /// Set while the thread is inside `keyway::blocking`.
     pub(crate) blocking: AtomicBool,
     /// `run_seq` (odd while inside a task) and the monitor's `stuck` flag (`progress.rs`).
@@ -49,9 +49,9 @@ pub(crate) struct Registry {
     pub(crate) span: tracing::Span,
     pub(crate) injector: Injector<Work>,
     pub(crate) slots: Box<[Slot]>,
-    free_slots: Mutex<Vec<usize>>,
+    pub(super) free_slots: Mutex<Vec<usize>>,
     /// Highest slot index ever used, plus one: stealing scans `slots[..high_water]`.
-    high_water: AtomicUsize,
+    pub(super) high_water: AtomicUsize,
     pub(crate) sleep: Sleep,
     pub(crate) live: AtomicUsize,
     pub(crate) core_target: AtomicUsize,
@@ -245,131 +245,6 @@ impl Registry {
             .iter()
             .filter(|s| s.blocking.load(Ordering::Acquire) || s.progress.is_stuck())
             .count()
-    }
-
-    /// Adds an auxiliary thread if work waits while fewer than `core` threads can take it.
-    pub(crate) fn ensure_threads(self: &Arc<Self>) {
-        if self.stop_now.load(Ordering::Acquire) || !self.has_work() || self.sleep.sleepers() > 0 {
-            return;
-        }
-        let live = self.live.load(Ordering::Acquire);
-        let runnable = live.saturating_sub(self.blocked_threads());
-        if runnable < self.core_target.load(Ordering::Acquire) {
-            match self.spawn_worker() {
-                Ok(true) => {
-                    let n = self.aux_spawned.fetch_add(1, Ordering::AcqRel) + 1;
-                    tracing::debug!(
-                        pool = self.name(),
-                        live = live + 1,
-                        "keyway added an auxiliary thread"
-                    );
-                    if n % self.config.core_growth_after as u64 == 0 {
-                        let grown = self.core_target.fetch_update(
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                            |c| (c < self.config.max_threads).then_some(c + 1),
-                        );
-                        if let Ok(old) = grown {
-                            tracing::info!(
-                                pool = self.name(),
-                                core = old + 1,
-                                "keyway grew its core threads"
-                            );
-                        }
-                    }
-                }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(
-                    pool = self.name(),
-                    error = %e,
-                    "keyway could not add an auxiliary thread"
-                ),
-            }
-        }
-    }
-
-    // ---- threads ------------------------------------------------------------------------
-
-    /// Starts a worker if `max_threads` allows; `Ok(false)` when it does not.
-    pub(crate) fn spawn_worker(self: &Arc<Self>) -> std::io::Result<bool> {
-        let reserved = self
-            .live
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
-                (l < self.config.max_threads).then_some(l + 1)
-            });
-        if reserved.is_err() {
-            return Ok(false);
-        }
-        let Some(slot) = self.free_slots.lock().pop() else {
-            self.live.fetch_sub(1, Ordering::AcqRel);
-            return Ok(false);
-        };
-        self.high_water.fetch_max(slot + 1, Ordering::AcqRel);
-        let registry = self.clone();
-        let spawned = super::threads::builder(&self.config)
-            .name(format!("{}-{}", self.config.thread_name, slot))
-            .spawn(move || {
-                let _span = registry.span.clone().entered();
-                // The slot's parts are always home while the slot is free (see `slot_vacated`).
-                let Some((deque, parker)) = registry.slots[slot].parts.lock().take() else {
-                    registry.free_slots.lock().push(slot);
-                    registry.live.fetch_sub(1, Ordering::AcqRel);
-                    return;
-                };
-                let cx = WorkerCtx::new(registry.clone(), slot, deque);
-                let retired = worker::run(&cx, &parker);
-                let deque = cx.into_deque();
-                registry.slot_vacated(slot, deque, parker, retired);
-            });
-        match spawned {
-            Ok(handle) => {
-                self.keep_handle(handle);
-                Ok(true)
-            }
-            Err(e) => {
-                self.free_slots.lock().push(slot);
-                self.live.fetch_sub(1, Ordering::AcqRel);
-                Err(e)
-            }
-        }
-    }
-
-    fn slot_vacated(
-        &self,
-        slot: usize,
-        deque: Option<Worker<Work>>,
-        parker: Parker,
-        retired: bool,
-    ) {
-        let s = &self.slots[slot];
-        s.blocking.store(false, Ordering::Release);
-        s.progress.reset();
-        // The deque always comes back (the worker's context is unique once its loop ended);
-        // were it ever lost, the slot would stay out of use rather than pair a new deque with
-        // the old stealer.
-        if let Some(deque) = deque {
-            *s.parts.lock() = Some((deque, parker));
-            self.free_slots.lock().push(slot);
-        }
-        // A retiring thread already gave up its place in `live`.
-        let left = if retired {
-            self.live.load(Ordering::Acquire)
-        } else {
-            self.live.fetch_sub(1, Ordering::AcqRel) - 1
-        };
-        self.thread_exited();
-        if left == 0 {
-            self.monitor.unpark();
-        }
-    }
-
-    /// Gives up a place in `live` if more threads live than the core needs.
-    pub(crate) fn try_retire(&self) -> bool {
-        self.live
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
-                (l > self.core_target.load(Ordering::Acquire)).then(|| l - 1)
-            })
-            .is_ok()
     }
 
     // ---- lane tables --------------------------------------------------------------------

@@ -16,6 +16,7 @@ use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
 use super::registry::{Registry, Slot};
+pub(crate) use super::stoppers::OwnThread;
 use super::work::{PollTask, Work};
 use crate::task::{PanicReport, Task};
 
@@ -47,14 +48,6 @@ pub(crate) fn is_worker_of(registry: &Registry) -> bool {
     CURRENT_REGISTRY
         .try_with(|r| std::ptr::eq(r.get(), registry))
         .unwrap_or(false)
-}
-
-/// Which of `registry`'s threads this is, if any.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OwnThread {
-    None,
-    Worker,
-    Reserved,
 }
 
 thread_local! {

@@ -60,7 +60,14 @@ impl<K: 'static> Lane<K> {
     where
         F: FnOnce() + Send + 'static,
     {
-        closures::push(&self.pool.handle, &self.core, f, false, plain)
+        closures::push(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            f,
+            false,
+            plain,
+        )
     }
 
     /// Like [`execute`](Lane::execute), returning a [`TaskHandle`].
@@ -75,7 +82,14 @@ impl<K: 'static> Lane<K> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        closures::push(&self.pool.handle, &self.core, f, false, with_handle)
+        closures::push(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            f,
+            false,
+            with_handle,
+        )
     }
 
     /// A coalescing task in this lane (see [`Pool::execute_coalescing`]).
@@ -102,7 +116,14 @@ impl<K: 'static> Lane<K> {
     where
         F: FnOnce() + Send + 'static,
     {
-        closures::push(&self.pool.handle, &self.core, f, true, plain)
+        closures::push(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            f,
+            true,
+            plain,
+        )
     }
 
     /// A coalescing task in this lane, with a [`TaskHandle`].
@@ -118,7 +139,14 @@ impl<K: 'static> Lane<K> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        closures::push(&self.pool.handle, &self.core, f, true, with_handle)
+        closures::push(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            f,
+            true,
+            with_handle,
+        )
     }
 
     /// A handle that completes once every task submitted to this lane before has run (see
@@ -191,9 +219,13 @@ impl<K: 'static> Lane<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        closures::push_entry(&self.pool.handle, &self.core, fut, |fut| {
-            spawn::entry(fut, false)
-        })
+        closures::push_entry(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            fut,
+            |fut| spawn::entry(fut, false),
+        )
     }
 
     /// A coalescing future in this lane (see [`Pool::spawn_coalescing`]).
@@ -209,8 +241,12 @@ impl<K: 'static> Lane<K> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        closures::push_entry(&self.pool.handle, &self.core, fut, |fut| {
-            spawn::entry(fut, true)
-        })
+        closures::push_entry(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            fut,
+            |fut| spawn::entry(fut, true),
+        )
     }
 }

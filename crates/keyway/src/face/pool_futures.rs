@@ -58,7 +58,7 @@ impl Pool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        spawn::in_lane(&self.handle, ctx, fut, false)
+        spawn::in_lane(&self.handle.registry, &self.handle.lanes, ctx, fut, false)
     }
 
     /// Like [`spawn_sequential`](Pool::spawn_sequential), except that when the lane's last
@@ -87,7 +87,7 @@ impl Pool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        spawn::in_lane(&self.handle, ctx, fut, true)
+        spawn::in_lane(&self.handle.registry, &self.handle.lanes, ctx, fut, true)
     }
 
     /// Runs `fut` holding every key in `keys` until it completes, awaits included: two tasks
@@ -113,6 +113,12 @@ impl Pool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        keyed::submit_entry(&self.handle, keys, fut, |fut| spawn::entry(fut, false))
+        keyed::submit_entry(
+            &self.handle.registry,
+            &self.handle.lanes,
+            keys,
+            fut,
+            |fut| spawn::entry(fut, false),
+        )
     }
 }

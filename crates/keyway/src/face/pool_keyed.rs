@@ -47,7 +47,7 @@ impl Pool {
         K: Hash + Eq + Send + Sync + 'static,
         F: FnOnce() + Send + 'static,
     {
-        keyed::submit(&self.handle, keys, f, plain)
+        keyed::submit(&self.handle.registry, &self.handle.lanes, keys, f, plain)
     }
 
     /// Like [`execute_keyed`](Pool::execute_keyed), returning a [`TaskHandle`].
@@ -67,6 +67,12 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        keyed::submit(&self.handle, keys, f, with_handle)
+        keyed::submit(
+            &self.handle.registry,
+            &self.handle.lanes,
+            keys,
+            f,
+            with_handle,
+        )
     }
 }

@@ -40,7 +40,14 @@ impl Pool {
         K: Hash + Eq + Send + Sync + 'static,
         F: FnOnce() + Send + 'static,
     {
-        closures::submit(&self.handle, ctx, f, false, plain)
+        closures::submit(
+            &self.handle.registry,
+            &self.handle.lanes,
+            ctx,
+            f,
+            false,
+            plain,
+        )
     }
 
     /// Like [`execute_sequential`](Pool::execute_sequential), returning a [`TaskHandle`].
@@ -61,7 +68,14 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        closures::submit(&self.handle, ctx, f, false, with_handle)
+        closures::submit(
+            &self.handle.registry,
+            &self.handle.lanes,
+            ctx,
+            f,
+            false,
+            with_handle,
+        )
     }
 
     /// Runs `f` in the lane of `ctx` (same lane and order as its sequential tasks), except that
@@ -90,7 +104,14 @@ impl Pool {
         K: Hash + Eq + Send + Sync + 'static,
         F: FnOnce() + Send + 'static,
     {
-        closures::submit(&self.handle, ctx, f, true, plain)
+        closures::submit(
+            &self.handle.registry,
+            &self.handle.lanes,
+            ctx,
+            f,
+            true,
+            plain,
+        )
     }
 
     /// Like [`execute_coalescing`](Pool::execute_coalescing), returning a [`TaskHandle`]; a
@@ -114,7 +135,14 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        closures::submit(&self.handle, ctx, f, true, with_handle)
+        closures::submit(
+            &self.handle.registry,
+            &self.handle.lanes,
+            ctx,
+            f,
+            true,
+            with_handle,
+        )
     }
 
     /// A handle on the lane of `ctx`, for a caller that submits to one context often: it skips

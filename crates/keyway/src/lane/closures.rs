@@ -10,8 +10,7 @@ use std::sync::Weak;
 
 use super::key::KeyPanicked;
 use super::keyed::MultiTask;
-use super::pool_handle::PoolHandle;
-use super::table::{LaneCore, LaneKind, Ran};
+use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use crate::engine::{refused, Registry};
 use crate::error::{panic_message, SubmitError};
 use crate::future::{Launcher, Release};
@@ -188,7 +187,8 @@ where
 /// Queues `f` (made a task by `wrap`) in the lane of `ctx`, admitted first; refused, it comes
 /// back in the error.
 pub(crate) fn submit<K, F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     ctx: K,
     f: F,
     coalescing: bool,
@@ -197,14 +197,15 @@ pub(crate) fn submit<K, F, T>(
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    admit_then(&handle.registry, f, coalescing, wrap, |make| {
-        handle.lanes.submit(&handle.registry, ctx, make)
+    admit_then(registry, f, coalescing, wrap, |make| {
+        lanes.submit(registry, ctx, make)
     })
 }
 
 /// [`submit`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
 pub(crate) fn submit_entry<K, F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     ctx: K,
     f: F,
     wrap: impl FnOnce(F) -> (T, ClosureEntry),
@@ -212,34 +213,34 @@ pub(crate) fn submit_entry<K, F, T>(
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    admit_entry_then(&handle.registry, f, wrap, |make| {
-        handle.lanes.submit(&handle.registry, ctx, make)
-    })
+    admit_entry_then(registry, f, wrap, |make| lanes.submit(registry, ctx, make))
 }
 
 /// Queues the entry `wrap` makes of `f` (a closure's or a future's) in the pinned lane `lane`.
 pub(crate) fn push_entry<F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     lane: &Arc<LaneCore<Closures>>,
     f: F,
     wrap: impl FnOnce(F) -> (T, ClosureEntry),
 ) -> Result<T, SubmitError<F>> {
-    admit_entry_then(&handle.registry, f, wrap, |make| {
+    admit_entry_then(registry, f, wrap, |make| {
         let (out, entry) = make();
-        lane.push_pinned(&handle.lanes, &handle.registry, entry);
+        lane.push_pinned(lanes, registry, entry);
         Ok(out)
     })
 }
 
 /// [`push_entry`] for a closure task (`wrap` makes the task).
 pub(crate) fn push<F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     lane: &Arc<LaneCore<Closures>>,
     f: F,
     coalescing: bool,
     wrap: impl FnOnce(F) -> (T, Task),
 ) -> Result<T, SubmitError<F>> {
-    push_entry(handle, lane, f, move |f| {
+    push_entry(registry, lanes, lane, f, move |f| {
         let (out, task) = wrap(f);
         (out, ClosureEntry::One { task, coalescing })
     })

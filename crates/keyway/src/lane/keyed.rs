@@ -32,7 +32,6 @@ use super::cells;
 use super::closures::{admit_entry_then, ClosureEntry, Closures, MakeEntry};
 use super::key::{catch_key, KeyPanicked};
 use super::multi::Passed;
-use super::pool_handle::PoolHandle;
 use super::table::{LaneCore, LaneTable};
 use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
 use crate::error::SubmitError;
@@ -354,7 +353,8 @@ fn count_fresh(registry: &Arc<Registry>, multi: Arc<MultiTask>, fresh: usize) {
 
 /// Runs `f` (made a task by `wrap`) holding every key in `keys` (`Pool::execute_keyed`).
 pub(crate) fn submit<K, F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     keys: impl IntoIterator<Item = K>,
     f: F,
     wrap: impl FnOnce(F) -> (T, Task),
@@ -372,12 +372,13 @@ where
             },
         )
     };
-    submit_entry(handle, keys, f, wrap)
+    submit_entry(registry, lanes, keys, f, wrap)
 }
 
 /// [`submit`] for any kind of entry (a future's, say).
 pub(crate) fn submit_entry<K, F, T>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     keys: impl IntoIterator<Item = K>,
     f: F,
     wrap: impl FnOnce(F) -> (T, ClosureEntry),
@@ -398,7 +399,7 @@ where
     let Ok(mut distinct) = distinct else {
         return Err(SubmitError::KeyPanicked(f));
     };
-    let registry = &handle.registry;
+    let registry = registry;
     admit_entry_then(registry, f, wrap, |make| match distinct.len() {
         0 => match make() {
             (out, ClosureEntry::One { task, .. }) => {
@@ -413,13 +414,13 @@ where
             (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
         },
         1 => match distinct.pop() {
-            Some(key) => handle.lanes.submit(registry, key, make),
+            Some(key) => lanes.submit(registry, key, make),
             None => unreachable!("one key"),
         },
         2 => match (distinct.pop(), distinct.pop()) {
-            (Some(b), Some(a)) => submit_two(&handle.lanes, registry, a, b, make),
+            (Some(b), Some(a)) => submit_two(lanes, registry, a, b, make),
             _ => unreachable!("two keys"),
         },
-        _ => submit_many(&handle.lanes, registry, distinct, make),
+        _ => submit_many(lanes, registry, distinct, make),
     })
 }

@@ -2,9 +2,11 @@
 
 use std::future::Future;
 use std::hash::Hash;
+use std::sync::Arc;
 
-use super::closures::{self, ClosureEntry};
-use super::pool_handle::PoolHandle;
+use super::closures::{self, ClosureEntry, Closures};
+use super::table::LaneTable;
+use crate::engine::Registry;
 use crate::error::SubmitError;
 use crate::future::Launcher;
 use crate::task::TaskHandle;
@@ -23,7 +25,8 @@ where
 /// Runs `fut` in the lane of `ctx` (`coalescing`: it may replace, and be replaced by, the
 /// lane's last pending coalescing entry).
 pub(crate) fn in_lane<K, F>(
-    handle: &PoolHandle,
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
     ctx: K,
     fut: F,
     coalescing: bool,
@@ -33,5 +36,5 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    closures::submit_entry(handle, ctx, fut, |fut| entry(fut, coalescing))
+    closures::submit_entry(registry, lanes, ctx, fut, |fut| entry(fut, coalescing))
 }

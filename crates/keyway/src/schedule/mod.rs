@@ -1,6 +1,9 @@
-//! Rate-limited scheduling (SPEC §7): tasks scheduled for a time, run at no more than a limit
+//! Rate-limited scheduling: tasks scheduled for a time, run at no more than a limit
 //! per second per named executor, best first when more are due than the limit allows, expired
 //! ones timed out.
+//!
+//! The top layer, beside `strategy` and `sequencer`: built on the pool's public face (`Pool`),
+//! never below it.
 //!
 //! The files, each using only files below it in this list (one exception, at the end):
 //!

@@ -1,5 +1,8 @@
 //! The unit of work the pool moves around, and what it tells its submitter.
 //!
+//! The bottom layer that runs anything (only `error` and the `loom` shim are below it): the
+//! engine, futures and lanes above all move tasks of this module.
+//!
 //! Every accepted task is a [`Runnable`]: it is either run exactly once, or abandoned exactly once
 //! with a reason (its handle then says why). Nothing else happens to a task, which is what makes
 //! "no accepted task is ever lost" checkable.
