@@ -5,6 +5,7 @@
 //! the result.
 
 pub mod env;
+pub mod options;
 pub mod report;
 pub mod stats;
 pub mod threads;

@@ -3,6 +3,16 @@
 //! `cargo run --release -p keyway-bench -- <scenario>|curves|all [--quick] [--runs N]
 //! [--json|--csv] [--systems a,b] [--out DIR]`
 
+// Layers, top to bottom (a module may import only its own layer and those below):
+// 1. main
+// 2. curves
+// 3. plan sink
+// 4. scenarios
+// 5. systems
+// 6. harness
+// 7. work
+// 8. keys once order output
+// 9. latch
 mod curves;
 mod harness;
 mod keys;
@@ -22,6 +32,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use harness::env::Environment;
+use harness::options::RunOptions;
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::distributed::{ChildArgs, DistributedArgs};
@@ -29,7 +40,6 @@ use scenarios::ordered::OrderedArgs;
 use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
 use scenarios::throughput::ThroughputArgs;
-use scenarios::RunOptions;
 use sink::{Format, Sink};
 
 /// What `--help` says after the options: every system's name and how to

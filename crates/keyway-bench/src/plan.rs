@@ -1,6 +1,6 @@
 //! How big `all` and `curves` run, and how long `all` is expected to take.
 
-use crate::scenarios::RunOptions;
+use crate::harness::options::RunOptions;
 
 /// The size of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,8 @@ use std::process::Command;
 
 use serde_json::{Map, Value};
 
+use crate::harness::env::CHILD_ENV;
 use crate::harness::{SystemResult, VariantReport};
-
-/// Set in a child's environment: skip the parallel speed-up measurement
-/// (the parent measured the machine already).
-pub const CHILD_ENV: &str = "KEYWAY_BENCH_CHILD";
 
 /// Runs `contexts` with `contexts` × `tasks` tasks of work `work` for each
 /// of `systems`, each in its own process, `runs` counted runs each; returns

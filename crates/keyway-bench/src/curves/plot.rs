@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::Curve;
+use super::curve::Curve;
 
 /// Plot size in pixels.
 const SIZE: (u32, u32) = (900, 560);

@@ -17,6 +17,16 @@ const SCALING_SHARE: f64 = 0.9;
 /// Atomic increments each thread does in the speed-up measurement.
 const SPEEDUP_WORK: u64 = 30_000_000;
 
+/// Set in the environment of a child process the command starts for one
+/// measurement (`curves` runs each contexts point in one): skip the parallel
+/// speed-up measurement (the parent measured the machine already).
+pub const CHILD_ENV: &str = "KEYWAY_BENCH_CHILD";
+
+/// The number of worker threads pools get: the machine's available parallelism.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// What a report says about its machine.
 #[derive(Debug, Clone)]
 pub struct Environment {
@@ -43,13 +53,13 @@ pub struct Environment {
 impl Environment {
     /// Describes this machine now (takes ~0.5 s to measure the speed-up).
     pub fn measure() -> Self {
-        let cores = super::super::scenarios::cores();
+        let cores = cores();
         Self {
             cpu: cpu_model().unwrap_or_else(|| "unknown".into()),
             cores,
             load_before: load().unwrap_or([f64::NAN; 3]),
             load_after: None,
-            speedup: if std::env::var_os(crate::curves::isolated::CHILD_ENV).is_some() {
+            speedup: if std::env::var_os(CHILD_ENV).is_some() {
                 f64::NAN // a child of `curves`: the parent measured it
             } else {
                 speedup(cores)

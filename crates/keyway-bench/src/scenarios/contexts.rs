@@ -8,27 +8,24 @@
 //! `--work` is 10, else `seed`), with tasks per context keeping that
 //! variant's total when `--contexts` changes. So `--contexts 1024` is `many`.
 
-use std::time::Duration;
+mod asynchronous;
+mod runs;
+pub mod variant;
 
 use clap::Args;
-use serde_json::{json, Map};
 
-use super::{cores, Emit, RunOptions};
-use crate::harness::report::group_thousands;
-use crate::harness::{measure, timed_run, Contender, VariantReport};
+use runs::{contender, measure_variant};
+use variant::{Variant, NAMED, SEED_CONTEXTS};
+
+use super::Emit;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
+use crate::harness::VariantReport;
 use crate::systems::ideal::Ideal;
 use crate::systems::keyway::KeywayLanes;
 use crate::systems::thread_per_context::ThreadPerContext;
 use crate::systems::tokio_actor::TokioActor;
-use crate::systems::ContextsSystem;
-use crate::work::ContextsRun;
 
-/// Seed workload: contexts.
-const SEED_CONTEXTS: usize = 16;
-/// Seed workload: tasks per context.
-const SEED_TASKS: u64 = 50_000;
-/// Seed workload: atomic increments per task.
-const SEED_WORK: u64 = 1_000;
 /// `--quick` divides the task counts by this.
 const QUICK_DIVISOR: u64 = 50;
 /// `all` divides the task counts by this (its 10-minute budget).
@@ -55,47 +52,6 @@ pub struct ContextsArgs {
     /// With --async: what each task awaits, a yield or a short tokio timer.
     #[arg(long, value_parser = ["yield", "timer"], default_value = "yield")]
     pub wait: String,
-}
-
-/// One workload of the scenario.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variant {
-    /// `seed`, `fine`, `many` or `custom`.
-    pub name: &'static str,
-    /// Number of contexts.
-    pub contexts: usize,
-    /// Tasks per context.
-    pub tasks: u64,
-    /// Atomic increments per task.
-    pub work: u64,
-}
-
-/// The named variants: (name, contexts, tasks per context, work).
-const NAMED: [(&str, usize, u64, u64); 3] = [
-    ("seed", SEED_CONTEXTS, SEED_TASKS, SEED_WORK),
-    ("fine", SEED_CONTEXTS, SEED_TASKS, 10),
-    ("many", 1_024, 781, 10),
-];
-
-impl Variant {
-    /// The variant with these parameters, named if it is a standard one.
-    pub fn full(contexts: usize, tasks: u64, work: u64) -> Self {
-        let name = NAMED
-            .iter()
-            .find(|&&(_, c, t, w)| (c, t, w) == (contexts, tasks, work))
-            .map_or("custom", |&(name, ..)| name);
-        Self {
-            name,
-            contexts,
-            tasks,
-            work,
-        }
-    }
-
-    /// Total number of tasks.
-    pub fn total(&self) -> u64 {
-        self.contexts as u64 * self.tasks
-    }
 }
 
 /// The variants to run for `args`: all three standard ones, or the one the
@@ -150,9 +106,7 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
     for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
         if args.asynchronous {
-            emit(&super::contexts_async::run_variant(
-                &variant, &args.wait, opts,
-            )?);
+            emit(&asynchronous::run_variant(&variant, &args.wait, opts)?);
         } else {
             emit(&run_variant(&variant, opts)?);
         }
@@ -178,80 +132,15 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
     measure_variant(v, opts, None, contenders)
 }
 
-/// Measures `contenders` on `v` and makes the report; `wait` (async runs) names what each task
-/// awaits.
-pub(super) fn measure_variant(
-    v: &Variant,
-    opts: &RunOptions,
-    wait: Option<&str>,
-    mut contenders: Vec<Contender<'static>>,
-) -> Result<VariantReport, String> {
-    let kind = wait.map_or(String::new(), |w| format!(" async {w}"));
-    let label = format!("contexts{kind} {}", v.name);
-    let results = measure(
-        &label,
-        opts.runs,
-        v.total(),
-        &mut contenders,
-        &opts.progress,
-    )?;
-    let mut params = Map::new();
-    params.insert("variant".into(), json!(v.name));
-    params.insert("contexts".into(), json!(v.contexts));
-    params.insert("tasks_per_context".into(), json!(v.tasks));
-    params.insert("work".into(), json!(v.work));
-    params.insert("total_tasks".into(), json!(v.total()));
-    params.insert("cores".into(), json!(cores()));
-    params.insert("runs".into(), json!(opts.runs));
-    params.insert("quick".into(), json!(opts.quick));
-    if let Some(w) = wait {
-        params.insert("async_wait".into(), json!(w));
-    }
-    Ok(VariantReport {
-        scenario: "contexts",
-        title: format!(
-            "{}{kind}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
-            v.name,
-            group_thousands(v.contexts as u64),
-            group_thousands(v.tasks),
-            group_thousands(v.work),
-            group_thousands(v.total()),
-            opts.runs
-        ),
-        params,
-        results,
-    })
-}
-
-pub(super) fn contender<S: ContextsSystem>(
-    v: &Variant,
-    threads: usize,
-    timeout: Duration,
-) -> Contender<'static> {
-    let v = v.clone();
-    Contender::new(S::NAME, move || run_once::<S>(&v, threads, timeout))
-}
-
-/// One run of system `S`: untimed setup, timed feed until every context's
-/// last task ran, untimed teardown, then the order check.
-pub(super) fn run_once<S: ContextsSystem>(
-    v: &Variant,
-    threads: usize,
-    timeout: Duration,
-) -> Result<Duration, String> {
-    // Tasks borrow the run's state for 'static; it is leaked (a few KiB per
-    // run) because some peers may still touch it after completion is seen.
-    let run: &'static ContextsRun =
-        Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
-    let system = S::setup(run, threads)?;
-    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
-    run.verify()?;
-    Ok(elapsed)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::runs::run_once;
     use super::*;
+    use crate::harness::measure;
+    use crate::systems::ContextsSystem;
+    use crate::work::ContextsRun;
 
     #[test]
     fn no_knob_runs_all_three_variants() {
@@ -331,8 +220,9 @@ mod tests {
 
     #[test]
     fn every_system_takes_the_readiness_step() {
-        let report = run_variant(&Variant::full(8, 50, 10), &super::super::test_options()).unwrap();
-        super::super::assert_every_system_ready(
+        let report =
+            run_variant(&Variant::full(8, 50, 10), &crate::scenarios::test_options()).unwrap();
+        crate::scenarios::assert_every_system_ready(
             &report,
             &["keyway", "thread-per-context", "tokio-actor", "ideal"],
         );

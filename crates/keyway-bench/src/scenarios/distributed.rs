@@ -17,7 +17,8 @@ use keyway::{Coordinator, ExecutorConfig, Pool, Scheduler, Timing};
 use keyway_redis::RedisCoordinator;
 use serde_json::{json, Map};
 
-use super::{Emit, RunOptions};
+use super::Emit;
+use crate::harness::options::RunOptions;
 use crate::harness::{SystemResult, VariantReport};
 
 /// The executor every child joins.

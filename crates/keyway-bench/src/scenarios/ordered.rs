@@ -8,7 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{json, Map};
 
-use super::{cores, Emit, RunOptions};
+use super::Emit;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
 use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::global_mutex::GlobalMutex;
 use crate::systems::keyway::KeywaySequencer;

@@ -16,12 +16,15 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::{json, Map};
 
-use super::{cores, Emit, RunOptions};
+use super::Emit;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
 use crate::harness::{measure, Contender, SystemResult, VariantReport};
 use crate::latch::Completion;
 use crate::systems::heap_scheduler::HeapScheduler;
 use crate::systems::keyway_scheduler::KeywayScheduler;
 use crate::systems::tokio_sleep::TokioSleep;
+use crate::systems::ScheduleSystem;
 
 /// Tasks per run.
 const TASKS: u64 = 20_000_000;
@@ -33,27 +36,6 @@ const REPORT_DIVISOR: u64 = 10;
 const QUICK_DIVISOR: u64 = 100;
 /// Due times are spread over this much time from the start.
 const SPREAD: Duration = Duration::from_secs(2);
-
-/// A scheduler under test.
-pub trait ScheduleSystem: Sized {
-    /// The system's row name.
-    const NAME: &'static str;
-    /// How much earlier than its due time the system may run a task.
-    const EARLY: Duration = Duration::ZERO;
-
-    /// Untimed: builds the system with `threads` worker threads.
-    fn build(threads: usize) -> Result<Self, String>;
-
-    /// Runs `task` at `due`.
-    fn schedule_at<F: FnOnce() + Send + 'static>(
-        &self,
-        due: Instant,
-        task: F,
-    ) -> Result<(), String>;
-
-    /// Untimed: stops the system, dropping whatever has not run.
-    fn shutdown(self);
-}
 
 /// The `schedule` knobs.
 #[derive(Debug, Clone, Default, Args)]

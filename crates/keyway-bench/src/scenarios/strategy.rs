@@ -17,7 +17,9 @@ use clap::Args;
 use keyway::ModeCounts;
 use serde_json::{json, Map, Value};
 
-use super::{cores, Emit, RunOptions};
+use super::Emit;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
 use crate::harness::{measure, timed_run, Contender, VariantReport};
 use crate::systems::strategy::keyway_adaptive::{KeywayAdaptive, RESERVED_THREADS};
 use crate::systems::strategy::pc::ProduceConsume;

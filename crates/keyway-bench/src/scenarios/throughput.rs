@@ -18,13 +18,16 @@
 //! afterwards that every task ran on every one of its keys.
 
 mod runs;
+pub mod variant;
 
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
 
-use super::{cores, Emit, RunOptions};
+use super::Emit;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
 use crate::harness::{measure, Contender, VariantReport};
 use crate::keys::{KEY_SPACE, MAX_KEY_SPACE, SMALL_KEY_SPACE};
 use crate::once::TaskSet;
@@ -39,6 +42,7 @@ use crate::work::KeyedRun;
 #[cfg(test)]
 use runs::{produce, share, task_range};
 use runs::{run_keyed_once, run_once, run_scope_once};
+use variant::Variant;
 
 /// Tasks per run.
 const TASKS: u64 = 10_000_000;
@@ -67,19 +71,6 @@ pub struct ThroughputArgs {
     /// Tasks per run, all producers together (not shrunk by --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub tasks: Option<u64>,
-}
-
-/// One workload of the scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Variant {
-    /// Producer threads.
-    pub producers: usize,
-    /// Tasks per run, all producers together.
-    pub tasks: u64,
-    /// Keys per task (0: plain tasks).
-    pub keys: u32,
-    /// Keys the keyed tasks draw from (unused for plain tasks).
-    pub key_space: u32,
 }
 
 /// The variants to run for `args`: every keys × producers combination the

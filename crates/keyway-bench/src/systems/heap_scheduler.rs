@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::scenarios::schedule::ScheduleSystem;
+use super::ScheduleSystem;
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use keyway::{ExecutorConfig, Pool, Scheduler, Timing};
 
-use crate::scenarios::schedule::ScheduleSystem;
+use super::ScheduleSystem;
 
 /// How early keyway may run a task (one interval).
 pub const INTERVAL: Duration = Duration::from_millis(10);

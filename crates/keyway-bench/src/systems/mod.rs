@@ -20,6 +20,8 @@ pub mod tokio_actor;
 pub mod tokio_sleep;
 pub mod tokio_spawn;
 
+use std::time::{Duration, Instant};
+
 use crate::keys::TaskKeys;
 use crate::work::{ContextsRun, OrderedRun};
 
@@ -100,6 +102,27 @@ pub trait OrderedSystem: Sized {
 
     /// Untimed: stops the system and waits for its threads.
     fn teardown(self) -> Result<(), String>;
+}
+
+/// A scheduler for the `schedule` scenario: runs each task at its due time.
+pub trait ScheduleSystem: Sized {
+    /// The system's row name.
+    const NAME: &'static str;
+    /// How much earlier than its due time the system may run a task.
+    const EARLY: Duration = Duration::ZERO;
+
+    /// Untimed: builds the system with `threads` worker threads.
+    fn build(threads: usize) -> Result<Self, String>;
+
+    /// Runs `task` at `due`.
+    fn schedule_at<F: FnOnce() + Send + 'static>(
+        &self,
+        due: Instant,
+        task: F,
+    ) -> Result<(), String>;
+
+    /// Untimed: stops the system, dropping whatever has not run.
+    fn shutdown(self);
 }
 
 /// Builds the multi-thread tokio runtime both tokio peers use: `threads`

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tokio::runtime::Runtime;
 
-use crate::scenarios::schedule::ScheduleSystem;
+use super::ScheduleSystem;
 
 /// A runtime with timers enabled.
 pub struct TokioSleep {

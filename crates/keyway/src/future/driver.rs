@@ -4,7 +4,7 @@
 //! counts its task finished.
 //!
 //! The driver is an `async-task` task whose schedule function queues its `Runnable` on the pool
-//! as a [`Job::Poll`]: a future is polled only when woken. A future that wakes itself during its
+//! as a `Work::Poll`: a future is polled only when woken. A future that wakes itself during its
 //! poll (a yield) is polled again at once by the same worker, within the worker's continuation
 //! streak (`probe`), as its queued poll would have been.
 
@@ -15,21 +15,27 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::probe::poll_resuming;
-use super::with_pool;
+use super::wake::{spawn_on, with_pool};
+use crate::engine::holding::launching;
+use crate::engine::Registry;
 use crate::error::{panic_message, TaskError};
-use crate::keyed::MultiTask;
-use crate::lane::{drop_quietly, Resume};
-use crate::pool::registry::{launching, Registry};
-use crate::task::{Abandon, Completer, PanicReport};
+use crate::task::{drop_quietly, Abandon, Completer, PanicReport};
+
+/// What a future held while it ran, given back once it is done: the lane it suspended (a lane
+/// stays scheduled without a job meanwhile), or every lane of a multi-key future.
+pub(crate) trait Resume: Send + Sync {
+    /// The future is done: let the lane(s) go on.
+    fn resume(self: Arc<Self>, registry: &Arc<Registry>);
+    /// The context hash its panic report carries, if it held one context.
+    fn context_hash(&self) -> Option<u64>;
+}
 
 /// What a finished future lets go of (its context or contexts).
 pub(crate) enum Release {
     /// Nothing: a plain future, or one run outside the pool.
     None,
-    /// The single lane it suspended (a lane stays scheduled without a job meanwhile).
-    Lane(Arc<dyn Resume>),
-    /// Every lane of a multi-key future.
-    Multi(Arc<MultiTask>),
+    /// What it held (see [`Resume`]).
+    Resume(Arc<dyn Resume>),
 }
 
 /// What happens once, when the future is done.
@@ -70,19 +76,20 @@ impl<F: Future> Driver<F> {
             }
             if let Some(report) = report {
                 let report = match &finish.release {
-                    Release::Lane(lane) => report.in_context(lane.context_hash()),
-                    Release::None | Release::Multi(_) => report,
+                    Release::Resume(held) => match held.context_hash() {
+                        Some(hash) => report.in_context(hash),
+                        None => report,
+                    },
+                    Release::None => report,
                 };
                 registry.report_panic(report);
             }
             if !registry.is_stopping() {
-                match finish.release {
-                    Release::None => {}
-                    Release::Lane(lane) => lane.resume(registry),
-                    Release::Multi(multi) => multi.release(registry),
+                if let Release::Resume(held) = finish.release {
+                    held.resume(registry);
                 }
             }
-            registry.task_done();
+            registry.count_finished(1, None);
         }
     }
 }
@@ -128,8 +135,9 @@ impl<F: Future> Future for Driver<F> {
                 if let Some(finish) = this.finish.as_mut() {
                     if let Some(registry) = finish.registry.upgrade() {
                         if registry.is_stopping() {
-                            // `shutdown_now` may have cancelled the waiting set already: this
-                            // await point is where the future is cancelled.
+                            // Shutdown step 2 (engine README): `shutdown_now` may have cancelled
+                            // the waiting set already: this await point is where the future is
+                            // cancelled.
                             if let Some(handle) = &finish.handle {
                                 handle.finish(Err(TaskError::Cancelled));
                             }
@@ -191,7 +199,7 @@ pub(crate) fn launch<F>(
             live: None,
         }),
     };
-    let first = super::spawn_on(registry, driver);
+    let first = spawn_on(registry, driver);
     launching(|| first.run());
 }
 

@@ -5,8 +5,9 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 
 use super::driver::{self, Release};
-use crate::pool::registry::Registry;
-use crate::task::{Abandon, Completer, PanicReport, Runnable};
+use crate::engine::{refused, worker, Registry, Work};
+use crate::error::SubmitError;
+use crate::task::{Abandon, Completer, PanicReport, Runnable, Task, TaskHandle};
 
 /// A future not yet started, type-erased.
 pub(crate) struct Launcher(Box<dyn Launch>);
@@ -85,9 +86,7 @@ impl Runnable for LaunchTask {
             // A worker that took the job just as `shutdown_now` began starts it as usual (it is
             // then cancelled at its first await): blocking here would keep `shutdown_now`
             // waiting for this worker, and the future for a wake-up, forever.
-            Some(registry)
-                if !registry.is_stopping() || crate::pool::worker::is_worker_of(&registry) =>
-            {
+            Some(registry) if !registry.is_stopping() || worker::is_worker_of(&registry) => {
                 self.launcher.launch(&registry, Release::None);
                 Ok(())
             }
@@ -98,4 +97,22 @@ impl Runnable for LaunchTask {
     fn abandon(self, why: Abandon) {
         self.launcher.abandon(why)
     }
+}
+
+/// `Pool::spawn`: runs `fut` on the pool of `registry`, with no ordering against other tasks.
+pub(crate) fn spawn<F>(
+    registry: &Arc<Registry>,
+    fut: F,
+) -> Result<TaskHandle<F::Output>, SubmitError<F>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if let Err(why) = registry.admit() {
+        return Err(refused(why, fut));
+    }
+    let (handle, completer) = TaskHandle::for_future();
+    let task = Launcher::new(fut, Some(completer)).into_runnable(Arc::downgrade(registry));
+    registry.schedule(Work::Task(Task::new(task)));
+    Ok(handle)
 }

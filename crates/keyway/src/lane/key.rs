@@ -4,6 +4,8 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::task::drop_quietly;
+
 /// A type-erased key whose drop never unwinds.
 pub(crate) struct LaneKey(Option<Box<dyn Any + Send + Sync>>);
 
@@ -24,13 +26,6 @@ impl LaneKey {
 impl Drop for LaneKey {
     fn drop(&mut self) {
         drop_quietly(self.0.take());
-    }
-}
-
-/// Drops `value`, containing (and logging) a panic of its `Drop`.
-pub(crate) fn drop_quietly<T>(value: T) {
-    if catch_unwind(AssertUnwindSafe(move || drop(value))).is_err() {
-        tracing::error!("keyway: a context key's Drop panicked (contained)");
     }
 }
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::closures::{ClosureEntry, Closures};
+use super::keyed::MultiTask;
 use super::table::{LaneCore, LaneTable};
-use crate::keyed::MultiTask;
 
 /// What popping a finished multi-key task from one of its lanes left behind.
 pub(crate) enum Passed {

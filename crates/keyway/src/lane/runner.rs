@@ -6,11 +6,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::held::{self, Held};
-use super::table::{LaneCore, LaneKind, LaneTable, Ran, Resume};
-use crate::keyed::MultiTask;
-use crate::pool::registry::{Job, LaneJob, Registry};
-use crate::pool::worker::WorkerCtx;
+use super::keyed::MultiTask;
+use super::table::{LaneCore, LaneKind, LaneTable, Ran};
+use crate::engine::holding::{self, Held};
+use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
+use crate::future::Resume;
 
 /// The largest buffer (in entries) a lane keeps as its spare: a queue that grew long in a burst
 /// keeps its buffer, but the lane does not hold two of that size (measured with keyway-bench
@@ -98,9 +98,12 @@ impl<S: LaneKind> LaneCore<S> {
     }
 }
 
+/// Rule 7: a lane suspended on a future, resumed by that future once it is done (completed,
+/// panicked, cancelled). The lane is scheduled with no job; `resume` gives it back one (or turns
+/// it idle if its queue is empty).
 impl<S: LaneKind> Resume for LaneCore<S> {
-    fn context_hash(&self) -> u64 {
-        self.hash
+    fn context_hash(&self) -> Option<u64> {
+        Some(self.hash)
     }
 
     fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
@@ -117,7 +120,7 @@ impl<S: LaneKind> Resume for LaneCore<S> {
         };
         match idle {
             Some(table) => self.release(table),
-            None => registry.schedule_next(Job::Lane(self)),
+            None => registry.schedule_next(Work::Lane(self)),
         }
     }
 }
@@ -219,7 +222,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                     });
                     // The start counts as the task; a future still running holds one more
                     // admission until it is done (`Registry::extend_task`).
-                    worker.tasks_done(1);
+                    worker.registry.count_finished(1, Some(worker));
                     if suspended || worker.registry.is_stopping() {
                         // Rule 7: the future owns the lane now; never touch it again here.
                         return;
@@ -230,7 +233,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             }
             {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
-                let _held = held::hold(&running);
+                let _held = holding::hold(&running);
                 while let Some(entry) = running.next() {
                     if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
                         running.put_back_from(entry);
@@ -247,10 +250,10 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             }
             let ran = running.ran.take();
             left = left.saturating_sub(ran);
-            worker.tasks_done(ran);
+            worker.registry.count_finished(ran, Some(worker));
             if worker.registry.is_stopping() {
-                // `shutdown_now`: the untouched entries go back, in order, for the drain (which
-                // runs once this worker has exited).
+                // Shutdown step 2 (engine README): the untouched entries go back, in order, for
+                // the drain (step 4, once this worker has exited).
                 running.put_back();
                 return;
             }
@@ -269,7 +272,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         let lane = running.finish();
         match idle {
             Some(table) => lane.release(table),
-            None => worker.requeue_lane(Job::Lane(lane)),
+            None => worker.requeue_lane(Work::Lane(lane)),
         }
     }
 }

@@ -12,12 +12,10 @@ use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 
-use super::held;
-use super::key::{catch_key, drop_quietly, KeyPanicked, LaneKey};
-use crate::keyed::MultiTask;
-use crate::pool::registry::{Job, Registry};
-use crate::pool::LaneDepth;
-use crate::task::{Abandon, ContextOf, PanicReport, PendingTask};
+use super::key::{catch_key, KeyPanicked, LaneKey};
+use super::keyed::MultiTask;
+use crate::engine::{KeyHasher, LaneDepth, Registry, TableOps, Work};
+use crate::task::{drop_quietly, Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
 pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
@@ -38,7 +36,7 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
         false
     }
     /// Rule 7: starts an async entry (taken out of `lane`'s queue). `Suspended`: its future
-    /// resumes the lane (`Resume::resume`) once done; until then the lane stays scheduled with
+    /// resumes the lane (`future::Resume`) once done; until then the lane stays scheduled with
     /// no job. `Done`: nothing was left running; the runner goes on with the lane.
     fn launch(
         &self,
@@ -67,26 +65,6 @@ pub(crate) enum Ran {
     Suspended,
     /// It is over (e.g. the handler panicked before making its future).
     Done(Result<(), PanicReport>),
-}
-
-/// Rule 7: a lane suspended on a future, resumed by that future once it is done (completed,
-/// panicked, cancelled). The lane is scheduled with no job; `resume` gives it back one (or turns
-/// it idle if its queue is empty).
-pub(crate) trait Resume: Send + Sync {
-    fn resume(self: Arc<Self>, registry: &Arc<Registry>);
-    /// The lane's context hash, for the panic report of the future it waits for.
-    fn context_hash(&self) -> u64;
-}
-
-/// What the pool needs from every lane table, whatever its kind.
-pub(crate) trait TableOps: Send + Sync {
-    /// Takes every queued entry of every lane (the workers have stopped).
-    fn drain(&self, out: &mut Vec<PendingTask>);
-    fn live_lanes(&self) -> usize;
-    /// Frees every lane kept in the idle cache (rule 3).
-    fn sweep_idle(&self);
-    /// Adds the `n` deepest lanes to `out`.
-    fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>);
 }
 
 type Shard<S> = CachePadded<Mutex<ShardMap<S>>>;
@@ -122,7 +100,7 @@ pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
     /// Rule 3: the idle lanes a shard may keep cached.
     idle_keep: usize,
-    hasher: crate::pool::KeyHasher,
+    hasher: KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
 }
@@ -150,7 +128,7 @@ pub(super) struct LaneState<S: LaneKind> {
     /// (no entry is copied or read under the lock); the runner gives it back, empty, when it
     /// leaves the lane, so a warm lane allocates nothing.
     pub(super) spare: VecDeque<S::Entry>,
-    /// Rule 1: `Some` iff the lane is scheduled (a `Job::Lane` for it is queued or running, or it
+    /// Rule 1: `Some` iff the lane is scheduled (a `Work::Lane` for it is queued or running, or it
     /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
     /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
     pub(super) table: Option<Arc<LaneTable<S>>>,
@@ -163,7 +141,7 @@ pub(super) struct LaneState<S: LaneKind> {
 pub(crate) type Pushed<S> = Option<Arc<LaneCore<S>>>;
 
 impl<S: LaneKind> LaneTable<S> {
-    pub(crate) fn new(kind: S, threads: usize, hasher: crate::pool::KeyHasher) -> Arc<Self> {
+    pub(crate) fn new(kind: S, threads: usize, hasher: KeyHasher) -> Arc<Self> {
         let n = (threads * 16).next_power_of_two().clamp(64, 4096);
         Arc::new(LaneTable {
             shards: (0..n)
@@ -299,7 +277,7 @@ impl<S: LaneKind> LaneTable<S> {
         replaced: &mut Option<S::Entry>,
     ) {
         if let Some(lane) = pushed {
-            registry.schedule(Job::Lane(lane));
+            registry.schedule(Work::Lane(lane));
         }
         if replaced.is_some() {
             self.abandon_replaced(registry, replaced);
@@ -313,7 +291,7 @@ impl<S: LaneKind> LaneTable<S> {
             if let Err(report) = self.kind.abandon(old, Abandon::Coalesced) {
                 registry.report_panic(report);
             }
-            registry.task_done();
+            registry.count_finished(1, None);
         }
     }
 
@@ -450,8 +428,6 @@ impl<S: LaneKind> ShardMap<S> {
 
 impl<S: LaneKind> TableOps for LaneTable<S> {
     fn drain(&self, out: &mut Vec<PendingTask>) {
-        // Called from inside a lane task, the chunk its runner holds goes back to its lane first.
-        held::put_back_held();
         for shard in self.shards() {
             let mut map = shard.lock();
             for lane in map.lanes.iter() {

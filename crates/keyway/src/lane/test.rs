@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use super::table::TableOps;
-use super::Closures;
+use super::closures::Closures;
+use super::table::LaneTable;
+use crate::engine::TableOps;
 use crate::Pool;
 
 fn pool() -> Pool {
@@ -13,15 +14,15 @@ fn pool() -> Pool {
 #[test]
 fn idle_lane_leaves_the_table_pinned_one_stays() {
     let pool = pool();
-    let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
+    let table: Arc<LaneTable<Closures>> = pool.handle.lanes.clone();
     pool.submit_sequential(1u8, || ()).unwrap().join().unwrap();
-    crate::pool::test_support::quiesce(&pool);
+    quiesce(&pool);
     // Idle: kept in the shard's idle cache for at most a monitor period, then freed.
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);
     let lane = pool.lane(2u8);
     lane.submit(|| ()).unwrap().join().unwrap();
-    crate::pool::test_support::quiesce(&pool);
+    quiesce(&pool);
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 1, "a pinned lane survives the sweep");
     drop(lane);
@@ -33,11 +34,11 @@ fn idle_lane_leaves_the_table_pinned_one_stays() {
 #[test]
 fn idle_cache_is_bounded_and_reused() {
     let pool = pool();
-    let table: Arc<super::LaneTable<Closures>> = pool.handle.lanes.clone();
+    let table: Arc<LaneTable<Closures>> = pool.handle.lanes.clone();
     for i in 0..10_000u32 {
         pool.submit_sequential(i, || ()).unwrap().join().unwrap();
     }
-    crate::pool::test_support::quiesce(&pool);
+    quiesce(&pool);
     // At most the cache bound per shard stays, however many contexts were used.
     assert!(table.idle_cache_bound() < 10_000);
     assert!(
@@ -50,7 +51,7 @@ fn idle_cache_is_bounded_and_reused() {
     for i in 0..10_000u32 {
         pool.submit_sequential(i, || ()).unwrap().join().unwrap();
     }
-    crate::pool::test_support::quiesce(&pool);
+    quiesce(&pool);
     assert!(table.live_lanes() <= kept.max(table.idle_cache_bound()));
     table.sweep_idle();
     assert_eq!(table.live_lanes(), 0);
@@ -102,4 +103,20 @@ fn barrier_and_future_inside_a_taken_chunk_keep_their_order() {
     fut.join().unwrap();
     assert_eq!(*log.lock().unwrap(), [1, 2, 3, 4, 5]);
     pool.shutdown();
+}
+
+/// Waits until every accepted task finished and every worker is parked.
+fn quiesce(pool: &Pool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let s = pool.stats();
+        if s.unfinished_tasks() == 0 && s.idle_threads == s.core_threads + s.auxiliary_threads {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pool never went quiet"
+        );
+        std::thread::yield_now();
+    }
 }

@@ -9,41 +9,33 @@
 //! and a message costs one poll per real wake-up, not a launch and a lane job.
 
 use std::future::Future;
-use std::hash::Hash;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::state::KeyState;
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
-use super::typed::{Entry, Typed, TypedLanes};
+use super::typed::{AsyncHandler, Entry, Typed, TypedHandler};
+use crate::engine::holding::launching;
+use crate::engine::{Registry, Work};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool};
-use crate::pool::registry::{launching, Job, Registry};
-use crate::pool::Pool;
 use crate::task::PanicReport;
 
-type SyncHandler<K, M, S> = dyn Fn(&K, &mut S, M) + Send + Sync + 'static;
-
-/// A typed lane table's handler: run to the end (with the key's state), or started as a future
-/// (stateless: its table's state is `()`, kept in no slot).
-pub(crate) enum TypedHandler<K, M, S> {
-    Sync(Box<SyncHandler<K, M, S>>),
-    Async(Box<dyn AsyncHandler<K, M, S>>),
-}
-
-/// An async handler with its future type erased once per table, not per message.
-pub(crate) trait AsyncHandler<K, M, S>: Send + Sync + 'static {
-    /// Rule 7: starts a driver on `lane` (scheduled, its runner calling) with `msg`, the message
-    /// it took from the lane's head.
-    fn launch(&self, lane: &Arc<LaneCore<Typed<K, M, S>>>, registry: &Arc<Registry>, msg: M) -> Ran
+impl<K, M> TypedHandler<K, M, ()>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+{
+    /// An async handler (`Pool::typed_lanes_async`), its future type erased once here.
+    pub(crate) fn new_async<H, Fut>(handler: H) -> Self
     where
-        Typed<K, M, S>: LaneKind;
-    /// Handles `msg` on this thread (a message handed back by `shutdown_now`, run by the
-    /// caller).
-    fn run_here(&self, key: &K, msg: M) -> Result<(), PanicReport>;
+        H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        TypedHandler::Async(Box::new(Handler(Arc::new(handler), PhantomData)))
+    }
 }
 
 struct Handler<H, Fut>(Arc<H>, PhantomData<fn() -> Fut>);
@@ -189,7 +181,7 @@ where
             pool.registry
                 .report_panic(report.in_context(self.lane.hash));
         }
-        pool.task_done();
+        pool.count_finished();
     }
 
     /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
@@ -205,7 +197,7 @@ where
     fn cancel(&mut self, registry: Option<&Registry>) {
         if self.drop_fut() {
             if let Some(registry) = registry {
-                registry.task_done();
+                registry.count_finished(1, None);
             }
         }
         self.end(registry);
@@ -267,7 +259,7 @@ where
                         Err(p) => {
                             let report = PanicReport::from_payload(p).in_context(self.lane.hash);
                             registry.report_panic(report);
-                            pool.task_done();
+                            pool.count_finished();
                             budget = budget.saturating_sub(1);
                         }
                     }
@@ -281,7 +273,7 @@ where
                 }
                 Next::Other => {
                     self.end(Some(registry));
-                    registry.schedule_next(Job::Lane(self.lane.clone()));
+                    registry.schedule_next(Work::Lane(self.lane.clone()));
                     return Poll::Ready(());
                 }
                 Next::Drained => {
@@ -337,53 +329,5 @@ where
                 act.cancel(pool.as_ref().map(|p| &**p.registry))
             });
         }
-    }
-}
-
-impl Pool {
-    /// Lanes of messages of type `M`, keyed by `K`, handled by an async `handler`: the future
-    /// `handler(&key, msg)` returns runs on the pool, and the key's next message is handled only
-    /// once it completed, awaits included. Other keys go on meanwhile; a waiting handler holds
-    /// no thread. A panic of the handler or of its future is reported and the key goes on.
-    ///
-    /// A busy key's messages are handled one after another by one task, holding each message's
-    /// future in place: no allocation per message.
-    ///
-    /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let log = Arc::new(Mutex::new(Vec::new()));
-    /// let sink = log.clone();
-    /// let frames = pool.typed_lanes_async(move |conn: &u32, frame: u32| {
-    ///     let (sink, conn) = (sink.clone(), *conn);
-    ///     async move {
-    ///         let (tx, rx) = futures::channel::oneshot::channel();
-    ///         std::thread::spawn(move || tx.send(()).unwrap());
-    ///         rx.await.unwrap(); // e.g. a write to the connection
-    ///         sink.lock().unwrap().push((conn, frame));
-    ///     }
-    /// });
-    /// for frame in 0..10 {
-    ///     frames.send(frame % 2, frame).unwrap();
-    /// }
-    /// pool.shutdown();
-    /// let log = log.lock().unwrap();
-    /// for conn in 0..2 {
-    ///     let mine: Vec<_> = log.iter().filter(|(c, _)| *c == conn).map(|(_, f)| *f).collect();
-    ///     assert_eq!(mine, (0..10).filter(|f| f % 2 == conn).collect::<Vec<_>>());
-    /// }
-    /// ```
-    pub fn typed_lanes_async<K, M, H, Fut>(&self, handler: H) -> TypedLanes<K, M>
-    where
-        K: Hash + Eq + Send + Sync + 'static,
-        M: Send + 'static,
-        H: Fn(&K, M) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.make_typed_lanes(
-            KeyState::new(|_| ()),
-            TypedHandler::Async(Box::new(Handler(Arc::new(handler), PhantomData))),
-            true,
-        )
     }
 }

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::executor::ExecCore;
-use super::inline::InlineJob;
+use super::scheduled_job::InlineJob;
 
 /// Tasks per batch, at most.
 const MAX: usize = 32;

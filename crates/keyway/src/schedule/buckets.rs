@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
-use super::job::Entry;
+use super::entry::Entry;
 
 pub(crate) struct Buckets {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
@@ -210,8 +210,8 @@ impl Buckets {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::schedule::inline::InlineJob;
-    use crate::schedule::job::{Anywhere, Detached};
+    use crate::schedule::job_kinds::{Anywhere, Detached};
+    use crate::schedule::scheduled_job::InlineJob;
 
     fn entry(due: u64) -> Entry {
         let job = InlineJob::new(Detached::new(Anywhere, || ()));

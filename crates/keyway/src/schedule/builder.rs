@@ -1,4 +1,6 @@
-//! `SchedulerBuilder`: the interval, the executors, the coordinator and the hooks.
+//! `SchedulerBuilder`: the interval, the executors, the coordinator and the hooks; and
+//! `Scheduler::builder`, which makes one (here rather than in `scheduler`, so that only the
+//! builder knows both).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -9,21 +11,39 @@ use crossbeam_utils::sync::Parker;
 use parking_lot::{Condvar, Mutex};
 
 use super::clock::Clock;
-use super::config::ExecutorConfig;
+use super::config::{check_tps, ExecutorConfig};
 use super::coordinator::{Coordinator, LocalCoordinator};
-use super::driver::Driver;
 use super::error::ConfigError;
 use super::executor::{ExecCore, IntervalHook, Shared, TimedOutHook};
 use super::interval::Intervals;
 use super::scheduler::{Inner, Scheduler};
-use super::stats::IntervalReport;
-use super::TimedOutTask;
-use crate::pool::Pool;
+use super::stats::{IntervalReport, TimedOutTask};
+use super::timer_thread::Driver;
+use crate::face::Pool;
 
 /// The shortest interval a scheduler accepts.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// The longest interval a scheduler accepts.
 pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl Scheduler {
+    /// A builder for a scheduler running its tasks on `pool`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = keyway::Scheduler::builder(&pool)
+    ///     .interval(Duration::from_millis(10))
+    ///     .executor("jobs", keyway::ExecutorConfig::unlimited())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(s.schedule("jobs", Duration::ZERO, || 3).unwrap().join().unwrap(), 3);
+    /// s.shutdown();
+    /// ```
+    pub fn builder(pool: &Pool) -> SchedulerBuilder {
+        SchedulerBuilder::new(pool)
+    }
+}
 
 /// Configures a [`Scheduler`]: its interval, its named executors, its [`Coordinator`] and its
 /// hooks.
@@ -273,15 +293,3 @@ impl SchedulerBuilder {
 
 /// Up to this many executors are found by a scan rather than by hashing their name.
 const FEW: usize = 8;
-
-/// A TPS limit must be finite and not negative.
-pub(crate) fn check_tps(executor: &str, tps: f64) -> Result<(), ConfigError> {
-    if tps.is_finite() && tps >= 0.0 {
-        Ok(())
-    } else {
-        Err(ConfigError::InvalidTps {
-            executor: executor.to_owned(),
-            value: tps,
-        })
-    }
-}

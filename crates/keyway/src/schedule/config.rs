@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::error::ConfigError;
+
 /// Which tasks run first when more are due in an interval than the limit allows.
 ///
 /// Ties are broken by the earlier due time.
@@ -213,5 +215,17 @@ impl Timing {
     pub fn priority(mut self, priority: i64) -> Self {
         self.priority = priority;
         self
+    }
+}
+
+/// A TPS limit must be finite and not negative.
+pub(crate) fn check_tps(executor: &str, tps: f64) -> Result<(), ConfigError> {
+    if tps.is_finite() && tps >= 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidTps {
+            executor: executor.to_owned(),
+            value: tps,
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! How a process learns its share of an executor's rate limit (SPEC §7, cluster part).
+//! How a process learns its share of an executor's rate limit.
 //!
 //! A [`Coordinator`] decides how many tasks per second *this process* may run for a named
 //! executor whose limit is set for the whole cluster. [`LocalCoordinator`] gives the process the

@@ -12,11 +12,10 @@ use parking_lot::{Condvar, Mutex};
 use super::buckets::{Buckets, Placed};
 use super::clock::{Clock, NEVER};
 use super::config::{ExecutorConfig, PriorityOrder};
-use super::inline::InlineJob;
-use super::job::Entry;
-use super::stats::{Counters, IntervalReport};
-use super::TimedOutTask;
-use crate::pool::Pool;
+use super::entry::Entry;
+use super::scheduled_job::InlineJob;
+use super::stats::{Counters, IntervalReport, TimedOutTask};
+use crate::face::Pool;
 use crate::task::{Abandon, PanicReport};
 
 pub(crate) type TimedOutHook = Arc<dyn Fn(&TimedOutTask) + Send + Sync>;
@@ -177,13 +176,4 @@ impl ExecCore {
     pub(crate) fn budget(&self, share: f64, interval: Duration) -> f64 {
         share * interval.as_secs_f64()
     }
-}
-
-/// Is `a` better than `b` in `order` (ties: the earlier due, then the earlier scheduled)?
-pub(crate) fn better(order: PriorityOrder, a: &Entry, b: &Entry) -> std::cmp::Ordering {
-    let by_priority = match order {
-        PriorityOrder::HighestFirst => b.priority.cmp(&a.priority),
-        PriorityOrder::LowestFirst => a.priority.cmp(&b.priority),
-    };
-    by_priority.then(a.due.cmp(&b.due)).then(a.seq.cmp(&b.seq))
 }

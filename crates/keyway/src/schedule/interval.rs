@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use super::batch::Batcher;
 use super::clock::Clock;
+use super::config::PriorityOrder;
 use super::coordinator::{clamp_share, Coordinator};
-use super::executor::{better, ExecCore};
-use super::job::Entry;
+use super::entry::{better, Entry};
+use super::executor::ExecCore;
 use super::stats::IntervalReport;
 use crate::task::PendingTask;
 
@@ -275,8 +276,8 @@ impl Intervals {
         self.worst_dispatched = Some(match self.worst_dispatched {
             None => e.priority,
             Some(w) => match order {
-                super::PriorityOrder::HighestFirst => w.min(e.priority),
-                super::PriorityOrder::LowestFirst => w.max(e.priority),
+                PriorityOrder::HighestFirst => w.min(e.priority),
+                PriorityOrder::LowestFirst => w.max(e.priority),
             },
         });
         self.exec.stats.released();

@@ -4,9 +4,10 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::config::Timing;
+use super::entry::Entry;
 use super::error::ScheduleError;
-use super::inline::InlineJob;
-use super::job::{Anywhere, Entry, InContext, Place, Repeat, Repeating};
+use super::job_kinds::{Anywhere, InContext, Place, Repeat, Repeating};
+use super::scheduled_job::InlineJob;
 use super::scheduler::Scheduler;
 use crate::task::TaskHandle;
 

@@ -9,18 +9,18 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::builder::{check_tps, SchedulerBuilder};
-use super::config::{Due, Timing};
+use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
+use super::entry::Entry;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
-use super::inline::InlineJob;
-use super::job::{Anywhere, Detached, Entry, InContext, Once, Place};
+use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
+use super::scheduled_job::InlineJob;
 use super::stats::ExecutorStats;
-use crate::pool::{worker, Pool};
+use crate::engine::worker;
 use crate::task::{PendingTask, TaskHandle};
 
-/// A rate-limited scheduler on a keyway [`Pool`]: tasks scheduled for a time run no faster
+/// A rate-limited scheduler on a keyway [`Pool`](crate::Pool): tasks scheduled for a time run no faster
 /// than each named executor's limit, best first when more are due than the limit allows.
 ///
 /// Time is cut into intervals (default 1 s). At the start of each interval an executor takes
@@ -73,23 +73,6 @@ impl Drop for Inner {
 }
 
 impl Scheduler {
-    /// A builder for a scheduler running its tasks on `pool`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let s = keyway::Scheduler::builder(&pool)
-    ///     .interval(Duration::from_millis(10))
-    ///     .executor("jobs", keyway::ExecutorConfig::unlimited())
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(s.schedule("jobs", Duration::ZERO, || 3).unwrap().join().unwrap(), 3);
-    /// s.shutdown();
-    /// ```
-    pub fn builder(pool: &Pool) -> SchedulerBuilder {
-        SchedulerBuilder::new(pool)
-    }
-
     pub(crate) fn from_inner(inner: Inner) -> Self {
         Scheduler {
             inner: Arc::new(inner),

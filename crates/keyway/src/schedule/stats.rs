@@ -1,7 +1,10 @@
-//! What an executor reports: counts of outcomes, and one report per interval.
+//! What an executor reports: counts of outcomes, one report per interval, and each task that
+//! timed out.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// A snapshot of one executor's counts, from [`Scheduler::stats`](crate::Scheduler::stats).
 ///
@@ -82,6 +85,55 @@ pub struct IntervalReport {
 }
 
 /// The live counters behind [`ExecutorStats`].
+/// A task that timed out, as the scheduler's timed-out hook sees it.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use keyway::{ExecutorConfig, Scheduler, TaskError};
+/// let pool = keyway::Pool::new().unwrap();
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let scheduler = Scheduler::builder(&pool)
+///     .interval(Duration::from_millis(10))
+///     .executor("paused", ExecutorConfig::with_tps(0.0).timeout(Duration::from_millis(5)))
+///     .timed_out_hook(move |t| log.lock().unwrap().push((t.executor().to_owned(), t.priority())))
+///     .build()
+///     .unwrap();
+/// let handle = scheduler.schedule("paused", Duration::ZERO, || ()).unwrap();
+/// assert!(matches!(handle.join(), Err(TaskError::TimedOut)));
+/// assert_eq!(*seen.lock().unwrap(), vec![("paused".to_owned(), 0)]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct TimedOutTask {
+    pub(crate) executor: Arc<str>,
+    pub(crate) due: Option<Instant>,
+    pub(crate) priority: i64,
+}
+
+impl TimedOutTask {
+    /// The executor's name.
+    ///
+    /// See [`TimedOutTask`]'s example.
+    pub fn executor(&self) -> &str {
+        &self.executor
+    }
+
+    /// When the task was due.
+    ///
+    /// See [`TimedOutTask`]'s example.
+    pub fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// The task's priority.
+    ///
+    /// See [`TimedOutTask`]'s example.
+    pub fn priority(&self) -> i64 {
+        self.priority
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
     scheduled: AtomicU64,

@@ -1,6 +1,9 @@
 //! The sequencer: work done in parallel, published in ticket order by whichever thread finishes
 //! the turn before it, with no consumer thread (Ullink/Itiviti's OrderedScheduler).
 //!
+//! The top layer, beside `schedule` and `strategy`: [`OrderedMap`] runs on the pool through its
+//! public face; the sequencer itself needs no pool.
+//!
 //! A [`Sequencer`] hands out [`Ticket`]s in order. Each ticket is one *turn*. The holder of a
 //! ticket does its work anywhere, on any thread, then calls [`Ticket::run`] with the part that
 //! must happen in ticket order (writing the output, say):

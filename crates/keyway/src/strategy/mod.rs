@@ -1,5 +1,8 @@
 //! The execution strategy: Jetty's adaptive "eat what you kill".
 //!
+//! The top layer, beside `schedule` and `sequencer`: the pool is one [`Executor`] among others,
+//! used through its public face.
+//!
 //! A [`Producer`] yields tasks (a selector's ready connections, a connection's frames, …); an
 //! [`AdaptiveStrategy`] consumes them. A task consumed by the thread that produced it runs with
 //! a hot cache, but a thread busy consuming is not producing, and if every thread consumes a task

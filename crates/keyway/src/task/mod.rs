@@ -1,18 +1,33 @@
 //! The unit of work the pool moves around, and what it tells its submitter.
 //!
+//! The bottom layer that runs anything (only `error` and the `loom` shim are below it): the
+//! engine, futures and lanes above all move tasks of this module.
+//!
 //! Every accepted task is a [`Runnable`]: it is either run exactly once, or abandoned exactly once
 //! with a reason (its handle then says why). Nothing else happens to a task, which is what makes
 //! "no accepted task is ever lost" checkable.
+//!
+//! * `raw` — [`Task`], a type-erased `Runnable` as the pool queues it;
+//! * `inline` — the store under it (and under the scheduler's waiting jobs): a value kept in
+//!   place when small and boxed otherwise, with the numbered rules its `unsafe` code cites;
+//! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
+//! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
 mod abort;
+mod contain;
 mod handle;
+mod inline;
 mod pending;
 mod raw;
 
 pub use abort::AbortHandle;
+pub(crate) use contain::drop_quietly;
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
-pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Work};
+#[cfg(test)]
+pub(crate) use inline::WORDS;
+pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
+pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::Task;
 
 use std::any::Any;
@@ -261,7 +276,7 @@ impl<F: FnOnce() + Send> Runnable for Plain<F> {
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
 pub struct PendingTask {
-    task: Option<Work>,
+    task: Option<Unstarted>,
     /// The lane(s) the task was queued in (none for a plain task); see `pending.rs`.
     contexts: LaneRefs,
 }
@@ -269,7 +284,7 @@ pub struct PendingTask {
 impl PendingTask {
     pub(crate) fn new(task: Task) -> Self {
         PendingTask {
-            task: Some(Work::Task(task)),
+            task: Some(Unstarted::Task(task)),
             contexts: LaneRefs::new(),
         }
     }
@@ -298,7 +313,7 @@ impl std::fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingTask")
             .field("context_hashes", &self.context_hashes().collect::<Vec<_>>())
-            .field("message", &matches!(self.task, Some(Work::Message(_))))
+            .field("message", &matches!(self.task, Some(Unstarted::Message(_))))
             .finish_non_exhaustive()
     }
 }

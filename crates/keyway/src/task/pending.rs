@@ -32,23 +32,23 @@ pub(crate) trait PendingMessage: Send {
 }
 
 /// What a pending task holds.
-pub(crate) enum Work {
+pub(crate) enum Unstarted {
     Task(Task),
     Message(Box<dyn PendingMessage>),
 }
 
-impl Work {
+impl Unstarted {
     pub(crate) fn run(self) -> Result<(), PanicReport> {
         match self {
-            Work::Task(task) => task.run(),
-            Work::Message(msg) => msg.run(),
+            Unstarted::Task(task) => task.run(),
+            Unstarted::Message(msg) => msg.run(),
         }
     }
 
     pub(crate) fn abandon(self, why: Abandon) {
         match self {
-            Work::Task(task) => task.abandon(why),
-            Work::Message(msg) => {
+            Unstarted::Task(task) => task.abandon(why),
+            Unstarted::Message(msg) => {
                 if catch_unwind(AssertUnwindSafe(move || drop(msg))).is_err() {
                     tracing::error!("keyway: dropping a handed-back message panicked (contained)");
                 }
@@ -61,13 +61,13 @@ impl PendingTask {
     /// A task queued in the lanes `contexts`.
     pub(crate) fn in_contexts(task: Task, contexts: LaneRefs) -> Self {
         PendingTask {
-            task: Some(Work::Task(task)),
+            task: Some(Unstarted::Task(task)),
             contexts,
         }
     }
 
     /// A typed lane's message (or a flush queued in a typed lane).
-    pub(crate) fn from_work(work: Work, context: Arc<dyn ContextOf>) -> Self {
+    pub(crate) fn from_work(work: Unstarted, context: Arc<dyn ContextOf>) -> Self {
         PendingTask {
             task: Some(work),
             contexts: SmallVec::from_elem(context, 1),
@@ -189,7 +189,7 @@ impl PendingTask {
     /// ```
     pub fn into_message<M: 'static>(mut self) -> Result<M, PendingTask> {
         match self.task.take() {
-            Some(Work::Message(msg)) if msg.message_type() == TypeId::of::<M>() => {
+            Some(Unstarted::Message(msg)) if msg.message_type() == TypeId::of::<M>() => {
                 match msg.into_message().downcast::<M>() {
                     Ok(m) => Ok(*m),
                     Err(_) => unreachable!("the message type was just checked"),

@@ -5,7 +5,7 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
-use super::Variant;
+use super::variant::Variant;
 use crate::harness::{ready_step, threads, Stopwatch};
 use crate::keys::TaskKeys;
 use crate::latch::Completion;

@@ -1,0 +1,54 @@
+//! `contexts --async`: the `contexts` workload with async tasks — each awaits a yield or a short
+//! tokio timer (`--wait`) before its work. keyway's async typed lanes (a message per task) and
+//! futures on lanes (`Lane::spawn`) against a tokio actor per context and a tokio task per
+//! message holding a per-context tokio mutex.
+
+use super::runs::{contender, measure_variant};
+use super::variant::Variant;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
+use crate::harness::VariantReport;
+use crate::systems::async_contexts::{
+    KeywayAsync, KeywaySpawnAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
+};
+
+/// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`).
+pub fn run_variant(v: &Variant, wait: &str, opts: &RunOptions) -> Result<VariantReport, String> {
+    match wait {
+        "timer" => run_with::<Timer>(v, opts),
+        _ => run_with::<Yield>(v, opts),
+    }
+}
+
+fn run_with<W: Wait>(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+    let (threads, timeout) = (cores(), opts.timeout);
+    let contenders = vec![
+        contender::<KeywayAsync<W>>(v, threads, timeout),
+        contender::<KeywaySpawnAsync<W>>(v, threads, timeout),
+        contender::<TokioActorAsync<W>>(v, threads, timeout),
+        contender::<TokioMutexAsync<W>>(v, threads, timeout),
+    ];
+    measure_variant(v, opts, Some(W::NAME), contenders)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::runs::run_once;
+    use super::*;
+    use std::time::Duration;
+
+    /// Every async system runs a tiny workload correctly, with either wait.
+    #[test]
+    fn async_systems_run_a_small_workload() {
+        let v = Variant::full(5, 40, 3);
+        let t = Duration::from_secs(30);
+        run_once::<KeywayAsync<Yield>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Yield>>(&v, 2, t).unwrap();
+        run_once::<TokioActorAsync<Yield>>(&v, 2, t).unwrap();
+        run_once::<TokioMutexAsync<Yield>>(&v, 2, t).unwrap();
+        run_once::<KeywayAsync<Timer>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Timer>>(&v, 2, t).unwrap();
+        run_once::<TokioActorAsync<Timer>>(&v, 2, t).unwrap();
+        run_once::<TokioMutexAsync<Timer>>(&v, 2, t).unwrap();
+    }
+}

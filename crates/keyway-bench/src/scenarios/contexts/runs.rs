@@ -1,0 +1,86 @@
+//! One run of a `contexts` system (setup, timed feed until every context's
+//! last task ran, teardown, order check), its contender, and the variant's
+//! report. Shared by the sync and async systems.
+
+use std::time::Duration;
+
+use serde_json::{json, Map};
+
+use super::variant::Variant;
+use crate::harness::env::cores;
+use crate::harness::options::RunOptions;
+use crate::harness::report::group_thousands;
+use crate::harness::{measure, timed_run, Contender, VariantReport};
+use crate::systems::ContextsSystem;
+use crate::work::ContextsRun;
+
+/// Measures `contenders` on `v` and makes the report; `wait` (async runs) names what each task
+/// awaits.
+pub(super) fn measure_variant(
+    v: &Variant,
+    opts: &RunOptions,
+    wait: Option<&str>,
+    mut contenders: Vec<Contender<'static>>,
+) -> Result<VariantReport, String> {
+    let kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    let label = format!("contexts{kind} {}", v.name);
+    let results = measure(
+        &label,
+        opts.runs,
+        v.total(),
+        &mut contenders,
+        &opts.progress,
+    )?;
+    let mut params = Map::new();
+    params.insert("variant".into(), json!(v.name));
+    params.insert("contexts".into(), json!(v.contexts));
+    params.insert("tasks_per_context".into(), json!(v.tasks));
+    params.insert("work".into(), json!(v.work));
+    params.insert("total_tasks".into(), json!(v.total()));
+    params.insert("cores".into(), json!(cores()));
+    params.insert("runs".into(), json!(opts.runs));
+    params.insert("quick".into(), json!(opts.quick));
+    if let Some(w) = wait {
+        params.insert("async_wait".into(), json!(w));
+    }
+    Ok(VariantReport {
+        scenario: "contexts",
+        title: format!(
+            "{}{kind}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
+            v.name,
+            group_thousands(v.contexts as u64),
+            group_thousands(v.tasks),
+            group_thousands(v.work),
+            group_thousands(v.total()),
+            opts.runs
+        ),
+        params,
+        results,
+    })
+}
+
+pub(super) fn contender<S: ContextsSystem>(
+    v: &Variant,
+    threads: usize,
+    timeout: Duration,
+) -> Contender<'static> {
+    let v = v.clone();
+    Contender::new(S::NAME, move || run_once::<S>(&v, threads, timeout))
+}
+
+/// One run of system `S`: untimed setup, timed feed until every context's
+/// last task ran, untimed teardown, then the order check.
+pub(super) fn run_once<S: ContextsSystem>(
+    v: &Variant,
+    threads: usize,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    // Tasks borrow the run's state for 'static; it is leaked (a few KiB per
+    // run) because some peers may still touch it after completion is seen.
+    let run: &'static ContextsRun =
+        Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
+    let system = S::setup(run, threads)?;
+    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
+    run.verify()?;
+    Ok(elapsed)
+}

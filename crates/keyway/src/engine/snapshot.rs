@@ -1,0 +1,51 @@
+//! [`Stats`] read from a pool's registry: what `Pool::stats` returns.
+
+use std::sync::atomic::Ordering;
+
+use super::registry::Registry;
+use super::stats::{LaneDepth, Stats};
+
+impl Stats {
+    /// A snapshot of `registry`'s threads, tasks and lanes.
+    pub(crate) fn of(registry: &Registry) -> Stats {
+        let live = registry.live.load(Ordering::Acquire);
+        let core = registry.core_target.load(Ordering::Acquire).min(live);
+        let tables = registry.tables();
+        let mut largest = Vec::new();
+        for t in &tables {
+            t.deepest(8, &mut largest);
+        }
+        largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
+        largest.truncate(8);
+        let finished = registry.finished_total();
+        let unfinished = registry.accepted.sum().saturating_sub(finished);
+        // Read after `unfinished`; a task accepted in between may show as running although
+        // `unfinished` missed it: clamped, so that `waiting + running == unfinished`.
+        let in_task = registry.slots[..registry.high_water()]
+            .iter()
+            .filter(|s| s.progress.in_task())
+            .count()
+            + registry.reserved.running.load(Ordering::Acquire);
+        let running = (in_task as u64).min(unfinished);
+        let moved = registry.transfers.load(Ordering::Acquire);
+        #[allow(deprecated)] // the deprecated aliases are still filled in
+        Stats {
+            core_threads: core,
+            auxiliary_threads: live - core,
+            reserved_threads: registry.reserved.live.load(Ordering::Acquire),
+            idle_reserved_threads: registry.reserved.idle_count(),
+            idle_threads: registry.sleep.sleepers(),
+            blocked_threads: registry.blocked_threads(),
+            auxiliary_started: registry.aux_spawned.load(Ordering::Acquire),
+            waiting_tasks: unfinished - running,
+            running_tasks: running,
+            queued_tasks: unfinished,
+            completed_tasks: finished,
+            panicked_tasks: registry.panicked.load(Ordering::Acquire),
+            jobs_moved_off_blocked: moved,
+            transfers: moved,
+            live_lanes: tables.iter().map(|t| t.live_lanes()).sum(),
+            largest_lanes: largest,
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The public face: the types a user holds and every one of their methods, each a doc and a call
+//! down into the layers below (lanes, futures, engine). Nothing below imports this layer.
+//!
+//! * `pool` — [`Pool`]: construction, plain tasks, shutdown, statistics; its other methods by
+//!   topic in `pool_lanes`, `pool_keyed`, `pool_futures`, `pool_typed` and `pool_room`
+//!   ([`WaitForRoom`]);
+//! * `builder` — [`PoolBuilder`]: every setting, its default, and the checks `build` makes;
+//! * `lane`, `contexts` — [`Lane`] (one context's lane held open) and [`Contexts`] (the key type
+//!   fixed once);
+//! * `typed_lanes`, `typed_lane` — [`TypedLanes`] and one key's [`TypedLane`].
+
+mod builder;
+mod contexts;
+mod lane;
+mod pool;
+mod pool_futures;
+mod pool_keyed;
+mod pool_lanes;
+mod pool_room;
+mod pool_typed;
+mod typed_lane;
+mod typed_lanes;
+
+#[cfg(test)]
+mod test;
+
+pub use builder::PoolBuilder;
+pub use contexts::Contexts;
+pub use lane::Lane;
+pub use pool::Pool;
+pub use pool_room::WaitForRoom;
+pub use typed_lane::TypedLane;
+pub use typed_lanes::TypedLanes;

@@ -1,0 +1,127 @@
+//! [`Pool`]'s typed lanes: one handler for every key, sync, with state, or async.
+
+use std::future::Future;
+use std::hash::Hash;
+
+use super::pool::Pool;
+use super::typed_lanes::TypedLanes;
+use crate::lane::typed::{self, TypedHandler};
+use crate::lane::KeyState;
+
+impl Pool {
+    /// Lanes of messages of type `M`, keyed by `K`, all handled by `handler` (see
+    /// [`TypedLanes`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let lanes = pool.typed_lanes(move |key: &&str, n: u32| tx.send((*key, n)).unwrap());
+    /// lanes.send("a", 1).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), ("a", 1));
+    /// ```
+    pub fn typed_lanes<K, M, H>(&self, handler: H) -> TypedLanes<K, M>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+        H: Fn(&K, M) + Send + Sync + 'static,
+    {
+        let handler = move |key: &K, _: &mut (), msg: M| handler(key, msg);
+        self.typed(
+            KeyState::new(|_| ()),
+            TypedHandler::Sync(Box::new(handler)),
+            true,
+        )
+    }
+
+    /// Typed lanes whose handler also gets the key's state, `handler(&key, &mut state, msg)`;
+    /// `state` says how a key's state is made and let go of. See [`TypedLanes`], "Keyed state",
+    /// for how long a state lives.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let counters = pool.typed_lanes_with_state(
+    ///     keyway::KeyState::new(|_: &u8| 0u32),
+    ///     |_: &u8, count: &mut u32, add: u32| *count += add,
+    /// );
+    /// counters.send(1, 5).unwrap();
+    /// counters.send(1, 6).unwrap();
+    /// # counters.flush(1).unwrap().join().unwrap();
+    /// ```
+    pub fn typed_lanes_with_state<K, M, S, H>(
+        &self,
+        state: KeyState<K, S>,
+        handler: H,
+    ) -> TypedLanes<K, M, S>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+        S: Send + 'static,
+        H: Fn(&K, &mut S, M) + Send + Sync + 'static,
+    {
+        self.typed(state, TypedHandler::Sync(Box::new(handler)), false)
+    }
+
+    /// Lanes of messages of type `M`, keyed by `K`, handled by an async `handler`: the future
+    /// `handler(&key, msg)` returns runs on the pool, and the key's next message is handled only
+    /// once it completed, awaits included. Other keys go on meanwhile; a waiting handler holds
+    /// no thread. A panic of the handler or of its future is reported and the key goes on.
+    ///
+    /// A busy key's messages are handled one after another by one task, holding each message's
+    /// future in place: no allocation per message.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = log.clone();
+    /// let frames = pool.typed_lanes_async(move |conn: &u32, frame: u32| {
+    ///     let (sink, conn) = (sink.clone(), *conn);
+    ///     async move {
+    ///         let (tx, rx) = futures::channel::oneshot::channel();
+    ///         std::thread::spawn(move || tx.send(()).unwrap());
+    ///         rx.await.unwrap(); // e.g. a write to the connection
+    ///         sink.lock().unwrap().push((conn, frame));
+    ///     }
+    /// });
+    /// for frame in 0..10 {
+    ///     frames.send(frame % 2, frame).unwrap();
+    /// }
+    /// pool.shutdown();
+    /// let log = log.lock().unwrap();
+    /// for conn in 0..2 {
+    ///     let mine: Vec<_> = log.iter().filter(|(c, _)| *c == conn).map(|(_, f)| *f).collect();
+    ///     assert_eq!(mine, (0..10).filter(|f| f % 2 == conn).collect::<Vec<_>>());
+    /// }
+    /// ```
+    pub fn typed_lanes_async<K, M, H, Fut>(&self, handler: H) -> TypedLanes<K, M>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+        H: Fn(&K, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.typed(
+            KeyState::new(|_| ()),
+            TypedHandler::new_async(handler),
+            true,
+        )
+    }
+
+    /// `stateless`: the state is `()` and kept in no slot (an async handler's must be).
+    fn typed<K, M, S>(
+        &self,
+        state: KeyState<K, S>,
+        handler: TypedHandler<K, M, S>,
+        stateless: bool,
+    ) -> TypedLanes<K, M, S>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+        S: Send + 'static,
+    {
+        TypedLanes {
+            pool: self.clone(),
+            table: typed::new_table(self.registry(), state, handler, stateless),
+        }
+    }
+}

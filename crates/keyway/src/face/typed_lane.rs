@@ -1,0 +1,158 @@
+//! One key's lane of a [`TypedLanes`], held open: `TypedLanes::lane(key)`. Sending through it
+//! skips the key's look-up (hash, shard lock, table probe), as a [`Lane`](crate::Lane) does for
+//! closures: the lane is pinned in its table (rule 3) while a handle exists.
+
+use std::hash::Hash;
+use std::sync::Arc;
+
+use super::typed_lanes::TypedLanes;
+use crate::error::SubmitError;
+use crate::lane::typed::{self, Typed};
+use crate::lane::LaneCore;
+
+/// One key's lane of a [`TypedLanes`]: [`send`](TypedLane::send) queues a message for that key
+/// without looking the key up each time — an actor's mailbox handle. Messages sent through it
+/// and through [`TypedLanes::send`] with the same key share one lane and one order.
+///
+/// While a handle exists the key's lane stays in its table even when idle, and so does the
+/// key's state (see [`TypedLanes`], "Keyed state"); it is let go of when the last handle is
+/// dropped. Cheap to clone.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let lanes = pool.typed_lanes(move |user: &u32, n: u32| tx.send((*user, n)).unwrap());
+/// let user7 = lanes.lane(7);
+/// for n in 0..3 {
+///     user7.send(n).unwrap();
+/// }
+/// assert_eq!(rx.iter().take(3).collect::<Vec<_>>(), [(7, 0), (7, 1), (7, 2)]);
+/// assert_eq!(*user7.key(), 7);
+/// ```
+pub struct TypedLane<K, M, S = ()>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    lanes: TypedLanes<K, M, S>,
+    core: Arc<LaneCore<Typed<K, M, S>>>,
+}
+
+impl<K, M, S> TypedLanes<K, M, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// A handle on the lane of `key`, kept in the table while the handle exists.
+    ///
+    /// # Panics
+    /// If the key's `Hash`, `Eq` or `Drop` panics (as [`Pool::lane`](crate::Pool::lane)).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &&str, _: u8| ());
+    /// let lane = lanes.lane("sensor-1");
+    /// lane.send(1).unwrap();
+    /// ```
+    pub fn lane(&self, key: K) -> TypedLane<K, M, S> {
+        match typed::pin(&self.table, key) {
+            Ok(core) => TypedLane {
+                lanes: self.clone(),
+                core,
+            },
+            Err(_) => panic!("the key's Hash, Eq or Drop panicked"),
+        }
+    }
+}
+
+impl<K, M, S> TypedLane<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// Queues `msg` for this lane's key, after every message sent for it before.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &u8, _: u32| ());
+    /// lanes.lane(1).send(5).unwrap();
+    /// ```
+    pub fn send(&self, msg: M) -> Result<(), SubmitError<M>> {
+        typed::send_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msg,
+            false,
+        )
+    }
+
+    /// Like [`TypedLanes::send_coalescing`] for this lane's key.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let prices = pool.typed_lanes(|_: &&str, _: f64| ());
+    /// let eurusd = prices.lane("EURUSD");
+    /// eurusd.send_coalescing(1.10).unwrap();
+    /// eurusd.send_coalescing(1.11).unwrap();
+    /// ```
+    pub fn send_coalescing(&self, msg: M) -> Result<(), SubmitError<M>> {
+        typed::send_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msg,
+            true,
+        )
+    }
+
+    /// This lane's key.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &u8, _: ()| ());
+    /// assert_eq!(*lanes.lane(3).key(), 3);
+    /// ```
+    pub fn key(&self) -> &K {
+        typed::key_of(&self.core)
+    }
+}
+
+impl<K, M, S> Clone for TypedLane<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn clone(&self) -> Self {
+        TypedLane {
+            lanes: self.lanes.clone(),
+            core: self.core.repin(),
+        }
+    }
+}
+
+impl<K, M, S> Drop for TypedLane<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn drop(&mut self) {
+        self.core.unpin(&self.lanes.table);
+    }
+}
+
+impl<K, M, S> std::fmt::Debug for TypedLane<K, M, S>
+where
+    K: std::fmt::Debug + Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("TypedLane").field(self.key()).finish()
+    }
+}

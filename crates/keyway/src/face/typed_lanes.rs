@@ -1,0 +1,183 @@
+//! [`TypedLanes`]: lanes of messages for one handler, one lane per key.
+
+use std::hash::Hash;
+
+use super::pool::Pool;
+use crate::error::SubmitError;
+use crate::lane::typed;
+use crate::task::TaskHandle;
+
+/// Lanes of messages for one handler, for processing each key's messages in order — a server
+/// handling each client's messages, say. `send(key, msg)` queues the message itself; the handler
+/// runs as `handler(&key, msg)`, one message at a time per key, in send order.
+///
+/// Cheap to clone; every clone feeds the same lanes.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// let pool = keyway::Pool::new().unwrap();
+/// let totals = Arc::new(Mutex::new(std::collections::HashMap::new()));
+/// let sink = totals.clone();
+/// let accounts = pool.typed_lanes(move |account: &u32, amount: i64| {
+///     *sink.lock().unwrap().entry(*account).or_insert(0) += amount;
+/// });
+/// for i in 0..100 {
+///     accounts.send(i % 4, 10).unwrap();
+/// }
+/// pool.shutdown();
+/// assert!(totals.lock().unwrap().values().all(|&t| t == 250));
+/// ```
+///
+/// # Keyed state
+///
+/// With [`Pool::typed_lanes_with_state`] each key's lane owns a state `S`, passed to the handler
+/// as `&mut S`: an actor per key, with no lock shared between keys and no thread per key.
+///
+/// * The state is made by [`KeyState::new`]'s `init(&key)` on the first message of a lane.
+/// * It lives as long as the key's lane. A lane is freed when it has been idle (no message
+///   queued or running) for a while: idle lanes are kept in a small cache and freed by the pool's
+///   monitor at its next period ([`PoolBuilder::monitor_period`](crate::PoolBuilder::monitor_period),
+///   250 ms by default) — or at once when the cache is full. Shutdown frees every lane.
+/// * When the lane is freed the state is dropped, or handed to [`KeyState::on_idle`] to be
+///   saved. The next message for the key makes a new state with `init`.
+/// * If the handler panics, the state (perhaps half updated) is dropped — not given to
+///   `on_idle` — and the key's next message gets a new one from `init`. If `init` panics, its
+///   message is dropped unhandled and the next message tries `init` again. Every such panic is
+///   contained and goes to the pool's panic hook.
+/// * Messages handed back by [`Pool::shutdown_now`] keep their lane, and so the state, until
+///   they are run or dropped; run, they get the key's state as the lane would give it. (One run
+///   from inside the handler of its own key, which holds that state, is refused with a panic
+///   report instead of deadlocking.)
+/// * Typed lanes made with [`Pool::typed_lanes`] keep no state, and pay nothing for it.
+///
+/// So the state is a cache of what a key is doing now (a session, a running total, a buffer),
+/// not a store that outlives a quiet key: keep what must last in `on_idle`.
+///
+/// ```
+/// let pool = keyway::Pool::new().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let chat = pool.typed_lanes_with_state(
+///     keyway::KeyState::new(|_user: &String| Vec::new()), // each user's history
+///     move |user: &String, history: &mut Vec<String>, line: String| {
+///         history.push(line);
+///         tx.send((user.clone(), history.len())).unwrap();
+///     },
+/// );
+/// for line in ["hi", "how are you", "bye"] {
+///     chat.send("ann".to_string(), line.to_string()).unwrap();
+/// }
+/// chat.flush("ann".to_string()).unwrap().join().unwrap();
+/// let seen: Vec<_> = rx.try_iter().collect();
+/// assert_eq!(seen.last(), Some(&("ann".to_string(), 3))); // one history, three lines
+/// ```
+pub struct TypedLanes<K, M, S = ()>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    pub(super) pool: Pool,
+    pub(super) table: typed::Table<K, M, S>,
+}
+
+impl<K, M, S> TypedLanes<K, M, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// Queues `msg` for `key`; the handler sees it after every message sent for `key` before.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let lanes = pool.typed_lanes(move |_: &u8, n: u32| tx.send(n).unwrap());
+    /// for n in 0..5 {
+    ///     lanes.send(0, n).unwrap();
+    /// }
+    /// assert_eq!(rx.iter().take(5).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    /// ```
+    pub fn send(&self, key: K, msg: M) -> Result<(), SubmitError<M>> {
+        typed::send(self.pool.registry(), &self.table, key, msg, false)
+    }
+
+    /// Queues `msg` for `key`, replacing the key's last pending message if that one was also
+    /// sent with `send_coalescing` and has not started. The newest message always arrives.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let prices = pool.typed_lanes(move |_: &&str, price: f64| tx.send(price).unwrap());
+    /// for price in [1.10, 1.11, 1.12] {
+    ///     prices.send_coalescing("EURUSD", price).unwrap();
+    /// }
+    /// prices.flush("EURUSD").unwrap().join().unwrap();
+    /// let shown: Vec<f64> = rx.try_iter().collect();
+    /// assert_eq!(shown.last(), Some(&1.12)); // older prices may have been skipped
+    /// ```
+    pub fn send_coalescing(&self, key: K, msg: M) -> Result<(), SubmitError<M>> {
+        typed::send(self.pool.registry(), &self.table, key, msg, true)
+    }
+
+    /// A handle that completes once every message sent for `key` before this call has been
+    /// handled (it does not wait for messages sent after). The flush takes a place in the key's
+    /// lane: a later coalescing message does not replace one sent before the flush.
+    ///
+    /// Refused like a message (after shutdown, or when the pool is full). If the pool is stopped
+    /// with [`Pool::shutdown_now`] first, the handle says
+    /// [`TaskError::Rejected`](crate::TaskError::Rejected) once the handed-back flush is dropped.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let handled = Arc::new(AtomicU32::new(0));
+    /// let count = handled.clone();
+    /// let lanes = pool.typed_lanes(move |_: &u8, _: ()| { count.fetch_add(1, Ordering::SeqCst); });
+    /// for _ in 0..100 {
+    ///     lanes.send(3, ()).unwrap();
+    /// }
+    /// lanes.flush(3).unwrap().join().unwrap();
+    /// assert_eq!(handled.load(Ordering::SeqCst), 100);
+    /// ```
+    pub fn flush(&self, key: K) -> Result<TaskHandle<()>, SubmitError<()>> {
+        typed::flush(self.pool.registry(), &self.table, key)
+    }
+
+    /// The pool these lanes run on.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &u8, _: ()| ());
+    /// lanes.pool().shutdown();
+    /// assert!(pool.is_shutdown());
+    /// ```
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl<K, M, S> Clone for TypedLanes<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn clone(&self) -> Self {
+        TypedLanes {
+            pool: self.pool.clone(),
+            table: self.table.clone(),
+        }
+    }
+}
+
+impl<K, M, S> std::fmt::Debug for TypedLanes<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedLanes").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,426 @@
+//! Multi-key tasks (Explorer's design): a task names several keys; tasks sharing any key never
+//! overlap and run in submission order; the others run in parallel; nothing deadlocks.
+//!
+//! A keyed task is one [`MultiTask`] standing as an entry in the lane of each of its keys (the
+//! very lanes `execute_sequential` uses). Rule 6 of `lane/README.md`:
+//!
+//! * **Submission** locks the shards of all its keys in ascending shard order, appends the entry
+//!   to every lane, then unlocks (two-phase locking). Any two multi-key tasks sharing a key share
+//!   that key's shard lock, so their order is the same on every key they share, and the orders
+//!   of all conflicting tasks embed in one total order: no cycle, so no deadlock. Ascending lock
+//!   order keeps the submitters themselves from deadlocking.
+//! * **Arrival**: a lane whose head is the entry *parks*: it stays scheduled with no job (no
+//!   thread is held) so pushes do not restart it. Each lane arrives once: at submission if it
+//!   was idle (counted by the submitter), through its runner if it was busy, or through the
+//!   completion of the multi-key task before it on that lane.
+//! * **Run**: whoever makes the last arrival owns the run: a submitter queues the task as a job
+//!   of its own, a worker runs it. The worker then pops it from every lane and lets each go on
+//!   (idle, arrived at its next multi-key task, or restarted), running next a task this made
+//!   ready: a chain of multi-key tasks on busy keys needs no scheduler round-trip.
+//! * **Cells**: the task's `MultiTask` goes back to a per-thread stash once the worker holds its
+//!   last reference, and the next submission reuses it (`cells`): no allocation per task while
+//!   the tasks in flight fit the stashes and the depot.
+
+use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::cells;
+use super::closures::{admit_entry_then, ClosureEntry, Closures, MakeEntry};
+use super::key::{catch_key, KeyPanicked};
+use super::multi::Passed;
+use super::table::{LaneCore, LaneTable};
+use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
+use crate::error::SubmitError;
+use crate::future::{Launcher, Release, Resume};
+use crate::task::{drop_quietly, Task};
+
+/// What a multi-key task runs: a closure, or a future that holds the keys until it is done.
+pub(super) enum Body {
+    Run(Task),
+    Launch(Launcher),
+}
+
+/// A task waiting at the head of several lanes.
+pub(crate) struct MultiTask {
+    pub(super) task: Mutex<Option<Body>>,
+    /// Lanes that have not yet reached this task.
+    pub(super) waiting: AtomicUsize,
+    pub(super) lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+}
+
+impl MultiTask {
+    /// `n` of the task's lanes reached it; true if these were the last (the caller then owns
+    /// the run). `n` is never 0.
+    pub(crate) fn arrived(&self, n: usize) -> bool {
+        self.waiting.fetch_sub(n, Ordering::AcqRel) == n
+    }
+
+    /// One of the task's lanes reached it (its runner found it at the head). The last arrival
+    /// runs it and lets its lanes go on.
+    pub(crate) fn arrive(self: &Arc<Self>, worker: &WorkerCtx) {
+        if self.arrived(1) {
+            run_ready(self.clone(), worker);
+        }
+    }
+
+    /// The task, once: for the run, or for `shutdown_now` from whichever lane drains first.
+    pub(crate) fn take_task(&self) -> Option<Task> {
+        match self.task.lock().take()? {
+            Body::Run(task) => Some(task),
+            Body::Launch(fut) => Some(Task::new(fut.into_runnable(Weak::new()))),
+        }
+    }
+
+    /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
+    pub(crate) fn contexts(&self) -> crate::task::LaneRefs {
+        self.lanes
+            .iter()
+            .map(|lane| lane.clone() as Arc<dyn crate::task::ContextOf>)
+            .collect()
+    }
+}
+
+/// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on (each
+/// on the pool: this may run on any thread).
+impl Resume for MultiTask {
+    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
+        for lane in self.lanes.iter() {
+            match lane.pass_multi(&self) {
+                Passed::Done => {}
+                Passed::Ready(next) => registry.schedule(Work::Lane(next)),
+                Passed::Restart(lane) => registry.schedule(Work::Lane(lane)),
+            }
+        }
+    }
+
+    /// A panic report names no single context for a task holding several.
+    fn context_hash(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A multi-key task whose every lane arrived, queued by the thread whose arrivals completed the
+/// count (a submitter, or a worker that made several tasks ready at once).
+impl LaneJob for MultiTask {
+    fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
+        run_ready(self, worker);
+    }
+}
+
+/// Runs a multi-key task whose every lane arrived, pops it from its lanes and lets them go on.
+/// A lane whose next entry is another multi-key task arrives there at once (no job: it stays
+/// parked); a task that this makes ready runs next on this worker, up to `lane_batch` tasks
+/// (further ready tasks are queued). A lane with entries of its own is restarted: the last of
+/// them continues on this worker when no ready task does.
+fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
+    let registry = &worker.registry;
+    let mut budget = registry.config.lane_batch.max(1);
+    let mut next = Some(first);
+    while let Some(multi) = next.take() {
+        if registry.is_stopping() {
+            return; // `shutdown_now` hands the task back from the lanes
+        }
+        let body = multi.task.lock().take();
+        match body {
+            Some(Body::Run(task)) => {
+                worker.run_one(|| task.run());
+                registry.count_finished(1, Some(worker));
+            }
+            Some(Body::Launch(fut)) => {
+                // Rule 7: the future holds every key until it is done; its end calls `release`.
+                worker.run_one(|| {
+                    fut.launch(registry, Release::Resume(multi.clone()));
+                    Ok(())
+                });
+                registry.count_finished(1, Some(worker));
+                return;
+            }
+            None => {}
+        }
+        if registry.is_stopping() {
+            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
+            // ours to pop any more.
+            return;
+        }
+        // Each lane's outcome is acted on at once (no vectors): a second ready task is queued
+        // (the one kept runs next), as is a restarted lane when another one comes after it. A
+        // task made ready here is at the head of all its lanes, so none of them is one of
+        // `multi`'s lanes not yet passed: queueing it early is safe.
+        budget -= 1;
+        let mut inline = None;
+        for lane in multi.lanes.iter() {
+            match lane.pass_multi(&multi) {
+                Passed::Done => {}
+                Passed::Ready(m) if budget > 0 => {
+                    if let Some(other) = next.replace(m) {
+                        registry.schedule(Work::Lane(other));
+                    }
+                }
+                Passed::Ready(m) => registry.schedule(Work::Lane(m)),
+                Passed::Restart(lane) => {
+                    if let Some(other) = inline.replace(lane) {
+                        registry.schedule(Work::Lane(other));
+                    }
+                }
+            }
+        }
+        cells::recycle(multi);
+        if let Some(lane) = inline {
+            if next.is_some() {
+                registry.schedule(Work::Lane(lane));
+            } else {
+                continue_inline(lane, worker);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
+    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
+/// once (it may reach another multi-key task, whose completion may continue inline again —
+/// bounded, so the stack stays flat), or queue it when already nested deep.
+fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
+    const MAX_DEPTH: u32 = 4;
+    let depth = INLINE_DEPTH.with(|d| d.get());
+    if depth >= MAX_DEPTH || worker.registry.is_stopping() {
+        worker.registry.schedule(Work::Lane(lane));
+        return;
+    }
+    INLINE_DEPTH.with(|d| d.set(depth + 1));
+    struct Reset(u32);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = INLINE_DEPTH.try_with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(depth);
+    LaneJob::run_batch(lane, worker);
+}
+
+/// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
+/// key's `Hash`, `Eq` or `Drop` is contained before anything is queued (lanes the look-up created
+/// are let go again), and `make` is then not called.
+fn submit_many<K, T>(
+    table: &Arc<LaneTable<Closures>>,
+    registry: &Arc<Registry>,
+    keys: SmallVec<[K; 4]>,
+    make: MakeEntry<'_, T>,
+) -> Result<T, KeyPanicked>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let mut hashed: SmallVec<[(usize, u64, K); 4]> = SmallVec::new();
+    let mut keys = keys.into_iter();
+    for k in keys.by_ref() {
+        match catch_key(|| table.hash(&k)) {
+            Ok(h) => hashed.push((table.shard_index(h), h, k)),
+            Err(e) => {
+                drop_quietly(k);
+                drop_quietly((hashed, keys));
+                return Err(e);
+            }
+        }
+    }
+    hashed.sort_by_key(|&(shard, ..)| shard);
+    let mut guards = SmallVec::<[_; 4]>::new();
+    for &(shard, ..) in &hashed {
+        if guards.last().map(|&(s, _)| s) != Some(shard) {
+            guards.push((shard, table.lock_shard(shard)));
+        }
+    }
+    let mut lanes = SmallVec::<[Arc<LaneCore<Closures>>; 4]>::new();
+    let mut lane_guard = SmallVec::<[usize; 4]>::new();
+    let mut g = 0;
+    let mut hashed = hashed.into_iter();
+    for (shard, hash, key) in hashed.by_ref() {
+        while guards[g].0 != shard {
+            g += 1;
+        }
+        let map = &mut *guards[g].1;
+        match catch_key(move || table.lane_in(map, hash, key).clone()) {
+            Ok(lane) => {
+                lanes.push(lane);
+                lane_guard.push(g);
+            }
+            Err(e) => {
+                drop_quietly(hashed);
+                // Nothing was queued: lanes the look-up created are idle again (rule 3).
+                for (lane, &g) in lanes.iter().zip(&lane_guard) {
+                    table.remove_if_idle(&mut guards[g].1, lane);
+                }
+                return Err(e);
+            }
+        }
+    }
+    let (out, multi, fresh) = push_new(table, lanes, make);
+    drop(guards);
+    count_fresh(registry, multi, fresh);
+    Ok(out)
+}
+
+/// `submit_many` for exactly two keys (the common case: a transfer between two accounts): the
+/// same steps on locals, no vectors.
+fn submit_two<K, T>(
+    table: &Arc<LaneTable<Closures>>,
+    registry: &Arc<Registry>,
+    a: K,
+    b: K,
+    make: MakeEntry<'_, T>,
+) -> Result<T, KeyPanicked>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let hashes = catch_key(|| (table.hash(&a), table.hash(&b)));
+    let Ok((ha, hb)) = hashes else {
+        drop_quietly((a, b));
+        return Err(KeyPanicked);
+    };
+    let (sa, sb) = (table.shard_index(ha), table.shard_index(hb));
+    // Ascending shard order (rule 6); one lock when both keys share a shard.
+    let ((s1, h1, k1), (s2, h2, k2)) = if sa <= sb {
+        ((sa, ha, a), (sb, hb, b))
+    } else {
+        ((sb, hb, b), (sa, ha, a))
+    };
+    let mut g1 = table.lock_shard(s1);
+    let mut g2 = (s2 != s1).then(|| table.lock_shard(s2));
+    let map1 = &mut *g1;
+    let l1 = match catch_key(move || table.lane_in(map1, h1, k1).clone()) {
+        Ok(lane) => lane,
+        Err(e) => {
+            drop_quietly(k2);
+            return Err(e);
+        }
+    };
+    let map2 = match g2.as_mut() {
+        Some(g) => &mut **g,
+        None => &mut *g1,
+    };
+    let l2 = match catch_key(move || table.lane_in(map2, h2, k2).clone()) {
+        Ok(lane) => lane,
+        Err(e) => {
+            // Nothing was queued: a lane the look-up created is idle again (rule 3).
+            table.remove_if_idle(&mut g1, &l1);
+            return Err(e);
+        }
+    };
+    let (out, multi, fresh) = push_new(table, smallvec::smallvec![l1, l2], make);
+    drop(g2);
+    drop(g1);
+    count_fresh(registry, multi, fresh);
+    Ok(out)
+}
+
+/// Makes the task (`make`) standing in `lanes` and appends it to each, under their shard locks
+/// (the caller's). Returns it with how many lanes were idle: those park at it at once.
+fn push_new<T>(
+    table: &Arc<LaneTable<Closures>>,
+    lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+    make: MakeEntry<'_, T>,
+) -> (T, Arc<MultiTask>, usize) {
+    let (out, entry) = make();
+    let body = match entry {
+        ClosureEntry::One { task, .. } => Body::Run(task),
+        ClosureEntry::Async { fut, .. } => Body::Launch(fut),
+        ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
+    };
+    let multi = cells::new_task(body, lanes);
+    let fresh = multi
+        .lanes
+        .iter()
+        .filter(|lane| lane.push_multi(table, &multi))
+        .count();
+    (out, multi, fresh)
+}
+
+/// Rule 6, once the shard locks are let go: the submitter counts the arrivals of the lanes that
+/// were idle (after every push, so the count cannot reach zero before every lane has the task).
+/// If that completes the count (every lane was idle), the task is ready: it is queued as a job
+/// of its own, and no lane needs one.
+fn count_fresh(registry: &Arc<Registry>, multi: Arc<MultiTask>, fresh: usize) {
+    if fresh > 0 && multi.arrived(fresh) {
+        registry.schedule(Work::Lane(multi));
+    }
+}
+
+/// Runs `f` (made a task by `wrap`) holding every key in `keys` (`Pool::execute_keyed`).
+pub(crate) fn submit<K, F, T>(
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
+    keys: impl IntoIterator<Item = K>,
+    f: F,
+    wrap: impl FnOnce(F) -> (T, Task),
+) -> Result<T, SubmitError<F>>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let wrap = |f| {
+        let (out, task) = wrap(f);
+        (
+            out,
+            ClosureEntry::One {
+                task,
+                coalescing: false,
+            },
+        )
+    };
+    submit_entry(registry, lanes, keys, f, wrap)
+}
+
+/// [`submit`] for any kind of entry (a future's, say).
+pub(crate) fn submit_entry<K, F, T>(
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
+    keys: impl IntoIterator<Item = K>,
+    f: F,
+    wrap: impl FnOnce(F) -> (T, ClosureEntry),
+) -> Result<T, SubmitError<F>>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    // De-duplication runs the keys' `Eq` (and `Drop`): a panic there hands the task back.
+    let distinct = catch_key(|| {
+        let mut distinct = SmallVec::<[K; 4]>::new();
+        for key in keys {
+            if !distinct.contains(&key) {
+                distinct.push(key);
+            }
+        }
+        distinct
+    });
+    let Ok(mut distinct) = distinct else {
+        return Err(SubmitError::KeyPanicked(f));
+    };
+    let registry = registry;
+    admit_entry_then(registry, f, wrap, |make| match distinct.len() {
+        0 => match make() {
+            (out, ClosureEntry::One { task, .. }) => {
+                registry.schedule(Work::Task(task));
+                Ok(out)
+            }
+            (out, ClosureEntry::Async { fut, .. }) => {
+                let task = fut.into_runnable(Arc::downgrade(registry));
+                registry.schedule(Work::Task(Task::new(task)));
+                Ok(out)
+            }
+            (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
+        },
+        1 => match distinct.pop() {
+            Some(key) => lanes.submit(registry, key, make),
+            None => unreachable!("one key"),
+        },
+        2 => match (distinct.pop(), distinct.pop()) {
+            (Some(b), Some(a)) => submit_two(lanes, registry, a, b, make),
+            _ => unreachable!("two keys"),
+        },
+        _ => submit_many(lanes, registry, distinct, make),
+    })
+}

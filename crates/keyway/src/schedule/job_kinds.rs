@@ -1,0 +1,298 @@
+//! The kinds of scheduled job — a one-shot task with a handle ([`Once`]), one without
+//! ([`Detached`]), a repeating task ([`Repeating`]) — and where each runs when it is released
+//! ([`Place`]: anywhere on the pool, or on a context's lane).
+
+use std::any::Any;
+use std::hash::Hash;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::clock::NEVER;
+use super::executor::ExecCore;
+use super::scheduled_job::{InlineJob, ScheduledJob};
+use crate::face::Pool;
+use crate::task::{
+    Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
+};
+
+/// Where a released task runs: anywhere on the pool, or in a context's lane.
+pub(crate) trait Place: Send + Sync + 'static {
+    /// True for [`Anywhere`].
+    const ANYWHERE: bool = false;
+    /// Submits `f`; gives it back if the pool refuses it.
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F>;
+}
+
+/// Anywhere on the pool.
+pub(crate) struct Anywhere;
+
+impl Place for Anywhere {
+    const ANYWHERE: bool = true;
+
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
+        pool.execute(f).map_err(|e| e.into_inner())
+    }
+}
+
+/// As a sequential task of the context's lane.
+pub(crate) struct InContext<K>(pub(crate) K);
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> Place for InContext<K> {
+    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
+        pool.execute_sequential(self.0.clone(), f)
+            .map_err(|e| e.into_inner())
+    }
+}
+
+/// A task run once, its outcome going to a [`TaskHandle`].
+pub(crate) struct Once<P, F, T> {
+    place: P,
+    task: WithHandle<F, T>,
+}
+
+impl<P, F, T> Once<P, F, T>
+where
+    P: Place,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(place: P, f: F) -> (TaskHandle<T>, Self) {
+        let (handle, task) = TaskHandle::pair(f);
+        (handle, Once { place, task })
+    }
+}
+
+impl<P, F, T> ScheduledJob for Once<P, F, T>
+where
+    P: Place,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn is_live(&self) -> bool {
+        self.task.is_queued()
+    }
+
+    const BATCHABLE: bool = P::ANYWHERE;
+
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Once { place, task } = self;
+        let core = exec.clone();
+        let run = move || {
+            let once = Once {
+                place: Anywhere,
+                task,
+            };
+            once.run_here(&core, due, priority);
+        };
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            // Dropping the unrun task tells its handle `Rejected`.
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        let task = self.task;
+        if core.timed_out(due) {
+            let once = Once {
+                place: Anywhere,
+                task,
+            };
+            core.time_out(InlineJob::new(once), due, priority);
+            return;
+        }
+        // The task's own panic is caught inside; what can still unwind is the drop of a
+        // cancelled task's closure, which is then counted as the cancel it was.
+        match catch_unwind(AssertUnwindSafe(|| task.run_unless_cancelled())) {
+            Ok(None) | Err(_) => core.stats.cancelled(),
+            Ok(Some(Ok(()))) => core.stats.ran(),
+            Ok(Some(Err(report))) => core.panicked(report),
+        }
+    }
+
+    fn abandon(self, why: Abandon) {
+        Runnable::abandon(self.task, why);
+    }
+
+    fn into_pending(self) -> Option<PendingTask> {
+        Some(PendingTask::new(Task::new(self.task)))
+    }
+}
+
+/// A task run once with no handle (its outcome is only counted).
+pub(crate) struct Detached<P, F> {
+    place: P,
+    f: F,
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> Detached<P, F> {
+    pub(crate) fn new(place: P, f: F) -> Self {
+        Detached { place, f }
+    }
+}
+
+impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
+    fn is_live(&self) -> bool {
+        true
+    }
+
+    const BATCHABLE: bool = P::ANYWHERE;
+
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let Detached { place, f } = self;
+        let core = exec.clone();
+        let run = move || Detached { place: Anywhere, f }.run_here(&core, due, priority);
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        let f = self.f;
+        if core.timed_out(due) {
+            core.time_out(
+                InlineJob::new(Detached { place: Anywhere, f }),
+                due,
+                priority,
+            );
+            return;
+        }
+        match Runnable::run(Plain(f)) {
+            Ok(()) => core.stats.ran(),
+            Err(report) => core.panicked(report),
+        }
+    }
+
+    fn abandon(self, _why: Abandon) {}
+
+    fn into_pending(self) -> Option<PendingTask> {
+        Some(PendingTask::new(Task::new(Plain(self.f))))
+    }
+}
+
+/// How a repeating task's next time follows from the last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Repeat {
+    /// Fixed rate: the next is due one period after the last was due.
+    Rate(u64),
+    /// Fixed delay: the next is due this long after the last finished.
+    Delay(u64),
+}
+
+/// The body of a repeating task; ends (its handle learns why) on cancel, panic, timeout or
+/// shutdown.
+pub(crate) struct Repeating<P> {
+    place: Arc<P>,
+    body: Box<dyn FnMut() + Send>,
+    repeat: Repeat,
+    end: WithHandle<EndRepeat, ()>,
+    panic: Arc<Mutex<Option<Box<dyn Any + Send>>>>,
+}
+
+/// What a repeating task's handle "runs" when the repetition ends with a panic: it re-raises
+/// the task's panic so that the handle says `Panicked` with the original payload.
+pub(crate) type EndRepeat = Box<dyn FnOnce() + Send>;
+
+impl<P: Place> Repeating<P> {
+    pub(crate) fn new(
+        place: P,
+        body: impl FnMut() + Send + 'static,
+        repeat: Repeat,
+    ) -> (TaskHandle<()>, Self) {
+        let panic: Arc<Mutex<Option<Box<dyn Any + Send>>>> = Arc::new(Mutex::new(None));
+        let slot = panic.clone();
+        let end: EndRepeat = Box::new(move || {
+            if let Some(payload) = slot.lock().take() {
+                resume_unwind(payload)
+            }
+        });
+        let (handle, end) = TaskHandle::pair(end);
+        (
+            handle,
+            Repeating {
+                place: Arc::new(place),
+                body: Box::new(body),
+                repeat,
+                end,
+                panic,
+            },
+        )
+    }
+}
+
+/// Boxed once, and the box reused for every run.
+impl<P: Place> ScheduledJob for Box<Repeating<P>> {
+    const REPEATING: bool = true;
+
+    fn is_live(&self) -> bool {
+        self.end.is_queued()
+    }
+
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+        let place = self.place.clone();
+        let core = exec.clone();
+        let run = move || self.run_here(&core, due, priority);
+        if let Err(run) = place.submit(&exec.shared.pool, run) {
+            exec.contain(move || drop(run));
+            exec.stats.rejected();
+        }
+    }
+
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+        {
+            let mut this = self;
+            if !this.end.is_queued() {
+                core.stats.cancelled();
+                return;
+            }
+            if core.timed_out(due) {
+                core.time_out(InlineJob::new(this), due, priority);
+                return;
+            }
+            match catch_unwind(AssertUnwindSafe(&mut this.body)) {
+                Ok(()) => core.stats.ran(),
+                Err(payload) => {
+                    *this.panic.lock() = Some(payload);
+                    // The handle re-raises the payload, is told `Panicked`, and the report
+                    // comes back here for the pool's hook.
+                    let report = this.end.run_unless_cancelled();
+                    let report = match report {
+                        Some(Err(report)) => report,
+                        _ => PanicReport::new("repeating task panicked".into()),
+                    };
+                    core.panicked(report);
+                    return;
+                }
+            }
+            let next = match this.repeat {
+                Repeat::Rate(period) => due.checked_add(period).unwrap_or(NEVER),
+                Repeat::Delay(delay) => {
+                    let now = core.shared.clock.now();
+                    now.checked_add(delay).unwrap_or(NEVER)
+                }
+            };
+            if let Err(job) = core.enqueue(InlineJob::new(this), next, priority) {
+                // Shut down: the repetition ends. Its next run counts as scheduled and
+                // rejected, as it does when the shutdown finds it queued, so the counts do not
+                // depend on which came first.
+                // (It was never released: counted out as such, or the driver would wait for it.)
+                core.stats.scheduled();
+                core.stats.ended_unreleased();
+                core.stats.rejected();
+                job.abandon(Abandon::Rejected);
+            }
+        }
+    }
+
+    fn abandon(self, why: Abandon) {
+        Runnable::abandon(self.end, why);
+    }
+
+    fn into_pending(self) -> Option<PendingTask> {
+        self.abandon(Abandon::Rejected);
+        None
+    }
+}
