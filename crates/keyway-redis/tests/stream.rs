@@ -572,3 +572,21 @@ fn acks_of_a_former_owner_are_refused() {
         "nothing new started after the loss"
     );
 }
+
+/// Shutting down while Redis is unreachable ends (within about a lease) instead of waiting
+/// for Redis forever.
+#[test]
+fn shutdown_ends_while_redis_is_down() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let topic = Topic::new("down", 2).unwrap();
+    let pool = keyway::Pool::new().unwrap();
+    let consumer = builder(&server, &topic)
+        .build(&pool, |_, _| Ok(()))
+        .unwrap();
+    wait_for("the shards", || consumer.owned_shards().len() == 2);
+    server.kill();
+    consumer.shutdown(); // returns: the test would hang otherwise
+    assert!(consumer.owned_shards().is_empty());
+}

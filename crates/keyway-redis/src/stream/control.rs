@@ -101,8 +101,10 @@ impl Control {
         if !stopping {
             self.heartbeat()?;
         }
-        self.renew()?;
+        // Before renewing: when stopping, the hand-offs start even if Redis is unreachable
+        // (each gives up on its acks after a lease and lets the lease expire).
         self.rebalance(stopping);
+        self.renew()?;
         if !stopping {
             self.acquire()?;
         }
