@@ -399,7 +399,6 @@ where
     let Ok(mut distinct) = distinct else {
         return Err(SubmitError::KeyPanicked(f));
     };
-    let registry = registry;
     admit_entry_then(registry, f, wrap, |make| match distinct.len() {
         0 => match make() {
             (out, ClosureEntry::One { task, .. }) => {

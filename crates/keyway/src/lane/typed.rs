@@ -209,6 +209,9 @@ where
 /// handler's must be).
 pub(crate) type Table<K, M, S> = Arc<LaneTable<Typed<K, M, S>>>;
 
+/// One key's typed lane.
+pub(crate) type TypedCore<K, M, S> = Arc<LaneCore<Typed<K, M, S>>>;
+
 /// A new table of typed lanes on the pool of `registry`.
 pub(crate) fn new_table<K, M, S>(
     registry: &Registry,
@@ -318,7 +321,7 @@ where
 pub(crate) fn pin<K, M, S>(
     table: &Table<K, M, S>,
     key: K,
-) -> Result<Arc<LaneCore<Typed<K, M, S>>>, KeyPanicked>
+) -> Result<TypedCore<K, M, S>, KeyPanicked>
 where
     K: Hash + Eq + Send + Sync + 'static,
     M: Send + 'static,
@@ -332,7 +335,7 @@ where
 pub(crate) fn send_pinned<K, M, S>(
     registry: &Arc<Registry>,
     table: &Table<K, M, S>,
-    lane: &Arc<LaneCore<Typed<K, M, S>>>,
+    lane: &TypedCore<K, M, S>,
     msg: M,
     coalescing: bool,
 ) -> Result<(), SubmitError<M>>
