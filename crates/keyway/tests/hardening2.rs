@@ -305,12 +305,15 @@ fn scheduled_task_handed_back_by_the_pool_is_counted() {
         let (go_tx, go_rx) = channel::<()>();
         let p = pool.clone();
         let (back_tx, back_rx) = channel();
+        let (started_tx, started_rx) = channel();
         pool.execute(move || {
+            started_tx.send(()).unwrap();
             go_rx.recv().unwrap();
             // From inside a task: hands back what is queued, at once.
             back_tx.send(p.shutdown_now().len()).unwrap();
         })
         .unwrap();
+        started_rx.recv_timeout(HANG).unwrap();
         let h = s.schedule("jobs", Duration::ZERO, || 1).unwrap();
         eventually("the task released to the pool", || {
             pool.stats().waiting_tasks >= 1

@@ -357,8 +357,9 @@ impl Intervals {
         for e in chunks.into_iter().flatten() {
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();
-            // A repetition gives nothing back: its handle was told `Rejected`.
-            out.extend(e.job.into_pending());
+            // A repetition gives nothing back: its handle was told `Rejected`. What is
+            // dropped here (a key, a repetition's body) is user code: contained.
+            self.exec.contain(|| out.extend(e.job.into_pending()));
         }
     }
 
