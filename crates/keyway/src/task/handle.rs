@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::abort::Abortable;
-use super::{wake_quietly, Abandon, AbortHandle, PanicReport, Runnable};
+use super::{drop_quietly, wake_quietly, Abandon, AbortHandle, PanicReport, Runnable};
 use crate::error::{panic_message, TaskError};
 
 /// The handle of a task submitted with one of the `submit*` methods.
@@ -323,7 +323,8 @@ where
     }
 
     fn abandon(mut self, why: Abandon) {
-        self.f = None;
+        // The captures' drop is user code: contained, so that the handle is always told.
+        drop_quietly(self.f.take());
         self.shared.transition_to_finished(Err(match why {
             Abandon::Coalesced => TaskError::Coalesced,
             Abandon::Rejected => TaskError::Rejected,
@@ -366,7 +367,8 @@ where
 impl<F, T> Drop for WithHandle<F, T> {
     fn drop(&mut self) {
         // A task dropped any other way (it should not happen) must not leave its joiner hanging.
-        if self.f.take().is_some() {
+        if let Some(f) = self.f.take() {
+            drop_quietly(f);
             self.shared.transition_to_finished(Err(TaskError::Rejected));
         }
     }
