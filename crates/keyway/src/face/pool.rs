@@ -333,7 +333,7 @@ impl Pool {
         Stats::of(self.registry())
     }
 
-    /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`],
+    /// The hash keyway gives context `ctx`, as [`LaneDepth::context_hash`](crate::LaneDepth::context_hash),
     /// [`PanicReport::context_hash`](crate::PanicReport::context_hash) and the `context_hash`
     /// field of the pool's tracing events report it: compare to find which of your contexts
     /// that is. Stable for the pool's life, and the same for a typed lane's key of the same type

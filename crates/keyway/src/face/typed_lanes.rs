@@ -33,12 +33,12 @@ use crate::task::TaskHandle;
 /// With [`Pool::typed_lanes_with_state`] each key's lane owns a state `S`, passed to the handler
 /// as `&mut S`: an actor per key, with no lock shared between keys and no thread per key.
 ///
-/// * The state is made by [`KeyState::new`]'s `init(&key)` on the first message of a lane.
+/// * The state is made by [`KeyState::new`](crate::KeyState::new)'s `init(&key)` on the first message of a lane.
 /// * It lives as long as the key's lane. A lane is freed when it has been idle (no message
 ///   queued or running) for a while: idle lanes are kept in a small cache and freed by the pool's
 ///   monitor at its next period ([`PoolBuilder::monitor_period`](crate::PoolBuilder::monitor_period),
 ///   250 ms by default) — or at once when the cache is full. Shutdown frees every lane.
-/// * When the lane is freed the state is dropped, or handed to [`KeyState::on_idle`] to be
+/// * When the lane is freed the state is dropped, or handed to [`KeyState::on_idle`](crate::KeyState::on_idle) to be
 ///   saved. The next message for the key makes a new state with `init`.
 /// * If the handler panics, the state (perhaps half updated) is dropped — not given to
 ///   `on_idle` — and the key's next message gets a new one from `init`. If `init` panics, its

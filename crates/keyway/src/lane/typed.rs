@@ -314,11 +314,14 @@ where
     }
 }
 
+/// A typed lane, as `pin` gives it.
+pub(crate) type PinnedLane<K, M, S> = Arc<LaneCore<Typed<K, M, S>>>;
+
 /// `TypedLanes::lane`: `key`'s lane, pinned in `table` (rule 3) until `unpin`.
 pub(crate) fn pin<K, M, S>(
     table: &Table<K, M, S>,
     key: K,
-) -> Result<Arc<LaneCore<Typed<K, M, S>>>, KeyPanicked>
+) -> Result<PinnedLane<K, M, S>, KeyPanicked>
 where
     K: Hash + Eq + Send + Sync + 'static,
     M: Send + 'static,
