@@ -468,3 +468,48 @@ fn coordinator_join_panic_in_build_is_an_error() {
         pool.shutdown();
     });
 }
+
+// ---- decided: a handle waker's panic after a scheduled task ran ------------------------------
+
+/// Decided: a scheduled task that ran is counted `ran`, even when the waker of whoever awaits
+/// its handle panics as the task finishes (the waker is the awaiting executor's business; its
+/// panic is contained and logged, it does not change how the task ended).
+#[test]
+fn scheduled_task_whose_handle_waker_panics_counts_as_ran() {
+    finishes("scheduled task with a panicking handle waker", || {
+        let pool = Pool::new().unwrap();
+        let s = scheduler(&pool);
+        let gate = Gate::new();
+        let g = gate.clone();
+        let mut h = s
+            .schedule("jobs", Duration::ZERO, move || {
+                g.wait();
+                1
+            })
+            .unwrap();
+        assert!(poll_with_panicking_waker(&mut h));
+        gate.open();
+        s.shutdown();
+        let st = s.stats("jobs").unwrap();
+        assert_eq!((st.ran, st.cancelled, st.pending), (1, 0, 0));
+        pool.shutdown();
+    });
+}
+
+// ---- decided: a task that is never due at a graceful shutdown --------------------------------
+
+/// Decided: `Scheduler::shutdown` ends a task that is never due (`Duration::MAX`) as rejected
+/// instead of waiting for ever.
+#[test]
+fn scheduler_shutdown_ends_a_never_due_task() {
+    finishes("shutdown with a never-due task", || {
+        let pool = Pool::new().unwrap();
+        let s = scheduler(&pool);
+        let h = s.schedule("jobs", Duration::MAX, || 1).unwrap();
+        s.shutdown();
+        assert!(matches!(h.join(), Err(TaskError::Rejected)));
+        let st = s.stats("jobs").unwrap();
+        assert_eq!((st.pending, st.rejected), (0, 1));
+        pool.shutdown();
+    });
+}

@@ -53,6 +53,9 @@ pub(crate) struct ExecCore {
     /// Runs of repeating tasks put in the buckets so far (the driver sweeps them out at
     /// shutdown when this moved).
     pub(crate) repeats: AtomicU64,
+    /// Tasks put in the buckets so far that are never due (`Duration::MAX`): the driver ends
+    /// them at shutdown when this moved (they could never run).
+    pub(crate) nevers: AtomicU64,
 }
 
 impl ExecCore {
@@ -69,6 +72,7 @@ impl ExecCore {
             buckets: Buckets::new(),
             stats: Counters::default(),
             repeats: AtomicU64::new(0),
+            nevers: AtomicU64::new(0),
         }
     }
 
@@ -121,6 +125,10 @@ impl ExecCore {
         if repeating {
             // After the push: a sweep that sees the count also finds the entry.
             self.repeats.fetch_add(1, Ordering::SeqCst);
+        }
+        if due == NEVER {
+            // As for `repeats`.
+            self.nevers.fetch_add(1, Ordering::SeqCst);
         }
         if placed == Placed::LateFirst {
             self.shared.driver.unpark();

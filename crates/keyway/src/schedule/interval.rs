@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::batch::Batcher;
-use super::clock::Clock;
+use super::clock::{Clock, NEVER};
 use super::config::PriorityOrder;
 use super::coordinator::{clamp_share, Coordinator};
 use super::entry::{better, Entry};
@@ -41,6 +41,7 @@ pub(crate) struct Intervals {
     worst_dispatched: Option<i64>,
     started: bool,
     swept_repeats: u64,
+    swept_nevers: u64,
     batch: Batcher,
 }
 
@@ -65,6 +66,7 @@ impl Intervals {
             worst_dispatched: None,
             started: false,
             swept_repeats: 0,
+            swept_nevers: 0,
             batch: Batcher::new(),
         }
     }
@@ -340,6 +342,25 @@ impl Intervals {
         self.spread = self
             .spread
             .min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
+        for e in gone {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
+    }
+
+    /// Shutdown: a task that is never due (scheduled `Duration::MAX` ahead) could never run,
+    /// so a graceful shutdown, which waits for every task to end, ends it rejected instead of
+    /// waiting for ever.
+    pub(crate) fn end_never_due(&mut self) {
+        let nevers = self.exec.nevers.load(std::sync::atomic::Ordering::SeqCst);
+        if nevers == self.swept_nevers {
+            return; // no such task put in since the last sweep
+        }
+        self.swept_nevers = nevers;
+        let mut gone = Vec::new();
+        self.exec.buckets.remove_if(|e| e.due == NEVER, &mut gone);
         for e in gone {
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();

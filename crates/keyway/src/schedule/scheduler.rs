@@ -382,6 +382,11 @@ impl Scheduler {
     /// unless called on the scheduler's own thread (a hook) or on a thread of the pool (from a
     /// scheduled task), where it returns at once. Calling it again is harmless.
     ///
+    /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
+    /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no
+    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor;
+    /// [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back instead.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use keyway::{ExecutorConfig, Scheduler, ScheduleError};

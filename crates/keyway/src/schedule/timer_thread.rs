@@ -57,6 +57,7 @@ impl Driver {
                 // put its next run back just before intake stopped.
                 for e in &mut self.executors {
                     e.end_repeating();
+                    e.end_never_due();
                 }
             }
             if self.shared.stop_now.load(Ordering::SeqCst) {
