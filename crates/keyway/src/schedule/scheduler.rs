@@ -33,6 +33,12 @@ use crate::task::{PendingTask, TaskHandle};
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
 ///
+/// On a pool with a [`capacity`](crate::PoolBuilder::capacity), a released task that finds the
+/// pool full waits for room (the scheduler's thread waits with it): a full pool is
+/// backpressure, not a refusal. A task the pool refuses because it was shut down, or hands back
+/// from [`Pool::shutdown_now`](crate::Pool::shutdown_now) and that is then dropped, ends
+/// `Rejected` and is counted so.
+///
 /// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
 /// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting).
 ///
