@@ -513,3 +513,24 @@ fn scheduler_shutdown_ends_a_never_due_task() {
         pool.shutdown();
     });
 }
+
+// ---- decided: the last handle of a scheduler with a paused executor is dropped ---------------
+
+/// Decided: dropping the last `Scheduler` handle while an executor is paused at 0 TPS ends that
+/// executor's tasks as rejected (nobody can resume it any more), so its thread exits instead of
+/// waiting for ever.
+#[test]
+fn dropping_the_last_scheduler_ends_a_paused_executors_tasks() {
+    finishes("drop of the last scheduler with a paused executor", || {
+        let pool = Pool::new().unwrap();
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("paused", ExecutorConfig::with_tps(0.0))
+            .build()
+            .unwrap();
+        let h = s.schedule("paused", Duration::ZERO, || 1).unwrap();
+        drop(s);
+        assert!(matches!(h.join(), Err(TaskError::Rejected)));
+        pool.shutdown();
+    });
+}

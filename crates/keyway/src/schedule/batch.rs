@@ -69,9 +69,9 @@ impl Batcher {
             jobs,
             core: exec.clone(),
         };
-        let pool = &exec.shared.pool;
+        let shared = &exec.shared;
         let run = move || batch.run();
-        if let Err(run) = submit_waiting(pool, run, |run| pool.execute(run)) {
+        if let Err(run) = submit_waiting(shared, run, |run| shared.pool.execute(run)) {
             // Dropping the unrun batch ends its tasks rejected (`ReleasedBatch`).
             exec.contain(move || drop(run));
         }

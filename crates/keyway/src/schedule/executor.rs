@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     /// `shutdown_now` was called on the driver's own thread: nobody takes what comes back,
     /// so it is dropped (handles say `Rejected`).
     pub(crate) drop_handed_back: AtomicBool,
+    /// The last `Scheduler` handle was dropped: nobody can resume a paused executor any more.
+    pub(crate) orphaned: AtomicBool,
     pub(crate) timed_out_hook: Option<TimedOutHook>,
     pub(crate) interval_hook: Option<IntervalHook>,
     pub(crate) driver: Unparker,

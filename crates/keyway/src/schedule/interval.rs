@@ -369,6 +369,25 @@ impl Intervals {
         }
     }
 
+    /// The last handle is gone and this executor is paused (0 TPS): nobody can resume it, so
+    /// its tasks could never run; they end rejected.
+    pub(crate) fn end_if_paused_for_good(&mut self) {
+        if self.exec.tps() != Some(0.0) {
+            return;
+        }
+        let mut chunks = std::mem::take(&mut self.admitted);
+        chunks.push(std::mem::take(&mut self.carry));
+        chunks.push(std::mem::take(&mut self.waiting));
+        self.exec.buckets.take_all(&mut chunks);
+        self.spread = self.spread.min(self.released_spread);
+        for e in chunks.into_iter().flatten() {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
+    }
+
     /// `shutdown_now`: everything the driver holds or finds in the buckets comes back.
     pub(crate) fn hand_back(&mut self, out: &mut Vec<PendingTask>) {
         let mut chunks = std::mem::take(&mut self.admitted);

@@ -5,16 +5,16 @@
 use std::any::Any;
 use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::clock::NEVER;
-use super::executor::ExecCore;
+use super::executor::{ExecCore, Shared};
 use super::scheduled_job::{InlineJob, ScheduledJob};
 use crate::error::SubmitError;
-use crate::face::Pool;
 use crate::task::{
     drop_quietly, Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };
@@ -26,16 +26,26 @@ pub(crate) trait Place: Send + Sync + 'static {
     /// Submits `f`, waiting for room while a pool with a `capacity` is full (backpressure: a
     /// task released is carried until the pool takes it); gives it back if the pool refuses it
     /// (it was shut down).
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F>;
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F>;
 }
 
-/// Submits `f` by `attempt`, waiting for room while the pool is full (see [`Place::submit`]).
-pub(crate) fn submit_waiting<F, A>(pool: &Pool, f: F, attempt: A) -> Result<(), F>
+/// Submits `f` by `attempt`, waiting for room while the pool is full (see [`Place::submit`]),
+/// unless the scheduler is stopped meanwhile (`shutdown_now`, which waits for this thread): the
+/// task is then given back. The wait wakes at every release of room; `ROOM_CHECK` only bounds
+/// how late a stop is seen.
+pub(crate) fn submit_waiting<F, A>(shared: &Shared, f: F, mut attempt: A) -> Result<(), F>
 where
     A: FnMut(F) -> Result<(), SubmitError<F>>,
 {
-    pool.wait_for_room(f, Duration::MAX, attempt)
-        .map_err(SubmitError::into_inner)
+    const ROOM_CHECK: Duration = Duration::from_millis(50);
+    let mut f = f;
+    loop {
+        match shared.pool.wait_for_room(f, ROOM_CHECK, &mut attempt) {
+            Ok(()) => return Ok(()),
+            Err(SubmitError::Full(back)) if !shared.stop_now.load(Ordering::SeqCst) => f = back,
+            Err(e) => return Err(e.into_inner()),
+        }
+    }
 }
 
 /// A released job on its way to the pool, run by [`run`](Released::run) once there. Dropped
@@ -84,7 +94,7 @@ fn release<P: Place, J: ScheduledJob>(
     priority: i64,
 ) {
     let released = Released::new(job, exec, due, priority);
-    if let Err(run) = place.submit(&exec.shared.pool, move || released.run()) {
+    if let Err(run) = place.submit(&exec.shared, move || released.run()) {
         // Dropping it ends it rejected (`Released`).
         exec.contain(move || drop(run));
     }
@@ -96,8 +106,8 @@ pub(crate) struct Anywhere;
 impl Place for Anywhere {
     const ANYWHERE: bool = true;
 
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
-        submit_waiting(pool, f, |f| pool.execute(f))
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F> {
+        submit_waiting(shared, f, |f| shared.pool.execute(f))
     }
 }
 
@@ -105,8 +115,10 @@ impl Place for Anywhere {
 pub(crate) struct InContext<K>(pub(crate) K);
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Place for InContext<K> {
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
-        submit_waiting(pool, f, |f| pool.execute_sequential(self.0.clone(), f))
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F> {
+        submit_waiting(shared, f, |f| {
+            shared.pool.execute_sequential(self.0.clone(), f)
+        })
     }
 }
 

@@ -40,7 +40,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// `Rejected` and is counted so.
 ///
 /// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
-/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting).
+/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting);
+/// the tasks of an executor paused at 0 TPS then end `Rejected`, as nobody can resume it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -73,6 +74,7 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.shared.orphaned.store(true, Ordering::SeqCst);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.driver.unpark();
     }

@@ -59,6 +59,11 @@ impl Driver {
                     e.end_repeating();
                     e.end_never_due();
                 }
+                if self.shared.orphaned.load(Ordering::SeqCst) {
+                    for e in &mut self.executors {
+                        e.end_if_paused_for_good();
+                    }
+                }
             }
             if self.shared.stop_now.load(Ordering::SeqCst) {
                 let mut back = Vec::new();
