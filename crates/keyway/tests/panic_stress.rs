@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 /// How long one seed may take before it is called a hang.
 const HANG: Duration = Duration::from_secs(30);
 const SEEDS: u64 = 20;
-const TASKS: usize = 2000;
+const TASKS: usize = 5000;
 /// Percent of user-code points that panic.
 const PERCENT: u64 = 5;
 
@@ -183,8 +183,12 @@ fn one_seed(seed: u64) {
         dropped: (0..TASKS).map(|_| AtomicU32::new(0)).collect(),
     });
     let hook_chaos = chaos.clone();
-    let pool = Pool::builder()
-        .core_threads(2)
+    // Every third seed bounds the pool: submissions meet `Full`, room waiters wait.
+    let mut builder = Pool::builder().core_threads(2);
+    if seed % 3 == 2 {
+        builder = builder.capacity(32);
+    }
+    let pool = builder
         .panic_hook(move |_| hook_chaos.maybe_panic())
         .build()
         .unwrap();
@@ -199,6 +203,7 @@ fn one_seed(seed: u64) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut handles: Vec<(usize, TaskHandle<Output>)> = Vec::new();
     let mut unit_handles: Vec<(usize, TaskHandle<()>)> = Vec::new();
+    let mut room_waiters = Vec::new();
     stage("submitting");
     for id in 0..TASKS {
         let cap = Capture {
@@ -210,7 +215,7 @@ fn one_seed(seed: u64) {
         let key = Key(rng.gen_range(0..4), chaos.clone());
         // A submission may itself panic (a key's Hash, Eq, Clone or Drop on this thread): the
         // capture must still be dropped exactly once.
-        let kind = rng.gen_range(0..9);
+        let kind = rng.gen_range(0..10);
         let submitted = catch_unwind(AssertUnwindSafe(|| match kind {
             0 => {
                 let _ = pool.execute(move || cap.run());
@@ -264,6 +269,19 @@ fn one_seed(seed: u64) {
                     unit_handles.push((kind, h));
                 }
             }
+            9 => {
+                // A room waiter polled once with a waker that may panic when room is released.
+                let mut wait =
+                    Box::pin(pool.wait_for_room_async(move || cap.run(), |t| pool.execute(t)));
+                let waker = Waker::from(Arc::new(ChaosWaker(chaos.clone())));
+                if wait
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+                {
+                    room_waiters.push(wait);
+                }
+            }
             _ => {
                 let delay = Duration::from_millis(rng.gen_range(0..3));
                 if let Ok(h) =
@@ -289,6 +307,8 @@ fn one_seed(seed: u64) {
             }
         }
     }
+    // Waiters still parked give their task up (dropped unrun).
+    quietly(move || drop(room_waiters));
     // Odd seeds stop everything while work is in flight; even seeds let it all run first.
     let now = seed % 2 == 1;
     if now {
