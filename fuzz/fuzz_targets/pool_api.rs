@@ -85,6 +85,9 @@ enum Body {
     Quick,
     /// Panics.
     Panic,
+    /// Panics with a payload whose drop panics too (handle-less tasks only: a handle's joiner
+    /// would own the payload).
+    PanicBombPayload,
     /// Spins a little.
     Spin(u8),
     /// Calls `shutdown()` on its own pool.
@@ -205,6 +208,17 @@ impl Drop for Key {
     }
 }
 
+/// A panic payload whose drop panics (the pool drops it when it reports the panic).
+struct BombPayload;
+
+impl Drop for BombPayload {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("fuzz: payload drop panics");
+        }
+    }
+}
+
 /// A result whose drop may panic.
 struct Out(bool);
 
@@ -316,17 +330,6 @@ fn run(input: Input) {
                 result_bomb,
             } => {
                 let on_a_lane = !matches!(kind, Kind::Execute | Kind::Submit | Kind::TryExecute);
-                let body = match body {
-                    Body::ShutdownNow
-                        if on_a_lane && !allowed("KEYWAY_FUZZ_NO_LANE_SHUTDOWN_NOW") =>
-                    {
-                        Body::Quick
-                    }
-                    other => other,
-                };
-                if matches!(body, Body::ShutdownNow) {
-                    unbounded_join_ok = false;
-                }
                 let handle_kind = matches!(
                     kind,
                     Kind::Submit
@@ -334,6 +337,18 @@ fn run(input: Input) {
                         | Kind::SubmitCoalescing(_)
                         | Kind::SubmitKeyed(..)
                 );
+                let body = match body {
+                    Body::ShutdownNow
+                        if on_a_lane && !allowed("KEYWAY_FUZZ_NO_LANE_SHUTDOWN_NOW") =>
+                    {
+                        Body::Quick
+                    }
+                    Body::PanicBombPayload if handle_kind => Body::Panic,
+                    other => other,
+                };
+                if matches!(body, Body::ShutdownNow) {
+                    unbounded_join_ok = false;
+                }
                 // A coalescing task's handle is the only witness of it being coalesced away.
                 let detach = detach && !matches!(kind, Kind::SubmitCoalescing(_));
                 let has_handle = handle_kind && !detach;
@@ -347,6 +362,7 @@ fn run(input: Input) {
                     match body {
                         Body::Quick => {}
                         Body::Panic => panic!("fuzz: task panics"),
+                        Body::PanicBombPayload => std::panic::panic_any(BombPayload),
                         Body::Spin(n) => {
                             let mut x = 0u64;
                             for i in 0..u64::from(n) * 100 {

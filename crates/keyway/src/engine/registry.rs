@@ -21,7 +21,7 @@ use super::stoppers::Stoppers;
 use super::waiters::Waiters;
 use super::work::{TableOps, Work};
 use super::worker;
-use crate::task::PanicReport;
+use crate::task::{drop_quietly, PanicReport};
 
 /// One thread position: its deque and parker live here while no thread holds them.
 ///
@@ -150,6 +150,10 @@ impl Registry {
                 tracing::error!(pool = self.name(), "keyway panic hook panicked");
             }
         }
+        // The report may hold the panic's payload, whose drop is user code: contained, so that
+        // whoever reports (a worker, a lane runner, a future's driver) goes on with its
+        // bookkeeping.
+        drop_quietly(report);
     }
 
     // ---- queues and wake-ups ------------------------------------------------------------

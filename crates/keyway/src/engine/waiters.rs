@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use crate::loom::sync::{Condvar, Mutex, MutexGuard};
+use crate::task::wake_quietly;
 
 pub(crate) struct Waiters {
     room: AtomicUsize,
@@ -63,20 +64,26 @@ impl Waiters {
     }
 
     /// Rule 2: `queued` and `pending` just dropped (or the pool closed); wakes every waiter.
+    ///
+    /// An async waiter's waker is taken out as it is woken (no clone): each parked waiter is
+    /// woken once per `park`, and parks again (Rule 3) if its next look finds no room, so a
+    /// finish costs nothing for waiters already woken. The wakers run the executors' code:
+    /// outside the lock, each contained, so that one that panics neither unwinds into the
+    /// finish that released the room (a lane runner's, a future's driver's) nor keeps the
+    /// waiters after it from being woken.
     pub(crate) fn released(&self) {
         self.released_idle();
         if registered(&self.room) == 0 {
             return;
         }
-        let wakers: Vec<Waker> = {
+        let wakers = {
             let mut st = self.state.lock();
             st.room_releases = st.room_releases.wrapping_add(1);
             self.changed.notify_all();
-            st.wakers.iter().map(|(_, w)| w.clone()).collect()
+            std::mem::take(&mut st.wakers)
         };
-        // Outside the lock: a waker runs the executor's code.
-        for w in wakers {
-            w.wake();
+        for (_, w) in wakers {
+            wake_quietly(w);
         }
     }
 
@@ -178,20 +185,23 @@ impl RoomWait<'_> {
             self.generation = st.room_releases;
             return true;
         }
-        match self.id {
-            Some(id) => {
-                if let Some((_, w)) = st.wakers.iter_mut().find(|(i, _)| *i == id) {
-                    if !w.will_wake(waker) {
-                        *w = waker.clone();
-                    }
-                }
-            }
+        let id = match self.id {
+            Some(id) => id,
             None => {
                 let id = st.next_id;
                 st.next_id = st.next_id.wrapping_add(1);
-                st.wakers.push((id, waker.clone()));
                 self.id = Some(id);
+                id
             }
+        };
+        // Registered again after a release took its waker out (`released`).
+        match st.wakers.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, w)) => {
+                if !w.will_wake(waker) {
+                    *w = waker.clone();
+                }
+            }
+            None => st.wakers.push((id, waker.clone())),
         }
         false
     }

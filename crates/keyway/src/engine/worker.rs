@@ -15,6 +15,7 @@ use crossbeam_deque::{Steal, Worker};
 use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
+use super::progress::Progress;
 use super::registry::{Registry, Slot};
 pub(crate) use super::stoppers::OwnThread;
 use super::work::{PollTask, Work};
@@ -199,10 +200,21 @@ impl WorkerCtx {
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
     /// panic report. The caller then counts it with `Registry::count_finished`.
     pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
+        /// Ends the task in the worker's progress however `task` returns: a panic that unwinds
+        /// out of it (user code in bookkeeping) must not leave the worker "inside a task" for
+        /// good. A plain call on the normal path.
+        struct Ends<'a>(&'a Progress);
+        impl Drop for Ends<'_> {
+            #[inline]
+            fn drop(&mut self) {
+                self.0.task_finished();
+            }
+        }
         let progress = &self.slot().progress;
         progress.task_started();
+        let ends = Ends(progress);
         let outcome = task();
-        progress.task_finished();
+        drop(ends);
         if let Err(report) = outcome {
             self.registry.report_panic(report);
         }

@@ -19,7 +19,7 @@ use super::wake::{spawn_on, with_pool};
 use crate::engine::holding::launching;
 use crate::engine::Registry;
 use crate::error::{panic_message, TaskError};
-use crate::task::{drop_quietly, Abandon, Completer, PanicReport};
+use crate::task::{contain, drop_quietly, Abandon, Completer, PanicReport};
 
 /// What a future held while it ran, given back once it is done: the lane it suspended (a lane
 /// stays scheduled without a job meanwhile), or every lane of a multi-key future.
@@ -63,19 +63,31 @@ impl<F: Future> Driver<F> {
                 "keyway: a future's drop panicked"
             );
         }
-        let Some(finish) = self.finish.take() else {
+        let Some(Finish {
+            handle,
+            release,
+            registry,
+            live,
+        }) = self.finish.take()
+        else {
             return;
         };
-        if let (Some(handle), Some(outcome)) = (&finish.handle, outcome) {
-            handle.finish(outcome);
-        }
-        let registry = finish.registry.upgrade();
+        // User code, contained so that the bookkeeping below always runs: the awaiting
+        // executor's waker, and the drop of the output when nobody holds the handle any more
+        // (the handle's, or the outcome's with no handle).
+        contain("a future's output or handle waker", move || {
+            if let (Some(handle), Some(outcome)) = (&handle, outcome) {
+                handle.finish(outcome);
+            }
+            drop(handle);
+        });
+        let registry = registry.upgrade();
         if let Some(registry) = &registry {
-            if let Some(id) = finish.live {
+            if let Some(id) = live {
                 registry.futures.remove(id);
             }
             if let Some(report) = report {
-                let report = match &finish.release {
+                let report = match &release {
                     Release::Resume(held) => match held.context_hash() {
                         Some(hash) => report.in_context(hash),
                         None => report,
@@ -85,7 +97,7 @@ impl<F: Future> Driver<F> {
                 registry.report_panic(report);
             }
             if !registry.is_stopping() {
-                if let Release::Resume(held) = finish.release {
+                if let Release::Resume(held) = release {
                     held.resume(registry);
                 }
             }
@@ -138,10 +150,7 @@ impl<F: Future> Future for Driver<F> {
                             // Shutdown step 2 (engine README): `shutdown_now` may have cancelled
                             // the waiting set already: this await point is where the future is
                             // cancelled.
-                            if let Some(handle) = &finish.handle {
-                                handle.finish(Err(TaskError::Cancelled));
-                            }
-                            this.done(None, None);
+                            this.done(Some(Err(TaskError::Cancelled)), None);
                             return Poll::Ready(());
                         }
                         // A future that woke itself is queued again: only a real wait is
@@ -171,10 +180,7 @@ impl<F: Future> Future for Driver<F> {
 impl<F: Future> Drop for Driver<F> {
     fn drop(&mut self) {
         // Dropped unfinished: the pool cancelled it (`shutdown_now`) at an await point.
-        if let Some(handle) = self.finish.as_ref().and_then(|f| f.handle.as_ref()) {
-            handle.finish(Err(TaskError::Cancelled));
-        }
-        self.done(None, None);
+        self.done(Some(Err(TaskError::Cancelled)), None);
     }
 }
 

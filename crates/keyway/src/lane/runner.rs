@@ -37,6 +37,23 @@ impl<S: LaneKind> super::table::LaneState<S> {
     }
 }
 
+/// Runs its closure if dropped, that is if what it guards unwinds: the normal path ends with
+/// [`disarm`](OnUnwind::disarm), which costs nothing.
+struct OnUnwind<F: FnMut()>(F);
+
+impl<F: FnMut()> OnUnwind<F> {
+    #[inline]
+    fn disarm(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<F: FnMut()> Drop for OnUnwind<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
 /// What `take_chunk` found.
 enum Taken<S: LaneKind> {
     Entries,
@@ -208,6 +225,8 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                 }
                 Taken::Launch(entry) => {
                     let mut suspended = false;
+                    // Whatever unwinds out of the launch, the start is counted (below).
+                    let unwound = OnUnwind(|| worker.registry.count_finished(1, Some(worker)));
                     worker.run_one(|| {
                         match lane
                             .kind
@@ -220,6 +239,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                             Ran::Done(outcome) => outcome.map_err(|r| r.in_context(lane.hash)),
                         }
                     });
+                    unwound.disarm();
                     // The start counts as the task; a future still running holds one more
                     // admission until it is done (`Registry::extend_task`).
                     worker.registry.count_finished(1, Some(worker));
@@ -234,6 +254,17 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             {
                 // A `shutdown_now` called by one of these entries finds the rest of the chunk.
                 let _held = holding::hold(&running);
+                // Whatever unwinds out of an entry's run (user code in its bookkeeping), the
+                // entries that ran are counted, that one included, the rest go back to the
+                // front of the lane, and the lane is queued again: it never stays scheduled
+                // with no job.
+                let unwound = OnUnwind(|| {
+                    let ran = running.put_back() + 1;
+                    worker.registry.count_finished(ran, Some(worker));
+                    if !worker.registry.is_stopping() {
+                        worker.requeue_lane(Work::Lane(running.lane.clone()));
+                    }
+                });
                 while let Some(entry) = running.next() {
                     if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
                         running.put_back_from(entry);
@@ -247,6 +278,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                         break;
                     }
                 }
+                unwound.disarm();
             }
             let ran = running.ran.take();
             left = left.saturating_sub(ran);

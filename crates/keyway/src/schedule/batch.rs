@@ -13,7 +13,9 @@
 use std::sync::Arc;
 
 use super::executor::ExecCore;
+use super::job_kinds::submit_waiting;
 use super::scheduled_job::InlineJob;
+use crate::task::Abandon;
 
 /// Tasks per batch, at most.
 const MAX: usize = 32;
@@ -63,20 +65,47 @@ impl Batcher {
             return;
         }
         let jobs = std::mem::replace(&mut self.jobs, Vec::with_capacity(self.size));
-        let n = jobs.len() as u64;
-        let core = exec.clone();
-        let run = move || {
-            for (job, due, priority) in jobs {
-                // Each task contains its own panics; this only keeps the batch going if
-                // something else unwinds.
-                core.contain(|| job.run_here(&core, due, priority));
-            }
+        let batch = ReleasedBatch {
+            jobs,
+            core: exec.clone(),
         };
-        if let Err(refused) = exec.shared.pool.execute(run) {
-            // Dropping the unrun tasks tells their handles `Rejected`.
-            let run = refused.into_inner();
+        let shared = &exec.shared;
+        let run = move || batch.run();
+        if let Err(run) = submit_waiting(shared, run, |run| shared.pool.execute(run)) {
+            // Dropping the unrun batch ends its tasks rejected (`ReleasedBatch`).
             exec.contain(move || drop(run));
-            exec.stats.rejected_many(n);
+        }
+    }
+}
+
+/// A batch on its way to the pool; as [`Released`](super::job_kinds::Released) for one task:
+/// dropped unrun (refused, or handed back by the pool's `shutdown_now` and dropped), each of its
+/// tasks ends rejected, counted once.
+struct ReleasedBatch {
+    jobs: Vec<(InlineJob, u64, i64)>,
+    core: Arc<ExecCore>,
+}
+
+impl ReleasedBatch {
+    fn run(mut self) {
+        let core = self.core.clone();
+        for (job, due, priority) in std::mem::take(&mut self.jobs) {
+            // Each task contains its own panics; this only keeps the batch going if
+            // something else unwinds.
+            core.contain(|| job.run_here(&core, due, priority));
+        }
+    }
+}
+
+impl Drop for ReleasedBatch {
+    fn drop(&mut self) {
+        let jobs = std::mem::take(&mut self.jobs);
+        if jobs.is_empty() {
+            return;
+        }
+        self.core.stats.rejected_many(jobs.len() as u64);
+        for (job, _, _) in jobs {
+            self.core.contain(|| job.abandon(Abandon::Rejected));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! builder knows both).
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -248,6 +249,7 @@ impl SchedulerBuilder {
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             drop_handed_back: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
             timed_out_hook: self.timed_out_hook,
             interval_hook: self.interval_hook,
             driver: parker.unparker().clone(),
@@ -262,7 +264,12 @@ impl SchedulerBuilder {
             .collect();
         for e in &execs {
             if let Some(limit) = e.tps() {
-                self.coordinator.join(&e.name, limit);
+                // User code: its panic is an error here, as it is contained in `set_tps`.
+                let coordinator = &self.coordinator;
+                let joined = catch_unwind(AssertUnwindSafe(|| coordinator.join(&e.name, limit)));
+                if joined.is_err() {
+                    return Err(ConfigError::CoordinatorPanicked(e.name.to_string()));
+                }
             }
         }
         let handed_back = Arc::new(Mutex::new(Vec::new()));

@@ -38,6 +38,9 @@ pub enum ConfigError {
     UnknownExecutor(String),
     /// The scheduler's driver thread could not be started.
     Spawn(String),
+    /// The [`Coordinator`](crate::Coordinator)'s `join` panicked for this executor while the
+    /// scheduler was being built (no scheduler was started).
+    CoordinatorPanicked(String),
 }
 
 /// A task the scheduler refused. The task is handed back, so nothing is lost.
@@ -114,6 +117,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::UnknownExecutor(name) => write!(f, "no executor is named {name:?}"),
             ConfigError::Spawn(e) => write!(f, "could not start the scheduler's thread: {e}"),
+            ConfigError::CoordinatorPanicked(name) => {
+                write!(f, "the coordinator panicked joining executor {name:?}")
+            }
         }
     }
 }

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     /// `shutdown_now` was called on the driver's own thread: nobody takes what comes back,
     /// so it is dropped (handles say `Rejected`).
     pub(crate) drop_handed_back: AtomicBool,
+    /// The last `Scheduler` handle was dropped: nobody can resume a paused executor any more.
+    pub(crate) orphaned: AtomicBool,
     pub(crate) timed_out_hook: Option<TimedOutHook>,
     pub(crate) interval_hook: Option<IntervalHook>,
     pub(crate) driver: Unparker,
@@ -53,6 +55,9 @@ pub(crate) struct ExecCore {
     /// Runs of repeating tasks put in the buckets so far (the driver sweeps them out at
     /// shutdown when this moved).
     pub(crate) repeats: AtomicU64,
+    /// Tasks put in the buckets so far that are never due (`Duration::MAX`): the driver ends
+    /// them at shutdown when this moved (they could never run).
+    pub(crate) nevers: AtomicU64,
 }
 
 impl ExecCore {
@@ -69,6 +74,7 @@ impl ExecCore {
             buckets: Buckets::new(),
             stats: Counters::default(),
             repeats: AtomicU64::new(0),
+            nevers: AtomicU64::new(0),
         }
     }
 
@@ -121,6 +127,10 @@ impl ExecCore {
         if repeating {
             // After the push: a sweep that sees the count also finds the entry.
             self.repeats.fetch_add(1, Ordering::SeqCst);
+        }
+        if due == NEVER {
+            // As for `repeats`.
+            self.nevers.fetch_add(1, Ordering::SeqCst);
         }
         if placed == Placed::LateFirst {
             self.shared.driver.unpark();

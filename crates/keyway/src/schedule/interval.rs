@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::batch::Batcher;
-use super::clock::Clock;
+use super::clock::{Clock, NEVER};
 use super::config::PriorityOrder;
 use super::coordinator::{clamp_share, Coordinator};
 use super::entry::{better, Entry};
@@ -41,6 +41,7 @@ pub(crate) struct Intervals {
     worst_dispatched: Option<i64>,
     started: bool,
     swept_repeats: u64,
+    swept_nevers: u64,
     batch: Batcher,
 }
 
@@ -65,6 +66,7 @@ impl Intervals {
             worst_dispatched: None,
             started: false,
             swept_repeats: 0,
+            swept_nevers: 0,
             batch: Batcher::new(),
         }
     }
@@ -348,6 +350,44 @@ impl Intervals {
         }
     }
 
+    /// Shutdown: a task that is never due (scheduled `Duration::MAX` ahead) could never run,
+    /// so a graceful shutdown, which waits for every task to end, ends it rejected instead of
+    /// waiting for ever.
+    pub(crate) fn end_never_due(&mut self) {
+        let nevers = self.exec.nevers.load(std::sync::atomic::Ordering::SeqCst);
+        if nevers == self.swept_nevers {
+            return; // no such task put in since the last sweep
+        }
+        self.swept_nevers = nevers;
+        let mut gone = Vec::new();
+        self.exec.buckets.remove_if(|e| e.due == NEVER, &mut gone);
+        for e in gone {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
+    }
+
+    /// The last handle is gone and this executor is paused (0 TPS): nobody can resume it, so
+    /// its tasks could never run; they end rejected.
+    pub(crate) fn end_if_paused_for_good(&mut self) {
+        if self.exec.tps() != Some(0.0) {
+            return;
+        }
+        let mut chunks = std::mem::take(&mut self.admitted);
+        chunks.push(std::mem::take(&mut self.carry));
+        chunks.push(std::mem::take(&mut self.waiting));
+        self.exec.buckets.take_all(&mut chunks);
+        self.spread = self.spread.min(self.released_spread);
+        for e in chunks.into_iter().flatten() {
+            self.exec.stats.ended_unreleased();
+            self.exec.stats.rejected();
+            self.exec
+                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        }
+    }
+
     /// `shutdown_now`: everything the driver holds or finds in the buckets comes back.
     pub(crate) fn hand_back(&mut self, out: &mut Vec<PendingTask>) {
         let mut chunks = std::mem::take(&mut self.admitted);
@@ -357,8 +397,9 @@ impl Intervals {
         for e in chunks.into_iter().flatten() {
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();
-            // A repetition gives nothing back: its handle was told `Rejected`.
-            out.extend(e.job.into_pending());
+            // A repetition gives nothing back: its handle was told `Rejected`. What is
+            // dropped here (a key, a repetition's body) is user code: contained.
+            self.exec.contain(|| out.extend(e.job.into_pending()));
         }
     }
 

@@ -5,24 +5,99 @@
 use std::any::Any;
 use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::clock::NEVER;
-use super::executor::ExecCore;
+use super::executor::{ExecCore, Shared};
 use super::scheduled_job::{InlineJob, ScheduledJob};
-use crate::face::Pool;
+use crate::error::SubmitError;
 use crate::task::{
-    Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
+    drop_quietly, Abandon, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle, WithHandle,
 };
 
 /// Where a released task runs: anywhere on the pool, or in a context's lane.
 pub(crate) trait Place: Send + Sync + 'static {
     /// True for [`Anywhere`].
     const ANYWHERE: bool = false;
-    /// Submits `f`; gives it back if the pool refuses it.
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F>;
+    /// Submits `f`, waiting for room while a pool with a `capacity` is full (backpressure: a
+    /// task released is carried until the pool takes it); gives it back if the pool refuses it
+    /// (it was shut down).
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F>;
+}
+
+/// Submits `f` by `attempt`, waiting for room while the pool is full (see [`Place::submit`]),
+/// unless the scheduler is stopped meanwhile (`shutdown_now`, which waits for this thread): the
+/// task is then given back. The wait wakes at every release of room; `ROOM_CHECK` only bounds
+/// how late a stop is seen.
+pub(crate) fn submit_waiting<F, A>(shared: &Shared, f: F, mut attempt: A) -> Result<(), F>
+where
+    A: FnMut(F) -> Result<(), SubmitError<F>>,
+{
+    const ROOM_CHECK: Duration = Duration::from_millis(50);
+    let mut f = f;
+    loop {
+        match shared.pool.wait_for_room(f, ROOM_CHECK, &mut attempt) {
+            Ok(()) => return Ok(()),
+            Err(SubmitError::Full(back)) if !shared.stop_now.load(Ordering::SeqCst) => f = back,
+            Err(e) => return Err(e.into_inner()),
+        }
+    }
+}
+
+/// A released job on its way to the pool, run by [`run`](Released::run) once there. Dropped
+/// unrun — refused, handed back by the pool's `shutdown_now` and dropped, or lost to a panic on
+/// the way (a key's `Clone`) — it ends rejected: counted once, its handle told `Rejected`.
+pub(crate) struct Released<J: ScheduledJob> {
+    job: Option<J>,
+    core: Arc<ExecCore>,
+    due: u64,
+    priority: i64,
+}
+
+impl<J: ScheduledJob> Released<J> {
+    pub(crate) fn new(job: J, core: &Arc<ExecCore>, due: u64, priority: i64) -> Self {
+        Released {
+            job: Some(job),
+            core: core.clone(),
+            due,
+            priority,
+        }
+    }
+
+    /// Runs the job here (on the pool): it counts its own outcome.
+    pub(crate) fn run(mut self) {
+        if let Some(job) = self.job.take() {
+            job.run_here(&self.core, self.due, self.priority);
+        }
+    }
+}
+
+impl<J: ScheduledJob> Drop for Released<J> {
+    fn drop(&mut self) {
+        if let Some(job) = self.job.take() {
+            self.core.stats.rejected();
+            self.core.contain(|| job.abandon(Abandon::Rejected));
+        }
+    }
+}
+
+/// Hands `job` (to run anywhere once it reaches the pool) to `place`, guarded by [`Released`].
+fn release<P: Place, J: ScheduledJob>(
+    place: &P,
+    exec: &Arc<ExecCore>,
+    job: J,
+    due: u64,
+    priority: i64,
+) {
+    let released = Released::new(job, exec, due, priority);
+    if let Err(run) = place.submit(&exec.shared, move || released.run()) {
+        // Dropping it ends it rejected (`Released`).
+        exec.contain(move || drop(run));
+    }
 }
 
 /// Anywhere on the pool.
@@ -31,8 +106,8 @@ pub(crate) struct Anywhere;
 impl Place for Anywhere {
     const ANYWHERE: bool = true;
 
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
-        pool.execute(f).map_err(|e| e.into_inner())
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F> {
+        submit_waiting(shared, f, |f| shared.pool.execute(f))
     }
 }
 
@@ -40,9 +115,10 @@ impl Place for Anywhere {
 pub(crate) struct InContext<K>(pub(crate) K);
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Place for InContext<K> {
-    fn submit<F: FnOnce() + Send + 'static>(&self, pool: &Pool, f: F) -> Result<(), F> {
-        pool.execute_sequential(self.0.clone(), f)
-            .map_err(|e| e.into_inner())
+    fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F> {
+        submit_waiting(shared, f, |f| {
+            shared.pool.execute_sequential(self.0.clone(), f)
+        })
     }
 }
 
@@ -78,19 +154,11 @@ where
 
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         let Once { place, task } = self;
-        let core = exec.clone();
-        let run = move || {
-            let once = Once {
-                place: Anywhere,
-                task,
-            };
-            once.run_here(&core, due, priority);
+        let once = Once {
+            place: Anywhere,
+            task,
         };
-        if let Err(run) = place.submit(&exec.shared.pool, run) {
-            // Dropping the unrun task tells its handle `Rejected`.
-            exec.contain(move || drop(run));
-            exec.stats.rejected();
-        }
+        release(&place, exec, once, due, priority);
     }
 
     fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
@@ -117,7 +185,9 @@ where
     }
 
     fn into_pending(self) -> Option<PendingTask> {
-        Some(PendingTask::new(Task::new(self.task)))
+        let Once { place, task } = self;
+        drop_quietly(place);
+        Some(PendingTask::new(Task::new(task)))
     }
 }
 
@@ -142,12 +212,7 @@ impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
 
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         let Detached { place, f } = self;
-        let core = exec.clone();
-        let run = move || Detached { place: Anywhere, f }.run_here(&core, due, priority);
-        if let Err(run) = place.submit(&exec.shared.pool, run) {
-            exec.contain(move || drop(run));
-            exec.stats.rejected();
-        }
+        release(&place, exec, Detached { place: Anywhere, f }, due, priority);
     }
 
     fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
@@ -169,7 +234,9 @@ impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
     fn abandon(self, _why: Abandon) {}
 
     fn into_pending(self) -> Option<PendingTask> {
-        Some(PendingTask::new(Task::new(Plain(self.f))))
+        let Detached { place, f } = self;
+        drop_quietly(place);
+        Some(PendingTask::new(Task::new(Plain(f))))
     }
 }
 
@@ -233,12 +300,7 @@ impl<P: Place> ScheduledJob for Box<Repeating<P>> {
 
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
         let place = self.place.clone();
-        let core = exec.clone();
-        let run = move || self.run_here(&core, due, priority);
-        if let Err(run) = place.submit(&exec.shared.pool, run) {
-            exec.contain(move || drop(run));
-            exec.stats.rejected();
-        }
+        release(&*place, exec, self, due, priority);
     }
 
     fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {

@@ -24,8 +24,10 @@ pub(crate) trait ScheduledJob: Send + Sized + 'static {
     const BATCHABLE: bool = false;
     /// False once its handle was cancelled: it will not run.
     fn is_live(&self) -> bool;
-    /// Hands the task to the pool (or its context's lane). It reports its own outcome to
-    /// `exec`'s counters when it runs; if the pool refuses it, it is dropped as rejected.
+    /// Hands the task to the pool (or its context's lane), waiting for room while a bounded
+    /// pool is full. It reports its own outcome to `exec`'s counters when it runs; dropped unrun
+    /// (refused by a pool shut down, handed back by its `shutdown_now`), it ends rejected,
+    /// counted once (`job_kinds::Released`).
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
     /// Runs the task on this thread (a pool thread), as [`dispatch`](ScheduledJob::dispatch)
     /// would have had it run: times it out if it is too late, reports its outcome to `exec`.

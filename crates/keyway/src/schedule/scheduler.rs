@@ -33,8 +33,15 @@ use crate::task::{PendingTask, TaskHandle};
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
 ///
+/// On a pool with a [`capacity`](crate::PoolBuilder::capacity), a released task that finds the
+/// pool full waits for room (the scheduler's thread waits with it): a full pool is
+/// backpressure, not a refusal. A task the pool refuses because it was shut down, or hands back
+/// from [`Pool::shutdown_now`](crate::Pool::shutdown_now) and that is then dropped, ends
+/// `Rejected` and is counted so.
+///
 /// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
-/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting).
+/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting);
+/// the tasks of an executor paused at 0 TPS then end `Rejected`, as nobody can resume it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -67,6 +74,7 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.shared.orphaned.store(true, Ordering::SeqCst);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.driver.unpark();
     }
@@ -381,6 +389,11 @@ impl Scheduler {
     /// still runs when due, under its executor's limit. Waits until they have all ended,
     /// unless called on the scheduler's own thread (a hook) or on a thread of the pool (from a
     /// scheduled task), where it returns at once. Calling it again is harmless.
+    ///
+    /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
+    /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no
+    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor;
+    /// [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back instead.
     ///
     /// ```
     /// use std::time::Duration;

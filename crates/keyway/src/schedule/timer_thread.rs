@@ -55,8 +55,19 @@ impl Driver {
             if self.shared.closed.load(Ordering::SeqCst) {
                 // Every step while closed: a repetition running on the pool may still have
                 // put its next run back just before intake stopped.
+                // A graceful shutdown ends what could never run; `shutdown_now` (below)
+                // hands it back instead.
+                let stopping = self.shared.stop_now.load(Ordering::SeqCst);
                 for e in &mut self.executors {
                     e.end_repeating();
+                    if !stopping {
+                        e.end_never_due();
+                    }
+                }
+                if !stopping && self.shared.orphaned.load(Ordering::SeqCst) {
+                    for e in &mut self.executors {
+                        e.end_if_paused_for_good();
+                    }
                 }
             }
             if self.shared.stop_now.load(Ordering::SeqCst) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::abort::Abortable;
-use super::{Abandon, AbortHandle, PanicReport, Runnable};
+use super::{drop_quietly, wake_quietly, Abandon, AbortHandle, PanicReport, Runnable};
 use crate::error::{panic_message, TaskError};
 
 /// The handle of a task submitted with one of the `submit*` methods.
@@ -96,10 +96,10 @@ impl<T> Shared<T> {
         };
         self.done.notify_all();
         if let Some(w) = waker {
-            w.wake();
+            wake_quietly(w);
         }
         if let Some(w) = abort {
-            w.wake();
+            wake_quietly(w);
         }
         true
     }
@@ -121,8 +121,10 @@ impl<T> Shared<T> {
             st.waker.take()
         };
         self.done.notify_all();
+        // The awaiting executor's waker: its panic must not unwind into whoever finishes the
+        // task (a worker, a lane runner, a future's driver).
         if let Some(w) = waker {
-            w.wake();
+            wake_quietly(w);
         }
         true
     }
@@ -321,7 +323,8 @@ where
     }
 
     fn abandon(mut self, why: Abandon) {
-        self.f = None;
+        // The captures' drop is user code: contained, so that the handle is always told.
+        drop_quietly(self.f.take());
         self.shared.transition_to_finished(Err(match why {
             Abandon::Coalesced => TaskError::Coalesced,
             Abandon::Rejected => TaskError::Rejected,
@@ -364,7 +367,8 @@ where
 impl<F, T> Drop for WithHandle<F, T> {
     fn drop(&mut self) {
         // A task dropped any other way (it should not happen) must not leave its joiner hanging.
-        if self.f.take().is_some() {
+        if let Some(f) = self.f.take() {
+            drop_quietly(f);
             self.shared.transition_to_finished(Err(TaskError::Rejected));
         }
     }

@@ -21,7 +21,7 @@ mod pending;
 mod raw;
 
 pub use abort::AbortHandle;
-pub(crate) use contain::drop_quietly;
+pub(crate) use contain::{contain, drop_quietly, wake_quietly};
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
 #[cfg(test)]

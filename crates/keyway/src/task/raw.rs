@@ -58,7 +58,11 @@ impl Task {
         let run = || self.0.consume(|vtable, slot| (vtable.run)(slot));
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(outcome) => outcome,
-            Err(payload) => Err(PanicReport::new(panic_message(&*payload).to_owned())),
+            Err(payload) => {
+                let report = PanicReport::new(panic_message(&*payload).to_owned());
+                super::drop_quietly(payload);
+                Err(report)
+            }
         }
     }
 
