@@ -9,34 +9,8 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use common::{eventually, Gate, Latch, HANG};
+use common::{eventually, finishes, Gate, Latch, PanicOnDrop, HANG};
 use keyway::{AdaptiveStrategy, PendingTask, Pool};
-
-/// Runs `scenario` on its own thread; fails the test if it panics or has not returned within
-/// `HANG` (the thread is then leaked: it is hung).
-fn finishes<R: Send + 'static>(what: &str, scenario: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(scenario));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(r)) => r,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("hang: {what} did not return within {HANG:?}"),
-    }
-}
-
-/// A value whose `Drop` panics.
-struct PanicOnDrop;
-
-impl Drop for PanicOnDrop {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("PanicOnDrop dropped");
-        }
-    }
-}
 
 /// The pool (whose only worker met a panicking drop) still runs plain and lane work.
 fn still_runs_plain_and_lane_work(pool: &Pool) {

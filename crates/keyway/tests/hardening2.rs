@@ -15,37 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{eventually, Gate};
+use common::{eventually, finishes, Gate, PanicOnDrop};
 
 /// How long a scenario may take before it is called a hang.
 const HANG: Duration = Duration::from_secs(20);
 use keyway::{Coordinator, ExecutorConfig, Pool, Scheduler, TaskError, Timing};
-
-/// Runs `scenario` on its own thread; fails the test if it panics or has not returned within
-/// `HANG` (the thread is then leaked: it is hung).
-fn finishes<R: Send + 'static>(what: &str, scenario: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(scenario));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(r)) => r,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("hang: {what} did not return within {HANG:?}"),
-    }
-}
-
-/// A value whose `Drop` panics (unless the thread is already unwinding).
-struct PanicOnDrop;
-
-impl Drop for PanicOnDrop {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("PanicOnDrop dropped");
-        }
-    }
-}
 
 /// A waker that panics when woken.
 struct PanicWaker;

@@ -169,3 +169,29 @@ pub fn reserved_ready(pool: &keyway::Pool) {
         pool.stats().idle_reserved_threads >= 1
     });
 }
+
+/// Runs `scenario` on its own thread; fails the test if it panics or has not returned within
+/// `HANG` (the thread is then leaked: it is hung).
+pub fn finishes<R: Send + 'static>(what: &str, scenario: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(scenario));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(HANG) {
+        Ok(Ok(r)) => r,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("hang: {what} did not return within {HANG:?}"),
+    }
+}
+
+/// A value whose `Drop` panics (unless the thread is already unwinding).
+pub struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("PanicOnDrop dropped");
+        }
+    }
+}
