@@ -96,6 +96,14 @@ impl Registry {
             );
             return;
         }
+        self.count_finished_shared(n);
+    }
+
+    /// [`count_finished`](Self::count_finished) off a worker's fast path: the shared stripes,
+    /// room freed, whoever waits woken. Out of line, so that the inlined fast path in the
+    /// lane runners (compiled in the user's crate) stays a load and a store.
+    #[inline(never)]
+    fn count_finished_shared(&self, n: usize) {
         if n == 0 {
             return;
         }
