@@ -28,7 +28,7 @@
 //! (`loom_shutdown_now_fails_when_launching_is_not_allowed_for` runs exactly that, and expects
 //! the failure).
 
-use super::lifecycle::Stoppers;
+use super::stoppers::Stoppers;
 use super::worker::OwnThread;
 use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use crate::loom::sync::{Arc, Mutex};
