@@ -42,7 +42,7 @@ fn read_crate(src: &Path, root: &str) -> Vec<File> {
                 let text = strip_comments(&fs::read_to_string(&path).unwrap());
                 let refs = paths_in(&text)
                     .into_iter()
-                    .filter_map(|p| absolute(&module, is_mod_file(&rel), p))
+                    .filter_map(|p| absolute(&module, p))
                     .collect();
                 let folder = folder_of(src, &rel);
                 out.push(File {
@@ -84,10 +84,6 @@ fn folder_of(src: &Path, rel: &Path) -> String {
         dir.to_path_buf()
     };
     unit.display().to_string()
-}
-
-fn is_mod_file(rel: &Path) -> bool {
-    rel.file_name().is_some_and(|f| f == "mod.rs")
 }
 
 /// The text with `//` comments (and so doc comments and their examples) removed.
@@ -203,7 +199,7 @@ fn split_top_level(group: &str) -> Vec<&str> {
 }
 
 /// The path from the crate root that `path`, written in module `module`, names.
-fn absolute(module: &[String], mod_file: bool, path: Vec<String>) -> Option<Vec<String>> {
+fn absolute(module: &[String], path: Vec<String>) -> Option<Vec<String>> {
     let mut it = path.into_iter().peekable();
     let mut base: Vec<String> = match it.next()?.as_str() {
         "crate" => Vec::new(),
@@ -212,7 +208,6 @@ fn absolute(module: &[String], mod_file: bool, path: Vec<String>) -> Option<Vec<
             // A file's `super` is its parent module; inline test modules are not told apart.
             let mut b = module.to_vec();
             b.pop();
-            let _ = mod_file;
             b
         }
         _ => return None,
