@@ -35,13 +35,14 @@ pub struct RedisCoordinatorBuilder {
     heartbeat: Duration,
     ttl: Duration,
     connect_timeout: Duration,
+    leave_timeout: Duration,
     clock_skew_us: f64,
 }
 
 impl RedisCoordinatorBuilder {
     /// Settings for the Redis at `url` (`redis://[user][:password@]host[:port][/db]`,
     /// `rediss://…` for TLS, or `redis+unix:///path`), with the defaults: namespace
-    /// `keyway`, heartbeat every 500 ms, TTL 2 s, connect timeout 2 s.
+    /// `keyway`, heartbeat every 500 ms, TTL 2 s, connect timeout 2 s, leave timeout 1 s.
     ///
     /// ```
     /// let builder = keyway_redis::RedisCoordinatorBuilder::new("rediss://:pw@redis.example:6380");
@@ -53,6 +54,7 @@ impl RedisCoordinatorBuilder {
             heartbeat: Duration::from_millis(500),
             ttl: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
+            leave_timeout: Duration::from_secs(1),
             clock_skew_us: 0.0,
         }
     }
@@ -104,6 +106,22 @@ impl RedisCoordinatorBuilder {
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long dropping the coordinator waits for this process to leave its executors in Redis
+    /// (default 1 s). Past it the drop returns and the leave goes on in the background thread
+    /// (until the connect timeout, or the end of the process); the others take this process's
+    /// share at once if the leave got through, else after the TTL. Any value is accepted:
+    /// `Duration::ZERO` never waits, `Duration::MAX` waits until the leave succeeded or failed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = keyway_redis::RedisCoordinator::builder("redis://127.0.0.1")
+    ///     .leave_timeout(Duration::from_millis(100));
+    /// ```
+    pub fn leave_timeout(mut self, timeout: Duration) -> Self {
+        self.leave_timeout = timeout;
         self
     }
 
@@ -196,7 +214,12 @@ impl RedisCoordinatorBuilder {
             .name("keyway-redis".to_owned())
             .spawn(move || heartbeat.run())
             .map_err(Error::Thread)?;
-        Ok(RedisCoordinator::new(shared, thread, member))
+        Ok(RedisCoordinator::new(
+            shared,
+            thread,
+            member,
+            self.leave_timeout,
+        ))
     }
 }
 
@@ -210,6 +233,7 @@ impl std::fmt::Debug for RedisCoordinatorBuilder {
             .field("heartbeat", &self.heartbeat)
             .field("ttl", &self.ttl)
             .field("connect_timeout", &self.connect_timeout)
+            .field("leave_timeout", &self.leave_timeout)
             .finish_non_exhaustive()
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use keyway::Coordinator;
 
@@ -12,8 +13,10 @@ use crate::RedisCoordinatorBuilder;
 ///
 /// Every process heartbeats into Redis from a background thread; [`share`](Coordinator::share)
 /// answers at once from the last share learned. See the crate docs for the guarantees.
-/// Dropping the coordinator leaves every executor it had joined (it waits for that at most
-/// about twice the connect timeout; if Redis is down, the TTL drops this process instead).
+/// Dropping the coordinator leaves every executor it had joined: it waits for that at most the
+/// [`leave_timeout`](crate::RedisCoordinatorBuilder::leave_timeout) (1 s by default), then lets
+/// the leave finish in the background; if Redis is unreachable, the TTL drops this process
+/// instead.
 ///
 /// ```no_run
 /// use keyway::Coordinator;
@@ -29,6 +32,8 @@ pub struct RedisCoordinator {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     member: String,
+    /// How long the drop waits for the thread's last leave.
+    leave_timeout: Duration,
 }
 
 /// Whether a coordinator reaches Redis; see [`RedisCoordinator::status`].
@@ -52,11 +57,17 @@ impl RedisCoordinator {
         RedisCoordinatorBuilder::new(url)
     }
 
-    pub(crate) fn new(shared: Arc<Shared>, thread: JoinHandle<()>, member: String) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        thread: JoinHandle<()>,
+        member: String,
+        leave_timeout: Duration,
+    ) -> Self {
         Self {
             shared,
             thread: Some(thread),
             member,
+            leave_timeout,
         }
     }
 
@@ -87,7 +98,9 @@ impl RedisCoordinator {
     }
 
     fn changed(&self) {
-        self.shared.wake.notify_one();
+        // The condvar is shared with a dropping coordinator waiting for the thread's exit (it
+        // cannot be waiting now: it holds `self`), so one wake-up reaches the thread.
+        self.shared.wake.notify_all();
     }
 }
 
@@ -137,8 +150,32 @@ impl Drop for RedisCoordinator {
             state.shutdown = true;
         }
         self.changed();
-        if let Some(thread) = self.thread.take() {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Wait for the last leave at most `leave_timeout` (`None`: the deadline is past any
+        // `Instant`, so wait until the thread ends).
+        let deadline = Instant::now().checked_add(self.leave_timeout);
+        let mut state = self.shared.state.lock();
+        while !state.exited {
+            match deadline {
+                Some(at) => {
+                    if self.shared.wake.wait_until(&mut state, at).timed_out() {
+                        break;
+                    }
+                }
+                None => self.shared.wake.wait(&mut state),
+            }
+        }
+        let exited = state.exited;
+        drop(state);
+        if exited {
             let _ = thread.join();
+        } else {
+            tracing::debug!(
+                member = %self.member,
+                "Redis did not answer the leave within the leave timeout; it goes on in the background (or the TTL drops this process)"
+            );
         }
     }
 }

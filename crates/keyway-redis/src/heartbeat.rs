@@ -34,6 +34,8 @@ pub(crate) struct State {
     pub(crate) connected: bool,
     /// Outages seen so far (each one logged once).
     pub(crate) outages: u64,
+    /// The thread has ended (its last leave done or given up); set even if it panicked.
+    pub(crate) exited: bool,
 }
 
 /// One joined executor.
@@ -53,6 +55,16 @@ pub(crate) struct Config {
     /// Added to the local clock (tests fake a wrong clock with it); only ever compared with
     /// Redis time for a diagnostic.
     pub(crate) clock_skew_us: f64,
+}
+
+/// Marks the thread ended when dropped, however it ends, and wakes the dropping coordinator.
+struct Exited(Arc<Shared>);
+
+impl Drop for Exited {
+    fn drop(&mut self) {
+        self.0.state.lock().exited = true;
+        self.0.wake.notify_all();
+    }
 }
 
 /// Opens a connection with the configured timeouts.
@@ -77,6 +89,7 @@ impl Heartbeat {
     /// Runs until the coordinator is dropped; then removes this process from every executor
     /// it still had (one attempt: if Redis is down, the TTL drops it).
     pub(crate) fn run(mut self) {
+        let _exit = Exited(Arc::clone(&self.shared));
         let mut backoff = MIN_BACKOFF;
         loop {
             let (leaving, executors, shutdown) = {

@@ -39,13 +39,16 @@
 //!   the count first.
 //! - A process that stops cleanly ([`Coordinator::leave`](keyway::Coordinator::leave), or dropping the coordinator) is
 //!   removed at once; the others take over its share at their next heartbeat. One that dies is
-//!   dropped after the TTL.
+//!   dropped after the TTL. Dropping the coordinator waits for the removal at most the
+//!   [`leave_timeout`](RedisCoordinatorBuilder::leave_timeout) (1 s by default), however long
+//!   the connect timeout and whether or not Redis answers.
 //! - **Redis unreachable**: each process keeps its last share, logs once per outage through
 //!   `tracing` (`warn`, and `info` when Redis is back), retries with exponential backoff (20 ms
 //!   up to one heartbeat) and recovers by itself, also when Redis restarted empty. A process
 //!   cut off from Redis for longer than the TTL while the others are not is counted out by them
 //!   while it still runs at its last share: for that time the cluster may exceed the limit by
-//!   that share.
+//!   that share. When it reaches Redis again and finds itself counted out, it starts at zero,
+//!   as a new process does, and takes its share back once the others have counted it.
 //! - All processes running an executor must give it the same limit: each process's share is
 //!   `limit / n` of the limit it was asked with.
 //!

@@ -17,7 +17,8 @@ use redis::Script;
 ///
 /// KEYS: members, joined, clock. ARGV: member id, heartbeat µs, TTL µs, key expiry ms.
 /// Returns `{live members, members whose last heartbeat is not after this member's join,
-/// group age µs, Redis TIME µs}` (numbers as strings: Lua would truncate them to integers).
+/// group age µs, Redis TIME µs, 1 if this member was not in the set (new, or expired and back)
+/// else 0}` (numbers as strings: Lua would truncate them to integers).
 const HEARTBEAT: &str = r"
 local id = ARGV[1]
 local heartbeat = tonumber(ARGV[2])
@@ -39,7 +40,7 @@ if #dead > 0 then
   redis.call('ZREM', KEYS[1], unpack(dead))
   redis.call('ZREM', KEYS[2], unpack(dead))
 end
-redis.call('ZADD', KEYS[1], string.format('%.0f', now), id)
+local added = redis.call('ZADD', KEYS[1], string.format('%.0f', now), id)
 redis.call('ZADD', KEYS[2], 'NX', string.format('%.0f', now), id)
 local joined = tonumber(redis.call('ZSCORE', KEYS[2], id))
 local live = redis.call('ZCARD', KEYS[1])
@@ -50,7 +51,7 @@ end
 for i = 1, 3 do
   redis.call('PEXPIRE', KEYS[i], ARGV[4])
 end
-return {tostring(live), tostring(behind), string.format('%.0f', now - created), string.format('%.0f', raw)}
+return {tostring(live), tostring(behind), string.format('%.0f', now - created), string.format('%.0f', raw), tostring(added)}
 ";
 
 /// A member leaves: KEYS: members, joined. ARGV: member id.
@@ -92,12 +93,15 @@ pub(crate) struct Beat {
     pub(crate) group_age_us: f64,
     /// Redis `TIME`, µs since the Unix epoch.
     pub(crate) redis_time_us: f64,
+    /// This member was not in the member set: it is new, or the others expired it (it could not
+    /// heartbeat for a TTL) and it is back.
+    pub(crate) added: bool,
 }
 
 impl Beat {
     /// Parses the heartbeat script's reply.
     pub(crate) fn parse(reply: &[String]) -> Option<Self> {
-        let [live, behind, age, time] = reply else {
+        let [live, behind, age, time, added] = reply else {
             return None;
         };
         Some(Self {
@@ -105,6 +109,11 @@ impl Beat {
             behind: behind.parse().ok()?,
             group_age_us: age.parse().ok()?,
             redis_time_us: time.parse().ok()?,
+            added: match added.as_str() {
+                "0" => false,
+                "1" => true,
+                _ => return None,
+            },
         })
     }
 
@@ -115,10 +124,18 @@ impl Beat {
     /// and the group is older than the TTL (after Redis lost its data, every member that is
     /// still alive has re-registered by then). Until then it may lower its fraction, never
     /// raise it: a new process starts at zero, and a process re-registering after Redis lost its
-    /// data keeps its last share.
+    /// data (the group is younger than the TTL) keeps its last share. A process the others
+    /// expired while it could not heartbeat (the group is older than the TTL: they took its
+    /// share) starts at zero again, as a new one does.
     pub(crate) fn next_fraction(&self, previous: f64, ttl_us: f64) -> f64 {
         let fair = 1.0 / self.live.max(1) as f64;
-        let settled = self.behind == 0 && self.group_age_us >= ttl_us;
+        let old_group = self.group_age_us >= ttl_us;
+        let settled = self.behind == 0 && old_group;
+        let previous = if self.added && old_group {
+            0.0
+        } else {
+            previous
+        };
         if settled {
             fair
         } else {
@@ -137,7 +154,26 @@ mod tests {
             behind,
             group_age_us,
             redis_time_us: 0.0,
+            added: false,
         }
+    }
+
+    fn added(live: u64, behind: u64, group_age_us: f64) -> Beat {
+        Beat {
+            added: true,
+            ..beat(live, behind, group_age_us)
+        }
+    }
+
+    #[test]
+    fn a_member_expired_and_back_starts_at_zero() {
+        // The others expired it and took its share: back before they counted it again, it has
+        // none, whatever it had before...
+        assert_eq!(added(3, 2, 10.0).next_fraction(1.0 / 3.0, 5.0), 0.0);
+        // ...and takes the fair one once they have (settled), as a new member does.
+        assert_eq!(added(3, 0, 10.0).next_fraction(1.0 / 3.0, 5.0), 1.0 / 3.0);
+        // Redis lost its data (young group): everyone re-registers and keeps its last share.
+        assert_eq!(added(3, 2, 1.0).next_fraction(1.0 / 3.0, 5.0), 1.0 / 3.0);
     }
 
     #[test]
@@ -159,7 +195,7 @@ mod tests {
 
     #[test]
     fn replies_parse_or_are_refused() {
-        let ok = ["3", "0", "12", "1700000000000000"].map(String::from);
+        let ok = ["3", "0", "12", "1700000000000000", "0"].map(String::from);
         assert_eq!(
             Beat::parse(&ok),
             Some(beat(3, 0, 12.0)).map(|b| Beat {
@@ -167,8 +203,15 @@ mod tests {
                 ..b
             })
         );
-        assert_eq!(Beat::parse(&ok[..3]), None);
-        assert_eq!(Beat::parse(&["x", "0", "1", "2"].map(String::from)), None);
+        assert_eq!(Beat::parse(&ok[..4]), None);
+        assert_eq!(
+            Beat::parse(&["x", "0", "1", "2", "0"].map(String::from)),
+            None
+        );
+        assert_eq!(
+            Beat::parse(&["3", "0", "1", "2", "2"].map(String::from)),
+            None
+        );
         // A zero count (cannot happen: this member was just added) never divides by zero.
         assert_eq!(beat(0, 0, 10.0).next_fraction(0.0, 5.0), 1.0);
     }
