@@ -241,8 +241,7 @@ where
             stateless,
             _types: PhantomData,
         },
-        registry.config.max_threads,
-        registry.config.hasher.clone(),
+        &registry.config,
     );
     registry.register_table(Arc::downgrade(&table) as _);
     table
