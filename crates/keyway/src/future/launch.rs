@@ -123,11 +123,31 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    start(registry, fut, |fut| {
+        let (handle, completer) = TaskHandle::for_future();
+        (handle, Launcher::new(fut, Some(completer)))
+    })
+}
+
+/// `Pool::execute_async`: [`spawn`] with no handle (none is allocated).
+pub(crate) fn execute<F>(registry: &Arc<Registry>, fut: F) -> Result<(), SubmitError<F>>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    start(registry, fut, |fut| ((), Launcher::new(fut, None)))
+}
+
+/// Admits `fut`, then queues the launcher `wrap` makes of it as a plain job.
+fn start<F, T>(
+    registry: &Arc<Registry>,
+    fut: F,
+    wrap: impl FnOnce(F) -> (T, Launcher),
+) -> Result<T, SubmitError<F>> {
     if let Err(why) = registry.admit() {
         return Err(refused(why, fut));
     }
-    let (handle, completer) = TaskHandle::for_future();
-    let task = Launcher::new(fut, Some(completer)).into_runnable(Arc::downgrade(registry));
+    let (out, launcher) = wrap(fut);
+    let task = launcher.into_runnable(Arc::downgrade(registry));
     registry.schedule(Work::Task(Task::new(task)));
-    Ok(handle)
+    Ok(out)
 }
