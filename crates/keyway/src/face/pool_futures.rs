@@ -12,7 +12,12 @@ use crate::task::TaskHandle;
 /// Futures on the pool.
 impl Pool {
     /// Runs `fut` on the pool, with no ordering against other tasks; returns its
-    /// [`TaskHandle`] (a future too, and cancellable while the future waits).
+    /// [`TaskHandle`] (a future too, and cancellable while the future waits). No result wanted:
+    /// [`execute_async`](Pool::execute_async).
+    ///
+    /// With keyway's `tokio` feature, a future spawned (by any `spawn*` or `execute_async*`)
+    /// from inside a tokio runtime is polled inside that runtime, so it may await the runtime's
+    /// timers and sockets directly (see [`actors`](crate::actors), "Under tokio").
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();

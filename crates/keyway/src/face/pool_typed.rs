@@ -64,7 +64,12 @@ impl Pool {
     /// Lanes of messages of type `M`, keyed by `K`, handled by an async `handler`: the future
     /// `handler(&key, msg)` returns runs on the pool, and the key's next message is handled only
     /// once it completed, awaits included. Other keys go on meanwhile; a waiting handler holds
-    /// no thread. A panic of the handler or of its future is reported and the key goes on.
+    /// no thread. A panic of the handler or of its future is reported (see
+    /// [`TypedLanes::send`]) and the key goes on.
+    ///
+    /// With keyway's `tokio` feature, lanes made from inside a tokio runtime poll their
+    /// handlers' futures inside it (and call the handler there), so they may await its timers
+    /// and sockets directly; see [`actors`](crate::actors).
     ///
     /// A busy key's messages are handled one after another by one task, holding each message's
     /// future in place: no allocation per message.
@@ -151,7 +156,7 @@ impl Pool {
         self.typed(state, TypedHandler::new_async_with_state(handler), false)
     }
 
-    /// `stateless`: the state is `()` and kept in no slot (an async handler's must be).
+    /// `stateless`: the state is `()` and kept in no slot.
     fn typed<K, M, S>(
         &self,
         state: KeyState<K, S>,

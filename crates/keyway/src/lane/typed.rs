@@ -215,8 +215,7 @@ where
 }
 
 /// The lanes of typed messages a `TypedLanes` feeds: their table, registered with the pool for
-/// shutdown and statistics. `stateless`: the state is `()` and kept in no slot (an async
-/// handler's must be).
+/// shutdown and statistics. `stateless`: the state is `()` and kept in no slot.
 pub(crate) type Table<K, M, S> = Arc<LaneTable<Typed<K, M, S>>>;
 
 /// One key's typed lane.
