@@ -431,7 +431,7 @@ pub struct PanicPayload {
 impl PanicPayload {
     fn new(payload: Box<dyn Any + Send + 'static>) -> Self {
         PanicPayload {
-            message: panic_message(&*payload).to_owned(),
+            message: panic_text(&*payload),
             payload: parking_lot::Mutex::new(payload),
         }
     }
@@ -506,6 +506,29 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
         "<non-string panic payload>"
     }
 }
+
+/// A panic's text as keyway reports it: its message, followed by what to do when the panic is
+/// tokio's for a future polled outside any tokio runtime.
+pub(crate) fn panic_text(payload: &(dyn Any + Send)) -> String {
+    let message = panic_message(payload);
+    if is_no_runtime(message) {
+        format!("{message} ({NO_RUNTIME_HINT})")
+    } else {
+        message.to_owned()
+    }
+}
+
+/// Whether a panic message is tokio's "no runtime here" (a timer, socket or `tokio::spawn` used
+/// outside a runtime's context).
+fn is_no_runtime(message: &str) -> bool {
+    message.contains("must be called from the context of a Tokio")
+        || message.contains("there is no reactor running")
+}
+
+/// What a future that panicked for want of a tokio runtime should do.
+pub(crate) const NO_RUNTIME_HINT: &str = "keyway: this future used tokio outside a tokio runtime; \
+     turn on keyway's `tokio` cargo feature and spawn it (or make the typed lanes) from inside a \
+     tokio runtime, so that keyway polls it inside that runtime";
 
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -40,8 +40,9 @@
 //! ## Async ([`Pool::spawn_sequential`], [`Pool::spawn_keyed`], [`Lane::spawn`], [`Pool::typed_lanes_async`])
 //! Futures on the same lanes: a context's future holds the context until it completes, awaits
 //! included, without holding a thread; woken futures are polled on the pool. They may await any
-//! runtime's timers and I/O (tokio's through a runtime handle). Handles are awaitable, and
-//! cancelling one drops its started future at its next await.
+//! runtime's timers and I/O (tokio's with the `tokio` feature). Handles are awaitable, and
+//! cancelling one drops its started future at its next await; `execute_async*` futures have
+//! none. Which API for an actor per key, state that lasts and memory: [`actors`].
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
@@ -100,8 +101,9 @@
 // 4. future
 // 5. engine
 // 6. task
-// 7. error loom observability compile_fail
+// 7. error loom observability actors compile_fail
 
+pub mod actors;
 #[cfg(doctest)]
 mod compile_fail;
 mod engine;

@@ -86,3 +86,56 @@ fn a_busy_async_typed_lane_allocates_nothing_per_yielding_message() {
         "{n} allocations for {MESSAGES} messages (at most {MAX})"
     );
 }
+
+const FUTURES: u64 = 10_000;
+
+/// Allocations made while `FUTURES` futures (ready at once) are submitted and all have run: in
+/// one context or on the pool, with a handle each (dropped at once) or none (`execute_async*`);
+/// the second of two rounds, so every buffer on the path is warm.
+fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
+    let pool = common::fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut measured = 0;
+    for _round in 0..2 {
+        done.store(0, Ordering::SeqCst);
+        let before = common::counting::allocations();
+        for _ in 0..FUTURES {
+            let d = done.clone();
+            let fut = async move {
+                d.fetch_add(1, Ordering::SeqCst);
+            };
+            match (in_lane, detached) {
+                (true, true) => pool.execute_async_sequential(7u32, fut).unwrap(),
+                (true, false) => drop(pool.spawn_sequential(7u32, fut).unwrap()),
+                (false, true) => pool.execute_async(fut).unwrap(),
+                (false, false) => drop(pool.spawn(fut).unwrap()),
+            }
+        }
+        common::eventually("all run", || done.load(Ordering::SeqCst) as u64 == FUTURES);
+        measured = common::counting::allocations() - before;
+    }
+    pool.shutdown();
+    measured
+}
+
+#[test]
+fn fire_and_forget_futures_allocate_no_handle() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for in_lane in [false, true] {
+        let with_handles = allocations_per_future_round(in_lane, false);
+        let detached = allocations_per_future_round(in_lane, true);
+        println!(
+            "{FUTURES} futures {}: {with_handles} allocations with handles, {detached} without",
+            if in_lane {
+                "in one context"
+            } else {
+                "on the pool"
+            },
+        );
+        // A handle is one allocation: at least that many fewer, one per future.
+        assert!(
+            detached + FUTURES <= with_handles,
+            "in_lane {in_lane}: {detached} allocations without handles, {with_handles} with"
+        );
+    }
+}

@@ -42,6 +42,11 @@ pub(crate) struct Config {
     pub(crate) on_thread_start: Option<ThreadHook>,
     pub(crate) on_thread_stop: Option<ThreadHook>,
     pub(crate) hasher: KeyHasher,
+    /// `PoolBuilder::idle_lanes`: the most idle lanes a lane table keeps (`None`: the default).
+    pub(crate) idle_lanes: Option<usize>,
+    /// `PoolBuilder::keep_idle`: how long an idle lane is kept (`None`: until the monitor's
+    /// next look).
+    pub(crate) keep_idle: Option<Duration>,
     /// The pool's name in its tracing span and events (default: `thread_name`).
     pub(crate) name: String,
 }

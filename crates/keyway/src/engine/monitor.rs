@@ -51,7 +51,7 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
         // Freeing idle lanes drops their keys: user code, which must not end the monitor.
         let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for table in registry.tables() {
-                table.sweep_idle();
+                table.sweep_expired();
             }
         }));
         if swept.is_err() {

@@ -40,8 +40,10 @@ pub(crate) trait TableOps: Send + Sync {
     /// Takes every queued entry of every lane (the workers have stopped).
     fn drain(&self, out: &mut Vec<PendingTask>);
     fn live_lanes(&self) -> usize;
-    /// Frees every lane kept in the idle cache.
+    /// Frees every lane kept in the idle cache (shutdown).
     fn sweep_idle(&self);
+    /// The monitor's look: frees the cached lanes idle for `PoolBuilder::keep_idle`.
+    fn sweep_expired(&self);
     /// Adds the `n` deepest lanes to `out`.
     fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>);
 }

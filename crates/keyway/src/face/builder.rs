@@ -50,6 +50,8 @@ pub struct PoolBuilder {
     on_thread_start: Option<ThreadHook>,
     on_thread_stop: Option<ThreadHook>,
     hasher: Option<KeyHasher>,
+    idle_lanes: Option<usize>,
+    keep_idle: Option<Duration>,
     name: Option<String>,
 }
 
@@ -372,6 +374,54 @@ impl PoolBuilder {
         self
     }
 
+    /// The most idle lanes kept, per kind of lanes (the pool's context lanes, and each
+    /// [`TypedLanes`](crate::TypedLanes)), so that a context used again finds its lane — and a
+    /// typed lane its key's state ([`KeyState`](crate::KeyState)) — instead of making a new one.
+    /// They are split evenly between the table's shards (a shard keeps `n / shards`, rounded
+    /// up), so with a bound below the number of idle keys a few more than the bound may be
+    /// freed. Default: 4,096, or no bound once [`keep_idle`](PoolBuilder::keep_idle) is set (the
+    /// time then bounds them). `0`: an idle lane is freed at once; `usize::MAX`: no bound.
+    ///
+    /// Memory: an idle typed lane with a `u32` key and a `u32` state costs about 270 bytes
+    /// (measured: 1,000,000 idle keys, 274 MB), its message buffer included; add what a larger
+    /// key, state or message takes (a lane keeps buffers of up to 16 messages).
+    ///
+    /// ```
+    /// // Keep at most 100,000 idle keys, each for 10 minutes after its last message.
+    /// let pool = keyway::Pool::builder()
+    ///     .idle_lanes(100_000)
+    ///     .keep_idle(std::time::Duration::from_secs(600))
+    ///     .build()?;
+    /// assert!(keyway::Pool::builder().idle_lanes(0).build().is_ok()); // free at once
+    /// assert!(keyway::Pool::builder().idle_lanes(usize::MAX).build().is_ok()); // no bound
+    /// # pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
+    pub fn idle_lanes(mut self, n: usize) -> Self {
+        self.idle_lanes = Some(n);
+        self
+    }
+
+    /// How long an idle lane (and a typed lane's state) is kept after its last task, up to
+    /// [`idle_lanes`](PoolBuilder::idle_lanes) of them: the monitor frees it at its first look
+    /// (every [`monitor_period`](PoolBuilder::monitor_period)) once it has been idle that long,
+    /// `keep_idle` being rounded up to whole periods. Default: until the monitor's next look
+    /// (at most one period). `Duration::ZERO`: the same; `Duration::MAX`: until shutdown.
+    /// A lane used again before it is freed is not freed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = keyway::Pool::builder().keep_idle(Duration::from_secs(30)).build()?;
+    /// assert!(keyway::Pool::builder().keep_idle(Duration::MAX).build().is_ok());
+    /// assert!(keyway::Pool::builder().keep_idle(Duration::ZERO).build().is_ok());
+    /// # pool.shutdown();
+    /// # Ok::<(), keyway::BuildError>(())
+    /// ```
+    pub fn keep_idle(mut self, d: Duration) -> Self {
+        self.keep_idle = Some(d);
+        self
+    }
+
     /// The hasher for context keys (of context lanes, multi-key tasks and typed lanes).
     ///
     /// The default is [hashbrown]'s (foldhash), seeded at random per pool: on short keys it
@@ -534,6 +584,8 @@ impl PoolBuilder {
             on_thread_start: self.on_thread_start,
             on_thread_stop: self.on_thread_stop,
             hasher: self.hasher.unwrap_or_default(),
+            idle_lanes: self.idle_lanes,
+            keep_idle: self.keep_idle,
         })
     }
 }
@@ -548,6 +600,8 @@ impl std::fmt::Debug for PoolBuilder {
             .field("capacity", &self.capacity)
             .field("stack_size", &self.stack_size)
             .field("hasher", &self.hasher)
+            .field("idle_lanes", &self.idle_lanes)
+            .field("keep_idle", &self.keep_idle)
             .field("name", &self.name)
             .finish_non_exhaustive()
     }

@@ -6,13 +6,18 @@ use std::hash::Hash;
 use super::pool::Pool;
 use crate::error::SubmitError;
 use crate::future;
-use crate::lane::{keyed, spawn};
+use crate::lane::{closures, keyed, spawn};
 use crate::task::TaskHandle;
 
 /// Futures on the pool.
 impl Pool {
     /// Runs `fut` on the pool, with no ordering against other tasks; returns its
-    /// [`TaskHandle`] (a future too, and cancellable while the future waits).
+    /// [`TaskHandle`] (a future too, and cancellable while the future waits). No result wanted:
+    /// [`execute_async`](Pool::execute_async).
+    ///
+    /// With keyway's `tokio` feature, a future spawned (by any `spawn*` or `execute_async*`)
+    /// from inside a tokio runtime is polled inside that runtime, so it may await the runtime's
+    /// timers and sockets directly (see [`actors`](crate::actors), "Under tokio").
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
@@ -25,6 +30,55 @@ impl Pool {
         F::Output: Send + 'static,
     {
         future::spawn(self.registry(), fut)
+    }
+
+    /// Runs `fut` on the pool, with no ordering against other tasks, and no handle: the
+    /// fire-and-forget form of [`spawn`](Pool::spawn) (as [`execute`](Pool::execute) is of
+    /// [`submit`](Pool::submit)), which allocates no [`TaskHandle`]. A panic of the future goes
+    /// to the [panic hook](crate::PoolBuilder::panic_hook) (and is logged through `tracing`).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = futures::channel::oneshot::channel();
+    /// pool.execute_async(async move { tx.send(6 * 7).unwrap() }).unwrap();
+    /// assert_eq!(futures::executor::block_on(rx).unwrap(), 42);
+    /// ```
+    #[doc(alias = "spawn_detached")]
+    pub fn execute_async<F>(&self, fut: F) -> Result<(), SubmitError<F>>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        future::execute(self.registry(), fut)
+    }
+
+    /// Runs `fut` in the lane of `ctx`, as [`spawn_sequential`](Pool::spawn_sequential) does,
+    /// with no handle: the fire-and-forget form, which allocates no [`TaskHandle`] (an actor
+    /// per key whose messages are futures). A panic of the future goes to the
+    /// [panic hook](crate::PoolBuilder::panic_hook), with the context's hash, and the context
+    /// goes on.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// for i in 0..5 {
+    ///     let log = log.clone();
+    ///     pool.execute_async_sequential("account-1", async move {
+    ///         keyway::yield_now().await;
+    ///         log.lock().unwrap().push(i);
+    ///     }).unwrap();
+    /// }
+    /// pool.shutdown();
+    /// assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    /// ```
+    #[doc(alias = "spawn_sequential_detached")]
+    pub fn execute_async_sequential<K, F>(&self, ctx: K, fut: F) -> Result<(), SubmitError<F>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let handle = &self.handle;
+        closures::submit_entry(&handle.registry, &handle.lanes, ctx, fut, spawn::detached)
     }
 
     /// Runs `fut` in the lane of `ctx`: it starts after every task of `ctx` submitted before it

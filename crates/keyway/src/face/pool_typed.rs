@@ -64,7 +64,12 @@ impl Pool {
     /// Lanes of messages of type `M`, keyed by `K`, handled by an async `handler`: the future
     /// `handler(&key, msg)` returns runs on the pool, and the key's next message is handled only
     /// once it completed, awaits included. Other keys go on meanwhile; a waiting handler holds
-    /// no thread. A panic of the handler or of its future is reported and the key goes on.
+    /// no thread. A panic of the handler or of its future is reported (see
+    /// [`TypedLanes::send`]) and the key goes on.
+    ///
+    /// With keyway's `tokio` feature, lanes made from inside a tokio runtime poll their
+    /// handlers' futures inside it (and call the handler there), so they may await its timers
+    /// and sockets directly; see [`actors`](crate::actors).
     ///
     /// A busy key's messages are handled one after another by one task, holding each message's
     /// future in place: no allocation per message.
@@ -107,7 +112,51 @@ impl Pool {
         )
     }
 
-    /// `stateless`: the state is `()` and kept in no slot (an async handler's must be).
+    /// Async typed lanes whose handler owns its key's state: `handler(&key, state, msg)` takes
+    /// the state by value and its future gives it back, for the key's next message. `state`
+    /// says how a key's state is made and let go of (see [`TypedLanes`], "Keyed state", for how
+    /// long it lives). The rules of [`typed_lanes_async`](Pool::typed_lanes_async) hold: one
+    /// message of a key at a time, in order, awaits included.
+    ///
+    /// If a message's handler or future panics, the state it held is dropped with it, and the
+    /// key's next message starts from a new one (`init`); at
+    /// [`shutdown_now`](Pool::shutdown_now), a future cancelled at an await point drops the
+    /// state it held.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (saved, rx) = std::sync::mpsc::channel();
+    /// let state = keyway::KeyState::new(|_: &&str| Vec::<u32>::new())
+    ///     .on_idle(move |account: &&str, log: Vec<u32>| saved.send((*account, log)).unwrap());
+    /// let accounts = pool.typed_lanes_async_with_state(state, |_: &&str, mut log, amount: u32| {
+    ///     async move {
+    ///         futures::future::ready(()).await; // e.g. a database write
+    ///         log.push(amount);
+    ///         log // the state, for the next message
+    ///     }
+    /// });
+    /// for amount in [10, 20, 30] {
+    ///     accounts.send("acct-1", amount).unwrap();
+    /// }
+    /// pool.shutdown(); // frees every lane: each state goes to `on_idle`
+    /// assert_eq!(rx.recv().unwrap(), ("acct-1", vec![10, 20, 30]));
+    /// ```
+    pub fn typed_lanes_async_with_state<K, M, S, H, Fut>(
+        &self,
+        state: KeyState<K, S>,
+        handler: H,
+    ) -> TypedLanes<K, M, S>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        M: Send + 'static,
+        S: Send + 'static,
+        H: Fn(&K, S, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = S> + Send + 'static,
+    {
+        self.typed(state, TypedHandler::new_async_with_state(handler), false)
+    }
+
+    /// `stateless`: the state is `()` and kept in no slot.
     fn typed<K, M, S>(
         &self,
         state: KeyState<K, S>,

@@ -15,10 +15,11 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::probe::poll_resuming;
+use super::runtime::Runtime;
 use super::wake::{spawn_on, with_pool};
 use crate::engine::holding::launching;
 use crate::engine::Registry;
-use crate::error::{panic_message, TaskError};
+use crate::error::{panic_message, panic_text, TaskError};
 use crate::task::{contain, drop_quietly, Abandon, Completer, PanicReport};
 
 /// What a future held while it ran, given back once it is done: the lane it suspended (a lane
@@ -51,6 +52,8 @@ struct Finish<T> {
 pub(crate) struct Driver<F: Future> {
     /// Structurally pinned; set to `None` (dropped in place) when done.
     fut: Option<F>,
+    /// The tokio runtime it was spawned from, entered around each poll (`tokio` feature).
+    runtime: Runtime,
     finish: Option<Finish<F::Output>>,
 }
 
@@ -136,8 +139,9 @@ impl<F: Future> Future for Driver<F> {
                     pool.is_some_and(|p| p.may_resume())
                 })
         };
+        let runtime = &this.runtime;
         match catch_unwind(AssertUnwindSafe(|| {
-            poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx))
+            runtime.enter(|| poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx)))
         })) {
             Ok((Poll::Ready(value), _)) => {
                 this.done(Some(Ok(value)), None);
@@ -166,7 +170,7 @@ impl<F: Future> Future for Driver<F> {
                 // The payload is the handle's if there is one, else the panic hook's.
                 let has_handle = this.finish.as_ref().is_some_and(|f| f.handle.is_some());
                 if has_handle {
-                    let report = PanicReport::new(panic_message(&*payload).to_owned());
+                    let report = PanicReport::new(panic_text(&*payload));
                     this.done(Some(Err(TaskError::panicked(payload))), Some(report));
                 } else {
                     this.done(None, Some(PanicReport::from_payload(payload)));
@@ -191,6 +195,7 @@ pub(crate) fn launch<F>(
     fut: F,
     handle: Option<Completer<F::Output>>,
     release: Release,
+    runtime: Runtime,
 ) where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -198,6 +203,7 @@ pub(crate) fn launch<F>(
     registry.extend_task();
     let driver = Driver {
         fut: Some(fut),
+        runtime,
         finish: Some(Finish {
             handle,
             release,
@@ -222,6 +228,7 @@ pub(crate) fn abandon<T>(fut: impl Future, handle: Option<Completer<T>>, why: Ab
 pub(crate) fn run_here<F: Future>(
     fut: F,
     handle: Option<Completer<F::Output>>,
+    runtime: &Runtime,
 ) -> Result<(), PanicReport> {
     if let Some(handle) = &handle {
         if !handle.start() {
@@ -230,7 +237,9 @@ pub(crate) fn run_here<F: Future>(
         }
     }
     let mut fut = std::pin::pin!(fut);
-    let outcome = catch_unwind(AssertUnwindSafe(|| super::block::block_on(fut.as_mut())));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        runtime.enter(|| super::block::block_on(fut.as_mut()))
+    }));
     match outcome {
         Ok(value) => {
             if let Some(handle) = handle {
@@ -240,7 +249,7 @@ pub(crate) fn run_here<F: Future>(
         }
         Err(payload) => match handle {
             Some(handle) => {
-                let report = PanicReport::new(panic_message(&*payload).to_owned());
+                let report = PanicReport::new(panic_text(&*payload));
                 handle.finish(Err(TaskError::panicked(payload)));
                 Err(report)
             }

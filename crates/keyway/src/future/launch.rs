@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 
 use super::driver::{self, Release};
+use super::runtime::Runtime;
 use crate::engine::{refused, worker, Registry, Work};
 use crate::error::SubmitError;
 use crate::task::{Abandon, Completer, PanicReport, Runnable, Task, TaskHandle};
@@ -21,6 +22,8 @@ trait Launch: Send {
 struct Spawned<F: Future> {
     fut: F,
     handle: Option<Completer<F::Output>>,
+    /// The tokio runtime current at spawn (`tokio` feature), entered around each poll.
+    runtime: Runtime,
 }
 
 impl<F> Launch for Spawned<F>
@@ -29,17 +32,25 @@ where
     F::Output: Send + 'static,
 {
     fn launch(self: Box<Self>, registry: &Arc<Registry>, release: Release) {
-        let Spawned { fut, handle } = *self;
-        driver::launch(registry, fut, handle, release);
+        let Spawned {
+            fut,
+            handle,
+            runtime,
+        } = *self;
+        driver::launch(registry, fut, handle, release, runtime);
     }
 
     fn run_here(self: Box<Self>) -> Result<(), PanicReport> {
-        let Spawned { fut, handle } = *self;
-        driver::run_here(fut, handle)
+        let Spawned {
+            fut,
+            handle,
+            runtime,
+        } = *self;
+        driver::run_here(fut, handle, &runtime)
     }
 
     fn abandon(self: Box<Self>, why: Abandon) {
-        let Spawned { fut, handle } = *self;
+        let Spawned { fut, handle, .. } = *self;
         driver::abandon(fut, handle, why);
     }
 }
@@ -50,7 +61,11 @@ impl Launcher {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Launcher(Box::new(Spawned { fut, handle }))
+        Launcher(Box::new(Spawned {
+            fut,
+            handle,
+            runtime: Runtime::current(),
+        }))
     }
 
     /// Starts the future on the pool (first poll here); `release` is let go once it is done.
@@ -108,11 +123,31 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    start(registry, fut, |fut| {
+        let (handle, completer) = TaskHandle::for_future();
+        (handle, Launcher::new(fut, Some(completer)))
+    })
+}
+
+/// `Pool::execute_async`: [`spawn`] with no handle (none is allocated).
+pub(crate) fn execute<F>(registry: &Arc<Registry>, fut: F) -> Result<(), SubmitError<F>>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    start(registry, fut, |fut| ((), Launcher::new(fut, None)))
+}
+
+/// Admits `fut`, then queues the launcher `wrap` makes of it as a plain job.
+fn start<F, T>(
+    registry: &Arc<Registry>,
+    fut: F,
+    wrap: impl FnOnce(F) -> (T, Launcher),
+) -> Result<T, SubmitError<F>> {
     if let Err(why) = registry.admit() {
         return Err(refused(why, fut));
     }
-    let (handle, completer) = TaskHandle::for_future();
-    let task = Launcher::new(fut, Some(completer)).into_runnable(Arc::downgrade(registry));
+    let (out, launcher) = wrap(fut);
+    let task = launcher.into_runnable(Arc::downgrade(registry));
     registry.schedule(Work::Task(Task::new(task)));
-    Ok(handle)
+    Ok(out)
 }

@@ -7,7 +7,8 @@
 //! workers with a real waker (an `async-task` task whose wake-up queues one poll job; a wake during
 //! its own poll, a yield, resumes it in place within the worker's streak: `probe`); while it
 //! waits, no thread is held and its lane stays scheduled without a job (rule 7 of the lane
-//! protocol). It may await timers and I/O of any runtime (tokio's through a runtime handle).
+//! protocol). It may await timers and I/O of any runtime (tokio's inside the runtime it was spawned
+//! from, with the `tokio` feature).
 //! What a future holds is let go of through [`Resume`], which the lanes implement: this layer
 //! knows nothing of lanes or keys.
 //!
@@ -18,17 +19,21 @@
 //! * `yield_now` — a future's way to let other work run (public);
 //! * `probe` — polls a future, resuming it in place when it woke itself (a yield) and telling
 //!   that from a real wait;
+//! * `runtime` — the tokio runtime a future was spawned from, entered around its polls (the
+//!   `tokio` feature);
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
 mod driver;
 mod launch;
 mod probe;
+mod runtime;
 mod wake;
 mod yield_now;
 
 pub(crate) use driver::{run_here, Release, Resume};
-pub(crate) use launch::{spawn, Launcher};
+pub(crate) use launch::{execute, spawn, Launcher};
 pub(crate) use probe::poll_resuming;
+pub(crate) use runtime::Runtime;
 pub(crate) use wake::{spawn_on, with_pool, OnPool};
 pub use yield_now::{yield_now, YieldNow};

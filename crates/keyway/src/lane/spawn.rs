@@ -22,6 +22,21 @@ where
     (handle, ClosureEntry::Async { fut, coalescing })
 }
 
+/// A fire-and-forget future's lane entry: no handle (`Pool::execute_async_sequential`).
+pub(crate) fn detached<F>(fut: F) -> ((), ClosureEntry)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let fut = Launcher::new(fut, None);
+    (
+        (),
+        ClosureEntry::Async {
+            fut,
+            coalescing: false,
+        },
+    )
+}
+
 /// Runs `fut` in the lane of `ctx` (`coalescing`: it may replace, and be replaced by, the
 /// lane's last pending coalescing entry).
 pub(crate) fn in_lane<K, F>(

@@ -165,6 +165,34 @@ impl<K, S> Keyed<K, S> {
     }
 }
 
+impl<K, S> Keyed<K, S> {
+    /// Takes the key's state out of its slot for an async handler (`Stateful`), made first by
+    /// `spec.init` if the lane has none (a panic of `init` comes back as its report).
+    pub(crate) fn take_state(&self, spec: &KeyState<K, S>) -> Result<S, PanicReport> {
+        let taken = self.slot.lock().take();
+        match taken {
+            Some(slot) => Ok(slot.state),
+            None => catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key)))
+                .map_err(PanicReport::from_payload),
+        }
+    }
+
+    /// Puts the state an async handler's future gave back into the slot, where the next message
+    /// takes it (and `on_idle` gets it when the lane is freed).
+    pub(crate) fn put_state(&self, spec: &KeyState<K, S>, state: S) {
+        let slot = Slot {
+            state,
+            on_idle: spec.on_idle.clone(),
+        };
+        // Empty unless a handed-back message of this key ran meanwhile on another thread and
+        // made a state of its own: that one is dropped (its `Drop` is user code: contained).
+        let old = self.slot.lock().replace(slot);
+        if old.is_some() && catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
+            tracing::error!("keyway: dropping a key's state panicked (contained)");
+        }
+    }
+}
+
 /// What a message run from inside its own key's handler gets (see `with_state`).
 const REENTERED: &str =
     "keyway: a key's message was run inside that key's own handler, which holds its state";

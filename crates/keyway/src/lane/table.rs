@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
 use super::keyed::MultiTask;
-use crate::engine::{KeyHasher, LaneDepth, Registry, TableOps, Work};
+use crate::engine::{Config, KeyHasher, LaneDepth, Registry, TableOps, Work};
 use crate::task::{drop_quietly, Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
@@ -70,11 +70,12 @@ pub(crate) enum Ran {
 type Shard<S> = CachePadded<Mutex<ShardMap<S>>>;
 pub(crate) type ShardGuard<'a, S> = parking_lot::MutexGuard<'a, ShardMap<S>>;
 
-/// Rule 3 (idle cache): a table keeps about this many idle, unpinned lanes in all (split evenly
-/// between its shards, at least `IDLE_KEEP_MIN` each) instead of freeing them at once, so a
-/// context used again soon needs no new lane. The monitor frees them every period (and
-/// `shutdown` does), so memory stays bounded whatever the number of contexts ever seen, and no
-/// lane outlives its use by more than a period. With 8 per shard (512 in all on 2 threads),
+/// Rule 3 (idle cache): by default (`PoolBuilder::idle_lanes` unset, and no `keep_idle`) a table
+/// keeps about this many idle, unpinned lanes in all (split evenly between its shards, at least
+/// `IDLE_KEEP_MIN` each) instead of freeing them at once, so a context used again soon needs no
+/// new lane. The monitor frees them every period by default (and `shutdown` does), so memory
+/// stays bounded whatever the number of contexts ever seen, and no lane outlives its use by
+/// more than a period. With 8 per shard (512 in all on 2 threads),
 /// `throughput --keys 1` (tasks spread over 1,024 contexts, nearly all finding their lane idle)
 /// freed half its idle lanes and allocated them again at their next task.
 const IDLE_KEEP_TOTAL: usize = 4096;
@@ -94,12 +95,19 @@ pub(crate) struct ShardMap<S: LaneKind> {
     lanes: HashTable<Arc<LaneCore<S>>>,
     /// Lanes kept idle in this shard (each with `cached` set).
     cached: usize,
+    /// The oldest `cached` mark among them (the monitor skips a shard with none old enough).
+    oldest: u64,
 }
 
 pub(crate) struct LaneTable<S: LaneKind> {
     shards: Box<[Shard<S>]>,
     /// Rule 3: the idle lanes a shard may keep cached.
     idle_keep: usize,
+    /// Rule 3: how many monitor looks (sweeps) a cached lane outlives (`keep_idle` in periods;
+    /// `u64::MAX`: until shutdown).
+    keep_sweeps: u64,
+    /// Rule 3: the monitor's looks so far; a lane cached now is marked with this count + 1.
+    sweeps: AtomicU64,
     hasher: KeyHasher,
     pub(crate) kind: Arc<S>,
     live: AtomicUsize,
@@ -118,8 +126,9 @@ pub(crate) struct LaneCore<S: LaneKind> {
     /// `Lane` handles holding this lane in the table; changed only under the shard lock when it
     /// goes to or from zero.
     pins: AtomicUsize,
-    /// Kept idle in the shard's cache (changed only under the shard lock).
-    cached: AtomicBool,
+    /// Kept idle in the shard's cache since the table's sweep count was `cached - 1`; 0: not
+    /// cached (changed only under the shard lock).
+    cached: AtomicU64,
 }
 
 pub(super) struct LaneState<S: LaneKind> {
@@ -141,19 +150,37 @@ pub(super) struct LaneState<S: LaneKind> {
 pub(crate) type Pushed<S> = Option<Arc<LaneCore<S>>>;
 
 impl<S: LaneKind> LaneTable<S> {
-    pub(crate) fn new(kind: S, threads: usize, hasher: KeyHasher) -> Arc<Self> {
-        let n = (threads * 16).next_power_of_two().clamp(64, 4096);
+    pub(crate) fn new(kind: S, config: &Config) -> Arc<Self> {
+        let n = (config.max_threads * 16)
+            .next_power_of_two()
+            .clamp(64, 4096);
+        // Set `keep_idle` alone, and the time bounds the cache, not a count.
+        let idle_keep = match (config.idle_lanes, config.keep_idle) {
+            (None, None) => (IDLE_KEEP_TOTAL / n).max(IDLE_KEEP_MIN),
+            (None, Some(_)) => usize::MAX,
+            (Some(total), _) => total.div_ceil(n),
+        };
+        let keep_sweeps = match config.keep_idle {
+            None => 0,
+            Some(keep) => {
+                let period = config.monitor_period.as_nanos().max(1);
+                u64::try_from(keep.as_nanos().div_ceil(period)).unwrap_or(u64::MAX)
+            }
+        };
         Arc::new(LaneTable {
             shards: (0..n)
                 .map(|_| {
                     CachePadded::new(Mutex::new(ShardMap {
                         lanes: HashTable::new(),
                         cached: 0,
+                        oldest: u64::MAX,
                     }))
                 })
                 .collect(),
-            idle_keep: (IDLE_KEEP_TOTAL / n).max(IDLE_KEEP_MIN),
-            hasher,
+            idle_keep,
+            keep_sweeps,
+            sweeps: AtomicU64::new(0),
+            hasher: config.hasher.clone(),
             kind: Arc::new(kind),
             live: AtomicUsize::new(0),
         })
@@ -216,12 +243,12 @@ impl<S: LaneKind> LaneTable<S> {
     where
         K: Hash + Eq + Send + Sync + 'static,
     {
-        let ShardMap { lanes, cached } = map;
+        let ShardMap { lanes, cached, .. } = map;
         let entry = lanes.entry(hash, |l| l.key::<K>() == Some(&key), |l| l.hash);
         let lane = match entry {
             Entry::Occupied(o) => {
                 let lane = o.into_mut();
-                if lane.cached.swap(false, Ordering::Relaxed) {
+                if lane.cached.swap(0, Ordering::Relaxed) != 0 {
                     *cached -= 1; // back in use
                 }
                 lane
@@ -238,7 +265,7 @@ impl<S: LaneKind> LaneTable<S> {
                         table: None,
                     }),
                     pins: AtomicUsize::new(0),
-                    cached: AtomicBool::new(false),
+                    cached: AtomicU64::new(0),
                 }))
                 .into_mut()
             }
@@ -317,7 +344,7 @@ impl<S: LaneKind> LaneTable<S> {
             if st.table.is_some() || !st.queue.is_empty() {
                 return;
             }
-            if map.cached < self.idle_keep && !lane.cached.load(Ordering::Relaxed) {
+            if map.cached < self.idle_keep && lane.cached.load(Ordering::Relaxed) == 0 {
                 // Keep it for a while (idle cache); give back a large queue buffer now.
                 if st.queue.capacity() > CACHED_BUF_MAX {
                     st.queue.shrink_to(CACHED_BUF_MAX);
@@ -325,12 +352,14 @@ impl<S: LaneKind> LaneTable<S> {
                 if st.spare.capacity() > CACHED_BUF_MAX {
                     st.spare = VecDeque::new();
                 }
-                lane.cached.store(true, Ordering::Relaxed);
+                let mark = self.sweeps.load(Ordering::Relaxed) + 1;
+                lane.cached.store(mark, Ordering::Relaxed);
                 map.cached += 1;
+                map.oldest = map.oldest.min(mark);
                 return;
             }
         }
-        if lane.cached.load(Ordering::Relaxed) {
+        if lane.cached.load(Ordering::Relaxed) != 0 {
             return; // already kept
         }
         if let Ok(entry) = map.lanes.find_entry(lane.hash, |l| Arc::ptr_eq(l, lane)) {
@@ -443,6 +472,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 .extract_if(|l| l.pins.load(Ordering::Acquire) == 0)
                 .collect();
             map.cached = 0; // pinned lanes are never cached
+            map.oldest = u64::MAX;
             self.live.fetch_sub(freed.len(), Ordering::Relaxed);
             map.shrink();
             // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
@@ -452,22 +482,15 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
     }
 
     fn sweep_idle(&self) {
-        for shard in self.shards() {
-            let mut map = shard.lock();
-            if map.cached == 0 {
-                continue;
-            }
-            let freed: Vec<_> = map
-                .lanes
-                .extract_if(|l| l.cached.load(Ordering::Relaxed))
-                .collect();
-            map.cached = 0;
-            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
-            map.shrink();
-            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
-            drop(map);
-            drop(freed);
+        self.free_cached(None);
+    }
+
+    fn sweep_expired(&self) {
+        if self.keep_sweeps == u64::MAX {
+            return; // kept until shutdown
         }
+        let sweep = self.sweeps.fetch_add(1, Ordering::Relaxed) + 1;
+        self.free_cached(Some(sweep));
     }
 
     fn live_lanes(&self) -> usize {
@@ -491,6 +514,42 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 out[start..].sort_by_key(|d| std::cmp::Reverse(d.queued));
                 out.truncate(start + n);
             }
+        }
+    }
+}
+
+impl<S: LaneKind> LaneTable<S> {
+    /// Rule 3: frees the cached lanes, every one (`sweep` `None`: shutdown), or those idle for
+    /// `keep_sweeps` whole periods at the monitor's look number `sweep`.
+    fn free_cached(&self, sweep: Option<u64>) {
+        // A lane marked `mark` has seen `sweep - mark + 1` looks, this one included.
+        let expired =
+            |mark: u64| sweep.map_or(true, |sweep| sweep.saturating_sub(mark) >= self.keep_sweeps);
+        for shard in self.shards() {
+            let mut map = shard.lock();
+            if map.cached == 0 || !expired(map.oldest) {
+                continue;
+            }
+            let (mut kept, mut oldest) = (0, u64::MAX);
+            let freed: Vec<_> = map
+                .lanes
+                .extract_if(|l| match l.cached.load(Ordering::Relaxed) {
+                    0 => false,
+                    mark if expired(mark) => true,
+                    mark => {
+                        kept += 1;
+                        oldest = oldest.min(mark);
+                        false
+                    }
+                })
+                .collect();
+            map.cached = kept;
+            map.oldest = oldest;
+            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
+            map.shrink();
+            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
+            drop(map);
+            drop(freed);
         }
     }
 }

@@ -38,8 +38,13 @@ pub(crate) trait AsyncHandler<K, M, S>: Send + Sync + 'static {
     where
         Typed<K, M, S>: LaneKind;
     /// Handles `msg` on this thread (a message handed back by `shutdown_now`, run by the
-    /// caller).
-    fn run_here(&self, key: &K, msg: M) -> Result<(), PanicReport>;
+    /// caller), with the key's state if the handler owns one.
+    fn run_here(
+        &self,
+        keyed: &Keyed<K, S>,
+        spec: &KeyState<K, S>,
+        msg: M,
+    ) -> Result<(), PanicReport>;
 }
 
 pub(crate) struct Typed<K, M, S> {
@@ -67,6 +72,11 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
+    /// How the table makes each key's state.
+    pub(super) fn key_state(&self) -> &KeyState<K, S> {
+        &self.state
+    }
+
     pub(super) fn keyed(key: &(dyn Any + Send + Sync)) -> &Keyed<K, S> {
         match key.downcast_ref::<Keyed<K, S>>() {
             Some(keyed) => keyed,
@@ -117,7 +127,7 @@ where
             }
             // Never a chunk entry (rule 7): only a message handed back by `shutdown_now` and run
             // by the caller comes here, to run on the caller's thread.
-            TypedHandler::Async(handler) => handler.run_here(&Self::keyed(key).key, msg),
+            TypedHandler::Async(handler) => handler.run_here(Self::keyed(key), &self.state, msg),
         }
     }
 
@@ -205,8 +215,7 @@ where
 }
 
 /// The lanes of typed messages a `TypedLanes` feeds: their table, registered with the pool for
-/// shutdown and statistics. `stateless`: the state is `()` and kept in no slot (an async
-/// handler's must be).
+/// shutdown and statistics. `stateless`: the state is `()` and kept in no slot.
 pub(crate) type Table<K, M, S> = Arc<LaneTable<Typed<K, M, S>>>;
 
 /// One key's typed lane.
@@ -231,8 +240,7 @@ where
             stateless,
             _types: PhantomData,
         },
-        registry.config.max_threads,
-        registry.config.hasher.clone(),
+        &registry.config,
     );
     registry.register_table(Arc::downgrade(&table) as _);
     table

@@ -15,13 +15,14 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
+use super::state::{KeyState, Keyed};
 use super::table::{LaneCore, LaneKind, LaneTable, Ran};
 use super::typed::{AsyncHandler, Entry, Typed, TypedHandler};
 use crate::engine::holding::launching;
 use crate::engine::{Registry, Work};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool};
-use crate::task::PanicReport;
+use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool, Runtime};
+use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
 where
@@ -34,28 +35,138 @@ where
         H: Fn(&K, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        TypedHandler::Async(Box::new(Handler(Arc::new(handler), PhantomData)))
+        Handler::boxed(Stateless(handler, PhantomData))
     }
 }
 
-struct Handler<H, Fut>(Arc<H>, PhantomData<fn() -> Fut>);
-
-impl<K, M, S, H, Fut> AsyncHandler<K, M, S> for Handler<H, Fut>
+impl<K, M, S> TypedHandler<K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
+{
+    /// An async handler that owns its key's state (`Pool::typed_lanes_async_with_state`): it
+    /// takes the state by value and its future gives it back.
+    pub(crate) fn new_async_with_state<H, Fut>(handler: H) -> Self
+    where
+        H: Fn(&K, S, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = S> + Send + 'static,
+    {
+        Handler::boxed(Stateful(handler, PhantomData))
+    }
+}
+
+/// How an async typed lane calls its handler: with the key alone, or with the key's state by
+/// value, given back as the future's output.
+trait Call<K, M, S>: Send + Sync + 'static {
+    type Fut: Future + Send + 'static;
+    /// The future of `msg` (the handler, and the state's `init`, are user code: a panic comes
+    /// back as its report, the message dropped).
+    fn call(
+        &self,
+        keyed: &Keyed<K, S>,
+        spec: &KeyState<K, S>,
+        msg: M,
+    ) -> Result<Self::Fut, PanicReport>;
+    /// The message's future completed with `out`.
+    fn done(keyed: &Keyed<K, S>, spec: &KeyState<K, S>, out: <Self::Fut as Future>::Output);
+}
+
+/// `handler(&key, msg)`: no state (kept in no slot).
+struct Stateless<H, Fut>(H, PhantomData<fn() -> Fut>);
+
+impl<K, M, H, Fut> Call<K, M, ()> for Stateless<H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
     H: Fn(&K, M) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
+{
+    type Fut = Fut;
+
+    fn call(&self, keyed: &Keyed<K, ()>, _: &KeyState<K, ()>, msg: M) -> Result<Fut, PanicReport> {
+        catch_unwind(AssertUnwindSafe(|| (self.0)(&keyed.key, msg)))
+            .map_err(PanicReport::from_payload)
+    }
+
+    fn done(_: &Keyed<K, ()>, _: &KeyState<K, ()>, (): ()) {}
+}
+
+/// `handler(&key, state, msg)`, whose future gives the state back: the state leaves its slot
+/// for the message's future, and goes back once that completes.
+struct Stateful<H, Fut>(H, PhantomData<fn() -> Fut>);
+
+impl<K, M, S, H, Fut> Call<K, M, S> for Stateful<H, Fut>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    H: Fn(&K, S, M) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = S> + Send + 'static,
+{
+    type Fut = Fut;
+
+    fn call(&self, keyed: &Keyed<K, S>, spec: &KeyState<K, S>, msg: M) -> Result<Fut, PanicReport> {
+        let state = match keyed.take_state(spec) {
+            Ok(state) => state,
+            Err(report) => {
+                drop_quietly(msg);
+                return Err(report);
+            }
+        };
+        catch_unwind(AssertUnwindSafe(|| (self.0)(&keyed.key, state, msg)))
+            .map_err(PanicReport::from_payload)
+    }
+
+    fn done(keyed: &Keyed<K, S>, spec: &KeyState<K, S>, state: S) {
+        keyed.put_state(spec, state);
+    }
+}
+
+/// A table's async handler and the tokio runtime current where the table was made (entered
+/// around each of its futures' polls, with the `tokio` feature).
+struct Handler<C> {
+    call: C,
+    runtime: Runtime,
+}
+
+impl<C> Handler<C> {
+    fn boxed<K, M, S>(call: C) -> TypedHandler<K, M, S>
+    where
+        K: Send + Sync + 'static,
+        M: Send + 'static,
+        S: Send + 'static,
+        C: Call<K, M, S>,
+    {
+        TypedHandler::Async(Box::new(Shared(Arc::new(Handler {
+            call,
+            runtime: Runtime::current(),
+        }))))
+    }
+}
+
+/// The handler as the table holds it; each activation shares it.
+struct Shared<C>(Arc<Handler<C>>);
+
+impl<K, M, S, C> AsyncHandler<K, M, S> for Shared<C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
 {
     fn launch(&self, lane: &Arc<LaneCore<Typed<K, M, S>>>, registry: &Arc<Registry>, msg: M) -> Ran
     where
         Typed<K, M, S>: LaneKind,
     {
-        let key = &Typed::<K, M, S>::keyed(lane.key.get()).key;
-        let fut = match catch_unwind(AssertUnwindSafe(|| (self.0)(key, msg))) {
+        let handler = &self.0;
+        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+        let fut = match handler
+            .runtime
+            .enter(|| handler.call.call(keyed, lane.kind.key_state(), msg))
+        {
             Ok(fut) => fut,
-            Err(p) => return Ran::Done(Err(PanicReport::from_payload(p))),
+            Err(report) => return Ran::Done(Err(report)),
         };
         // The runner counts the message finished once this returns; the driver holds it (and
         // each later message it pops holds its own admission) until its future is done.
@@ -68,6 +179,7 @@ where
                 handler: self.0.clone(),
                 live: None,
                 over: false,
+                _types: PhantomData,
             },
         };
         let first = spawn_on(registry, driver);
@@ -75,10 +187,21 @@ where
         Ran::Suspended
     }
 
-    fn run_here(&self, key: &K, msg: M) -> Result<(), PanicReport> {
-        let fut = catch_unwind(AssertUnwindSafe(|| (self.0)(key, msg)))
-            .map_err(PanicReport::from_payload)?;
-        run_here(fut, None)
+    fn run_here(
+        &self,
+        keyed: &Keyed<K, S>,
+        spec: &KeyState<K, S>,
+        msg: M,
+    ) -> Result<(), PanicReport> {
+        let handler = &self.0;
+        let fut = handler
+            .runtime
+            .enter(|| handler.call.call(keyed, spec, msg))?;
+        run_here(
+            async move { C::done(keyed, spec, fut.await) },
+            None,
+            &handler.runtime,
+        )
     }
 }
 
@@ -125,38 +248,42 @@ where
 
 /// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
 /// runner's launch until the lane is empty, handling its messages one future at a time.
-struct Driver<K, M, S, H, Fut>
+struct Driver<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
+    C: Call<K, M, S>,
 {
     registry: Weak<Registry>,
-    act: Activation<K, M, S, H, Fut>,
+    act: Activation<K, M, S, C>,
 }
 
 /// A driver's state but its pool (borrowed from the worker polling it: `with_pool`).
-struct Activation<K, M, S, H, Fut>
+struct Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
+    C: Call<K, M, S>,
 {
     /// The current message's future; structurally pinned, dropped in place when done.
-    fut: Option<Fut>,
+    fut: Option<C::Fut>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
-    handler: Arc<H>,
+    handler: Arc<Handler<C>>,
     /// Its key in the pool's set of waiting futures, once it waited (once per activation).
     live: Option<u64>,
     /// The activation is over: the lane is released, resumed or drained.
     over: bool,
+    _types: PhantomData<fn(M)>,
 }
 
-impl<K, M, S, H, Fut> Activation<K, M, S, H, Fut>
+impl<K, M, S, C> Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
+    C: Call<K, M, S>,
 {
     /// Drops the current future in place (its drop is user code: contained). True if there was
     /// one.
@@ -205,11 +332,7 @@ where
 
     /// One poll of the driver, on `pool`: the current future, then the lane's next messages
     /// while they complete at once (at most a lane batch of them).
-    fn poll_on(&mut self, pool: &OnPool<'_>, cx: &mut Context<'_>) -> Poll<()>
-    where
-        H: Fn(&K, M) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+    fn poll_on(&mut self, pool: &OnPool<'_>, cx: &mut Context<'_>) -> Poll<()> {
         let registry = pool.registry;
         // Fairness: at most a lane batch of messages per poll, then back through the queue.
         let mut budget = registry.config.lane_batch;
@@ -236,7 +359,11 @@ where
                         }
                         return Poll::Pending;
                     }
-                    Ok((Poll::Ready(()), _)) => self.message_done(pool, None),
+                    Ok((Poll::Ready(out), _)) => {
+                        let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+                        C::done(keyed, self.lane.kind.key_state(), out);
+                        self.message_done(pool, None)
+                    }
                     Err(p) => self.message_done(pool, Some(PanicReport::from_payload(p))),
                 }
                 budget = budget.saturating_sub(1);
@@ -252,12 +379,16 @@ where
             }
             match self.lane.next_message() {
                 Next::Message(msg) => {
-                    let key = &Typed::<K, M, S>::keyed(self.lane.key.get()).key;
-                    match catch_unwind(AssertUnwindSafe(|| (self.handler)(key, msg))) {
+                    let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+                    match self
+                        .handler
+                        .call
+                        .call(keyed, self.lane.kind.key_state(), msg)
+                    {
                         // The slot is empty: the new future is pinned from here on.
                         Ok(fut) => self.fut = Some(fut),
-                        Err(p) => {
-                            let report = PanicReport::from_payload(p).in_context(self.lane.hash);
+                        Err(report) => {
+                            let report = report.in_context(self.lane.hash);
                             registry.report_panic(report);
                             pool.count_finished();
                             budget = budget.saturating_sub(1);
@@ -285,13 +416,12 @@ where
     }
 }
 
-impl<K, M, S, H, Fut> Future for Driver<K, M, S, H, Fut>
+impl<K, M, S, C> Future for Driver<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
-    H: Fn(&K, M) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+    C: Call<K, M, S>,
 {
     type Output = ();
 
@@ -304,21 +434,27 @@ where
             return Poll::Ready(());
         }
         let act = &mut this.act;
-        with_pool(&this.registry, |pool| match pool {
-            Some(pool) => act.poll_on(&pool, cx),
-            None => {
-                act.cancel(None);
-                Poll::Ready(())
-            }
+        let handler = act.handler.clone();
+        // Inside the runtime the table was made in (`tokio` feature): the polls, and the
+        // handler making the next messages' futures.
+        handler.runtime.enter(|| {
+            with_pool(&this.registry, |pool| match pool {
+                Some(pool) => act.poll_on(&pool, cx),
+                None => {
+                    act.cancel(None);
+                    Poll::Ready(())
+                }
+            })
         })
     }
 }
 
-impl<K, M, S, H, Fut> Drop for Driver<K, M, S, H, Fut>
+impl<K, M, S, C> Drop for Driver<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
+    C: Call<K, M, S>,
 {
     fn drop(&mut self) {
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or

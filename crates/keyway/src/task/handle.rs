@@ -29,7 +29,8 @@ use crate::error::{panic_message, TaskError};
 /// let handle = pool.submit_sequential("account-7", || 6 * 7).unwrap();
 /// assert_eq!(handle.join().unwrap(), 42);
 /// ```
-#[must_use = "dropping a TaskHandle detaches the task; use execute* if no result is wanted"]
+#[must_use = "dropping a TaskHandle detaches the task; if no result is wanted, use execute* \
+              (execute_async* for a future), which allocates no handle"]
 #[doc(alias = "JoinHandle")]
 pub struct TaskHandle<T> {
     shared: Arc<Shared<T>>,

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::panic_message;
+use crate::error::panic_text;
 
 /// A panic caught while running a task, reported to the pool's panic hook (and returned by
 /// [`PendingTask::run`]).
@@ -106,7 +106,7 @@ impl PanicReport {
 
     /// A report that keeps the panic's payload (nobody else will see it).
     pub(crate) fn from_payload(payload: Payload) -> Self {
-        let mut report = PanicReport::new(panic_message(&*payload).to_owned());
+        let mut report = PanicReport::new(panic_text(&*payload));
         report.payload = Some(Arc::new(Mutex::new(Some(payload))));
         report
     }

@@ -1,0 +1,225 @@
+//! An actor per account under tokio, with per-account state: every deposit of an account is
+//! handled in order, one at a time, by an async handler that owns the account's balance and
+//! awaits tokio (a timeout around a simulated store write) with no wrapper — keyway's `tokio`
+//! feature polls it inside the runtime it was made in.
+//!
+//! It then runs the same work through each of keyway's ways to keep an actor per key, and
+//! tokio's own (a task and a channel per account), and prints how long each took: the figures
+//! of the crate docs' "Which API for an actor per key". Every way's balances and order are
+//! checked; the program exits non-zero if one is wrong.
+//!
+//! `cargo run --release --example actor_per_key_tokio [accounts] [deposits per account]`
+//! (default 10,000 x 20).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One account's state: its balance, the last deposit applied and whether one came out of
+/// order (or to a state made anew, which lost the earlier ones).
+#[derive(Default, Clone, Copy, PartialEq, Debug)]
+struct Account {
+    balance: u64,
+    last: Option<u32>,
+    out_of_order: bool,
+}
+
+impl Account {
+    fn apply(mut self, seq: u32) -> Account {
+        self.out_of_order |= self.last.map_or(seq != 0, |last| last + 1 != seq);
+        self.balance += u64::from(seq) + 1;
+        self.last = Some(seq);
+        self
+    }
+}
+
+/// A store write as a service would await it: bounded by a tokio timeout (which needs the
+/// runtime's timer: it panics outside a runtime).
+async fn write(account: Account) -> Account {
+    tokio::time::timeout(Duration::from_secs(5), async { account })
+        .await
+        .expect("the store write timed out")
+}
+
+type Balances = Arc<Mutex<HashMap<u32, Account>>>;
+
+/// What every way must end with: each account got `deposits` deposits, in order.
+fn check(name: &str, balances: &Balances, accounts: u32, deposits: u32) -> Result<(), String> {
+    let balances = balances.lock().unwrap();
+    let want = Account {
+        balance: (1..=u64::from(deposits)).sum(),
+        last: deposits.checked_sub(1),
+        out_of_order: false,
+    };
+    if balances.len() != accounts as usize {
+        return Err(format!("{name}: {} accounts of {accounts}", balances.len()));
+    }
+    match balances.iter().find(|(_, a)| **a != want) {
+        Some((id, a)) => Err(format!("{name}: account {id} is {a:?}, want {want:?}")),
+        None => Ok(()),
+    }
+}
+
+/// keyway's typed lanes with async handlers owning each account's state: the recommended way.
+async fn typed_lanes_async_with_state(
+    pool: &keyway::Pool,
+    accounts: u32,
+    deposits: u32,
+) -> Balances {
+    let balances = Balances::default();
+    let saved = balances.clone();
+    // Made inside the runtime: the handler's futures are polled inside it.
+    let state =
+        keyway::KeyState::new(|_: &u32| Account::default()).on_idle(move |id: &u32, account| {
+            saved.lock().unwrap().insert(*id, account);
+        });
+    let lanes = pool.typed_lanes_async_with_state(state, |_: &u32, account: Account, seq: u32| {
+        write(account.apply(seq))
+    });
+    for seq in 0..deposits {
+        for id in 0..accounts {
+            lanes.send(id, seq).expect("the pool accepts");
+        }
+    }
+    // Awaiting one account's deposits from tokio: a flush is a handle, and handles are futures.
+    lanes
+        .flush(0)
+        .expect("the pool accepts")
+        .await
+        .expect("flushed");
+    balances // the pool's shutdown hands each account's state to `on_idle`
+}
+
+/// keyway's sync typed lanes (the state by reference): no future per message.
+fn typed_lanes_with_state(pool: &keyway::Pool, accounts: u32, deposits: u32) -> Balances {
+    let balances = Balances::default();
+    let saved = balances.clone();
+    let state =
+        keyway::KeyState::new(|_: &u32| Account::default()).on_idle(move |id: &u32, account| {
+            saved.lock().unwrap().insert(*id, account);
+        });
+    let lanes = pool.typed_lanes_with_state(state, |_: &u32, account: &mut Account, seq: u32| {
+        *account = account.apply(seq);
+    });
+    for seq in 0..deposits {
+        for id in 0..accounts {
+            lanes.send(id, seq).expect("the pool accepts");
+        }
+    }
+    balances
+}
+
+/// A future per message in the account's lane (`spawn_sequential`, handle dropped, or
+/// `execute_async_sequential`, no handle); the state in a map of its own.
+fn future_per_message(
+    pool: &keyway::Pool,
+    accounts: u32,
+    deposits: u32,
+    detached: bool,
+) -> Balances {
+    let balances = Balances::default();
+    for seq in 0..deposits {
+        for id in 0..accounts {
+            let balances = balances.clone();
+            let fut = async move {
+                let account = balances
+                    .lock()
+                    .unwrap()
+                    .get(&id)
+                    .copied()
+                    .unwrap_or_default();
+                let account = write(account.apply(seq)).await;
+                balances.lock().unwrap().insert(id, account);
+            };
+            if detached {
+                pool.execute_async_sequential(id, fut)
+                    .expect("the pool accepts");
+            } else {
+                drop(pool.spawn_sequential(id, fut).expect("the pool accepts"));
+            }
+        }
+    }
+    balances
+}
+
+/// tokio alone: a task and a channel per account.
+async fn tokio_task_per_account(accounts: u32, deposits: u32) -> Balances {
+    let balances = Balances::default();
+    let mut senders = Vec::new();
+    let mut tasks = Vec::new();
+    for id in 0..accounts {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        let balances = balances.clone();
+        senders.push(tx);
+        tasks.push(tokio::spawn(async move {
+            let mut account = Account::default();
+            while let Some(seq) = rx.recv().await {
+                account = write(account.apply(seq)).await;
+            }
+            balances.lock().unwrap().insert(id, account);
+        }));
+    }
+    for seq in 0..deposits {
+        for tx in &senders {
+            tx.send(seq).expect("the task runs");
+        }
+    }
+    drop(senders);
+    for task in tasks {
+        task.await.expect("no task panicked");
+    }
+    balances
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let accounts: u32 = args.next().map_or(Ok(10_000), |a| a.parse())?;
+    let deposits: u32 = args.next().map_or(Ok(20), |a| a.parse())?;
+    println!("{accounts} accounts x {deposits} deposits, each awaiting a tokio timeout");
+    let mut failures = Vec::new();
+    let ways = [
+        "typed_lanes_async_with_state",
+        "typed_lanes_with_state (sync)",
+        "execute_async_sequential",
+        "spawn_sequential",
+        "tokio task + channel per account",
+    ];
+    for name in ways {
+        // Each account's state lasts while its lane is idle between two deposits (by default
+        // only about 4,096 idle lanes are kept, for at most a quarter of a second).
+        let pool = keyway::Pool::builder()
+            .keep_idle(Duration::from_secs(60))
+            .build()?;
+        let started = Instant::now();
+        let balances = match name {
+            "typed_lanes_async_with_state" => {
+                typed_lanes_async_with_state(&pool, accounts, deposits).await
+            }
+            "typed_lanes_with_state (sync)" => typed_lanes_with_state(&pool, accounts, deposits),
+            "execute_async_sequential" => future_per_message(&pool, accounts, deposits, true),
+            "spawn_sequential" => future_per_message(&pool, accounts, deposits, false),
+            _ => tokio_task_per_account(accounts, deposits).await,
+        };
+        // Every accepted message handled (and each lane's state handed to `on_idle`); the
+        // shutdown waits on a blocking thread, not on the runtime's.
+        tokio::task::spawn_blocking(move || pool.shutdown()).await?;
+        let took = started.elapsed();
+        let verdict = match check(name, &balances, accounts, deposits) {
+            Ok(()) => "ok",
+            Err(e) => {
+                failures.push(e);
+                "WRONG"
+            }
+        };
+        println!(
+            "{name:>34}: {:>7.1} ms  {verdict}",
+            took.as_secs_f64() * 1e3
+        );
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; ").into())
+    }
+}
