@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::builder::PoolBuilder;
+use super::users::{Attached, Users};
 use crate::engine::{refused, reserved, Config, Registry, Stats, Work};
 use crate::error::{BuildError, ShutdownTimedOut, SubmitError, TryExecuteError};
 use crate::lane::PoolHandle;
@@ -53,12 +54,24 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// pool.shutdown(); // runs everything accepted, then stops the threads
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
-#[derive(Clone)]
 #[doc(alias = "ThreadPool")]
 #[doc(alias = "Runtime")]
 #[doc(alias = "ExecutorService")]
 pub struct Pool {
+    /// Shared by the handles the user holds (`None` for the pool's internal ones, which a
+    /// scheduler keeps): the last of them shuts the pool down, schedulers first. Dropped
+    /// before `handle`.
+    users: Option<Arc<Users>>,
     pub(crate) handle: Arc<PoolHandle>,
+}
+
+impl Clone for Pool {
+    fn clone(&self) -> Self {
+        Pool {
+            handle: self.handle.clone(),
+            users: self.users.clone(),
+        }
+    }
 }
 
 impl Pool {
@@ -87,9 +100,29 @@ impl Pool {
     }
 
     pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
+        let handle = PoolHandle::start(config)?;
+        let users = Arc::new(Users::new(handle.registry.clone()));
         Ok(Pool {
-            handle: PoolHandle::start(config)?,
+            handle,
+            users: Some(users),
         })
+    }
+
+    /// A handle that does not count as the user's (a scheduler's own, to hand tasks over):
+    /// the last user-held handle shuts the pool down whether this one lives on or not.
+    pub(crate) fn internal(&self) -> Pool {
+        Pool {
+            handle: self.handle.clone(),
+            users: None,
+        }
+    }
+
+    /// Attaches `a` (a scheduler) to this pool: `shutdown`, `shutdown_now` and the drop of the
+    /// last user-held handle shut it down first.
+    pub(crate) fn attach(&self, a: std::sync::Weak<dyn Attached>) {
+        if let Some(users) = &self.users {
+            users.attach(a);
+        }
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
@@ -187,7 +220,14 @@ impl Pool {
     /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
     /// ```
     pub fn shutdown(&self) {
-        let _ = self.registry().close_and_wait(None);
+        let _ = self.close_and_wait(None);
+    }
+
+    fn close_and_wait(&self, deadline: Option<Instant>) -> Result<(), ShutdownTimedOut> {
+        match &self.users {
+            Some(users) => users.close_and_wait(deadline),
+            None => self.registry().close_and_wait(deadline),
+        }
     }
 
     /// Like [`shutdown`](Pool::shutdown), but waits at most `timeout`. `Ok(())` once every
@@ -211,8 +251,7 @@ impl Pool {
     /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
         // Checked: a timeout too long to add to `now` means no deadline.
-        self.registry()
-            .close_and_wait(Instant::now().checked_add(timeout))
+        self.close_and_wait(Instant::now().checked_add(timeout))
     }
 
     /// Waits until the pool is idle: no accepted task is queued or running (in any lane, for
@@ -301,7 +340,10 @@ impl Pool {
     /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
-        self.registry().shutdown_now()
+        match &self.users {
+            Some(users) => users.shutdown_now(),
+            None => self.registry().shutdown_now(),
+        }
     }
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called

@@ -9,6 +9,8 @@
 //!
 //! * `builder` — how a [`Scheduler`] is configured, and `Scheduler::builder`;
 //! * `repeat` — the scheduler's repeating tasks (fixed rate, fixed delay);
+//! * `lifeline` — the scheduler as its pool sees it: shut down before the pool, waited for by
+//!   the last user-held handle of either;
 //! * `scheduler` — the public [`Scheduler`]: schedule, change limits, read counts, shut down;
 //! * `timer_thread` — the scheduler's one thread (the `Driver`), which starts intervals and
 //!   releases tasks through them;
@@ -42,6 +44,7 @@ mod error;
 mod executor;
 mod interval;
 mod job_kinds;
+mod lifeline;
 mod repeat;
 mod scheduled_job;
 mod scheduler;

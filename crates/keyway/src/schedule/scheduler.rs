@@ -4,10 +4,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
 
 use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
@@ -15,9 +12,10 @@ use super::entry::Entry;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
 use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
+use super::lifeline::Lifeline;
 use super::scheduled_job::InlineJob;
 use super::stats::ExecutorStats;
-use crate::engine::worker;
+use crate::face::Pool;
 use crate::task::{PendingTask, TaskHandle};
 
 /// A rate-limited scheduler on a keyway [`Pool`](crate::Pool): tasks scheduled for a time run no faster
@@ -68,8 +66,11 @@ pub(crate) struct Inner {
     /// map's SipHash cost 240 instructions per schedule, a third of it).
     pub(crate) few: Option<Box<[Arc<ExecCore>]>>,
     pub(crate) coordinator: Arc<dyn Coordinator>,
-    pub(crate) driver_thread: ThreadId,
-    pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
+    pub(crate) life: Arc<Lifeline>,
+    /// A user-held handle of the pool, for as long as the user holds this scheduler: the last
+    /// of the user's handles, of either, shuts both down and waits (see "Shutting down" in the
+    /// crate docs). Dropped after `Inner`'s drop has closed the scheduler.
+    pub(crate) _user: Pool,
 }
 
 impl Drop for Inner {
@@ -410,10 +411,11 @@ impl Scheduler {
     /// assert!(matches!(scheduler.schedule("jobs", Duration::ZERO, || ()), Err(ScheduleError::Shutdown(_))));
     /// ```
     pub fn shutdown(&self) {
-        self.close();
-        if self.may_wait() {
-            self.wait_for_driver();
-            self.wait_for_pending();
+        let life = &self.inner.life;
+        life.close();
+        if life.may_wait() {
+            life.wait_for_driver(None);
+            life.wait_for_pending();
         }
     }
 
@@ -438,17 +440,7 @@ impl Scheduler {
     /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
-        self.inner.shared.stop_now.store(true, Ordering::SeqCst);
-        self.close();
-        if std::thread::current().id() == self.inner.driver_thread {
-            self.inner
-                .shared
-                .drop_handed_back
-                .store(true, Ordering::SeqCst);
-            return Vec::new();
-        }
-        self.wait_for_driver();
-        std::mem::take(&mut *self.inner.handed_back.lock())
+        self.inner.life.stop_now()
     }
 
     /// True once [`shutdown`](Scheduler::shutdown) or
@@ -463,33 +455,6 @@ impl Scheduler {
     /// ```
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.closed.load(Ordering::Acquire)
-    }
-
-    fn close(&self) {
-        self.inner.shared.closed.store(true, Ordering::SeqCst);
-        self.inner.shared.driver.unpark();
-    }
-
-    fn may_wait(&self) -> bool {
-        std::thread::current().id() != self.inner.driver_thread
-            && worker::own_thread(self.inner.shared.pool.registry()) == worker::OwnThread::None
-    }
-
-    fn wait_for_driver(&self) {
-        let (lock, cv) = &self.inner.shared.exited;
-        let mut exited = lock.lock();
-        while !*exited {
-            cv.wait(&mut exited);
-        }
-    }
-
-    /// Waits until every released task has ended on the pool.
-    fn wait_for_pending(&self) {
-        for exec in self.inner.by_name.values() {
-            while exec.stats.pending() > 0 {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
     }
 }
 
