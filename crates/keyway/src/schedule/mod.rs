@@ -16,6 +16,8 @@
 //!   releases tasks through them;
 //! * `interval` — one executor's intervals as the timer thread runs them (select, spread,
 //!   carry);
+//! * `pace` — a limited executor's pace: one release per `1 / rate`, so that no second sees a
+//!   burst;
 //! * `batch` — released tasks handed to the pool in batches when many are due at once;
 //! * `job_kinds` — the kinds of job (one-shot with or without a handle, repeating) and where
 //!   each runs when released (the pool or a context's lane);
@@ -45,6 +47,7 @@ mod executor;
 mod interval;
 mod job_kinds;
 mod lifeline;
+mod pace;
 mod repeat;
 mod scheduled_job;
 mod scheduler;

@@ -253,6 +253,7 @@ impl Scheduler {
         exec.push(Entry {
             job: InlineJob::new(job),
             due,
+            deadline: exec.deadline(due, timing.timeout),
             priority: timing.priority,
             seq,
         });
@@ -296,6 +297,7 @@ impl Scheduler {
         exec.push(Entry {
             job: InlineJob::new(Detached::new(Anywhere, f)),
             due,
+            deadline: exec.deadline(due, timing.timeout),
             priority: timing.priority,
             seq,
         });
