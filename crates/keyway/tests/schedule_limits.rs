@@ -1,0 +1,203 @@
+//! Rate limits that hold in any window: a 50 per second executor, whenever in its interval its
+//! calls arrive, never runs more than 51 of them in any sliding second. Measured from the
+//! times the tasks themselves record when they start (what a remote API would see); a count,
+//! not a timing assertion.
+//!
+//! Also: tasks of one context scheduled with `schedule_sequential` run in due order (ties: in
+//! scheduling order) whatever the interval; a task's own timeout (`Timing::timeout`).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keyway::{ExecutorConfig, Pool, Scheduler, TaskError, Timing};
+use rand::{Rng, SeedableRng};
+
+/// The most of `times` that any closed window of one second holds.
+fn worst_second(times: &mut [Instant]) -> usize {
+    times.sort_unstable();
+    let mut worst = 0;
+    let mut from = 0;
+    for to in 0..times.len() {
+        while times[to] - times[from] > Duration::from_secs(1) {
+            from += 1;
+        }
+        worst = worst.max(to - from + 1);
+    }
+    worst
+}
+
+/// A 50/s executor (the default 1 s interval) built at `built`; at `offset` into its first
+/// interval a client schedules `calls` calls, all due at once (the worst case: a burst), and a
+/// second burst as many again 1.5 s later. Returns when each call started.
+fn client(pool: &Pool, offset: Duration, calls: usize) -> Vec<Instant> {
+    let built = Instant::now();
+    let s = Scheduler::builder(pool)
+        .executor("api", ExecutorConfig::with_tps(50.0))
+        .build()
+        .unwrap();
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for wave in [offset, offset + Duration::from_millis(1500)] {
+        // The scenario, not a synchronisation: the client arrives this far into the interval.
+        std::thread::sleep(wave.saturating_sub(built.elapsed()));
+        for _ in 0..calls {
+            let times = times.clone();
+            handles.push(
+                s.schedule("api", Duration::ZERO, move || {
+                    times.lock().unwrap().push(Instant::now())
+                })
+                .unwrap(),
+            );
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    s.shutdown();
+    let times = times.lock().unwrap().clone();
+    times
+}
+
+#[test]
+fn a_50_per_second_limit_holds_in_every_sliding_second_at_any_start_offset() {
+    let pool = Pool::builder()
+        .core_threads(4)
+        .max_threads(8)
+        .build()
+        .unwrap();
+    let offsets = [0, 300, 700, 950].map(Duration::from_millis);
+    // The four clients at once, each on its own scheduler (so the test takes ~4 s, not 16).
+    let runs: Vec<_> = offsets
+        .iter()
+        .map(|&offset| {
+            let pool = pool.clone();
+            std::thread::spawn(move || client(&pool, offset, 120))
+        })
+        .collect();
+    for (offset, run) in offsets.iter().zip(runs) {
+        let mut times = run.join().unwrap();
+        assert_eq!(times.len(), 240);
+        let worst = worst_second(&mut times);
+        println!("started {offset:?} into the interval: worst sliding second {worst}");
+        assert!(
+            worst <= 51,
+            "started {offset:?} into the interval: {worst} calls in one second (limit 50)"
+        );
+    }
+}
+
+/// Inverted pairs in `log` (run order) by (due, scheduling order).
+fn inversions(log: &[(u64, usize)]) -> usize {
+    let mut n = 0;
+    for i in 0..log.len() {
+        for j in i + 1..log.len() {
+            if log[i] > log[j] {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn tasks_of_one_context_run_in_due_order_whatever_the_interval() {
+    let configs = [
+        ("unlimited", ExecutorConfig::unlimited()),
+        ("limited", ExecutorConfig::with_tps(20_000.0)),
+        (
+            "exact",
+            ExecutorConfig::with_tps(20_000.0).early_dispatch(false),
+        ),
+    ];
+    for interval in [10, 50, 200].map(Duration::from_millis) {
+        let pool = Pool::builder()
+            .core_threads(4)
+            .max_threads(4)
+            .build()
+            .unwrap();
+        let mut b = Scheduler::builder(&pool).interval(interval);
+        for (name, config) in &configs {
+            b = b.executor(*name, config.clone());
+        }
+        let s = b.build().unwrap();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(interval.as_millis() as u64);
+        // All due after the interval running now (none arrives late for a running interval).
+        let base = Instant::now() + (interval * 2).max(Duration::from_millis(150));
+        let mut logs = Vec::new();
+        let mut handles = Vec::new();
+        for (name, _) in &configs {
+            let ctx_logs: Vec<_> = (0..8).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+            for seq in 0..2000usize {
+                let ctx = rng.gen_range(0..8usize);
+                // Over four intervals, in whole milliseconds: many ties.
+                let after = rng.gen_range(0..4 * interval.as_millis() as u64);
+                let log = ctx_logs[ctx].clone();
+                let at = Timing::at(base + Duration::from_millis(after));
+                handles.push(
+                    s.schedule_sequential(name, at, ctx, move || {
+                        log.lock().unwrap().push((after, seq))
+                    })
+                    .unwrap(),
+                );
+            }
+            logs.push((*name, ctx_logs));
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        for (name, ctx_logs) in logs {
+            let inverted: usize = ctx_logs
+                .iter()
+                .map(|l| inversions(&l.lock().unwrap()))
+                .sum();
+            assert_eq!(inverted, 0, "{name}, interval {interval:?}: inverted pairs");
+        }
+        s.shutdown();
+    }
+}
+
+#[test]
+fn a_task_timeout_beside_the_executor_default() {
+    let pool = Pool::new().unwrap();
+    let s = Scheduler::builder(&pool)
+        .interval(Duration::from_millis(10))
+        // Paused, with an executor timeout of an hour: only a task's own timeout can end it.
+        .executor(
+            "paused",
+            ExecutorConfig::with_tps(0.0).timeout(Duration::from_secs(3600)),
+        )
+        // Never early, and a zero timeout: a task released when due has already missed it.
+        .executor(
+            "exact",
+            ExecutorConfig::unlimited()
+                .early_dispatch(false)
+                .timeout(Duration::ZERO),
+        )
+        .build()
+        .unwrap();
+    let now = Timing::after(Duration::ZERO);
+    let own = s
+        .schedule_with("paused", now.timeout(Duration::from_millis(20)), || ())
+        .unwrap();
+    let zero = s
+        .schedule_with("paused", now.timeout(Duration::ZERO), || ())
+        .unwrap();
+    let default = s.schedule_with("paused", now, || ()).unwrap();
+    assert!(matches!(own.join(), Err(TaskError::TimedOut)));
+    assert!(matches!(zero.join(), Err(TaskError::TimedOut)));
+    assert!(!default.is_finished()); // the hour has not passed
+                                     // `Duration::MAX` overflows: no timeout for that task, though its executor's is zero.
+    let later = Timing::after(Duration::from_millis(20));
+    let no_timeout = s
+        .schedule_with("exact", later.timeout(Duration::MAX), || "ran")
+        .unwrap();
+    let executor_default = s.schedule_with("exact", later, || "ran").unwrap();
+    assert_eq!(no_timeout.join().unwrap(), "ran");
+    assert!(matches!(executor_default.join(), Err(TaskError::TimedOut)));
+    let st = s.stats("paused").unwrap();
+    assert_eq!(st.timed_out, 2);
+    drop(default);
+    let _ = s.shutdown_now();
+}
