@@ -1,10 +1,6 @@
-//! Rate limits that hold in any window: a 50 per second executor, whenever in its interval its
-//! calls arrive, never runs more than 51 of them in any sliding second. Measured from the
-//! times the tasks themselves record when they start (what a remote API would see); a count,
-//! not a timing assertion.
-//!
-//! Also: tasks of one context scheduled with `schedule_sequential` run in due order (ties: in
-//! scheduling order) whatever the interval; a task's own timeout (`Timing::timeout`).
+//! Tasks of one context scheduled with `schedule_sequential` run in due order (ties: in
+//! scheduling order) whatever the interval; a task's own timeout (`Timing::timeout`) beside its
+//! executor's. (The rate bound over sliding windows is in `schedule_window.rs`.)
 
 mod common;
 
@@ -13,80 +9,6 @@ use std::time::{Duration, Instant};
 
 use keyway::{ExecutorConfig, Pool, Scheduler, TaskError, Timing};
 use rand::{Rng, SeedableRng};
-
-/// The most of `times` that any closed window of one second holds.
-fn worst_second(times: &mut [Instant]) -> usize {
-    times.sort_unstable();
-    let mut worst = 0;
-    let mut from = 0;
-    for to in 0..times.len() {
-        while times[to] - times[from] > Duration::from_secs(1) {
-            from += 1;
-        }
-        worst = worst.max(to - from + 1);
-    }
-    worst
-}
-
-/// A 50/s executor (the default 1 s interval) built at `built`; at `offset` into its first
-/// interval a client schedules `calls` calls, all due at once (the worst case: a burst), and a
-/// second burst as many again 1.5 s later. Returns when each call started.
-fn client(pool: &Pool, offset: Duration, calls: usize) -> Vec<Instant> {
-    let built = Instant::now();
-    let s = Scheduler::builder(pool)
-        .executor("api", ExecutorConfig::with_tps(50.0))
-        .build()
-        .unwrap();
-    let times = Arc::new(Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for wave in [offset, offset + Duration::from_millis(1500)] {
-        // The scenario, not a synchronisation: the client arrives this far into the interval.
-        std::thread::sleep(wave.saturating_sub(built.elapsed()));
-        for _ in 0..calls {
-            let times = times.clone();
-            handles.push(
-                s.schedule("api", Duration::ZERO, move || {
-                    times.lock().unwrap().push(Instant::now())
-                })
-                .unwrap(),
-            );
-        }
-    }
-    for h in handles {
-        h.join().unwrap();
-    }
-    s.shutdown();
-    let times = times.lock().unwrap().clone();
-    times
-}
-
-#[test]
-fn a_50_per_second_limit_holds_in_every_sliding_second_at_any_start_offset() {
-    let pool = Pool::builder()
-        .core_threads(4)
-        .max_threads(8)
-        .build()
-        .unwrap();
-    let offsets = [0, 300, 700, 950].map(Duration::from_millis);
-    // The four clients at once, each on its own scheduler (so the test takes ~4 s, not 16).
-    let runs: Vec<_> = offsets
-        .iter()
-        .map(|&offset| {
-            let pool = pool.clone();
-            std::thread::spawn(move || client(&pool, offset, 120))
-        })
-        .collect();
-    for (offset, run) in offsets.iter().zip(runs) {
-        let mut times = run.join().unwrap();
-        assert_eq!(times.len(), 240);
-        let worst = worst_second(&mut times);
-        println!("started {offset:?} into the interval: worst sliding second {worst}");
-        assert!(
-            worst <= 51,
-            "started {offset:?} into the interval: {worst} calls in one second (limit 50)"
-        );
-    }
-}
 
 /// Inverted pairs in `log` (run order) by (due, scheduling order).
 fn inversions(log: &[(u64, usize)]) -> usize {

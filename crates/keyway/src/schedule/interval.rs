@@ -341,6 +341,7 @@ impl Intervals {
                 PriorityOrder::LowestFirst => w.max(e.priority),
             },
         });
+        tracing::trace!(executor = &*self.exec.name, "keyway scheduler: released");
         self.exec.stats.released();
         self.dispatched += 1;
         self.batch
