@@ -244,13 +244,19 @@ impl Intervals {
             );
         }
         let early = self.exec.early;
-        while self.pace.ready(now) {
+        loop {
             match self.peek_admitted() {
                 Some(e) if early || e.due <= now => {}
                 _ => break,
             }
+            // The time of this release itself (handing over the one before may have taken a
+            // while): what the pace remembers is when each task really went.
+            let at = self.exec.shared.clock.now();
+            if !self.pace.ready(at) {
+                break;
+            }
             let Some(e) = self.pop_admitted() else { break };
-            self.pace.released(now);
+            self.pace.released(at);
             self.release(e);
         }
     }

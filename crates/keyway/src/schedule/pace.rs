@@ -53,8 +53,10 @@ impl Pace {
             return;
         }
         self.gap = (gap as u64).max(1);
-        let cap = rate.ceil().clamp(1.0, MAX_CAP as f64);
-        let window = (cap * SECOND as f64 / rate).ceil();
+        // A share a hair over a whole number (90.0 / 3.0 from a coordinator) counts as it:
+        // its window then stays one second.
+        let cap = (rate - 1e-6).ceil().clamp(1.0, MAX_CAP as f64);
+        let window = (cap * SECOND as f64 / rate).ceil().max(SECOND as f64);
         self.cap = cap as usize;
         self.window = if window < u64::MAX as f64 {
             window as u64
@@ -124,7 +126,7 @@ mod test {
 
     #[test]
     fn no_second_sees_more_than_the_rate() {
-        for rate in [1.0, 7.0, 33.4, 50.0, 90.0, 200.0, 1000.0] {
+        for rate in [1.0, 7.0, 30.000_000_000_1, 33.4, 50.0, 90.0, 200.0, 1000.0] {
             for offset in [0, 300_000_000, 700_000_000, 950_000_000] {
                 // Steady steps; late ones; and stalls of 300 ms every 97 steps.
                 for (step, hiccup) in [
@@ -133,7 +135,8 @@ mod test {
                     (1_000_000, 300_000_000),
                 ] {
                     let worst = worst_window(rate, offset, step, hiccup);
-                    assert!(worst <= (rate as f64).ceil() as usize, "{rate}/s: {worst}");
+                    let bound = (rate - 1e-6_f64).ceil() as usize;
+                    assert!(worst <= bound, "{rate}/s: {worst}");
                 }
             }
         }
