@@ -24,9 +24,11 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// made from it) is dropped, the pool shuts down gracefully: intake stops, and the drop *waits*
 /// until every accepted task has run and the threads have exited, as [`shutdown`](Pool::shutdown)
 /// does (and as the JDK's `ExecutorService.close()` does), so no accepted task is lost when
-/// `main` returns right after. Dropped on one of the pool's own threads (the last handle was
-/// moved into one of its tasks), it cannot wait for itself: the pool then shuts down in the
-/// background, every accepted task still running. To bound the wait, call
+/// `main` returns right after. A [`Scheduler`](crate::Scheduler) built on the pool counts as a
+/// handle you hold: whichever of them goes last waits for both, the scheduler's tasks (due or
+/// not yet due) first (see "Shutting down" in the crate docs). Dropped on one of the pool's own
+/// threads (the last handle was moved into one of its tasks), it cannot wait for itself: the
+/// pool then shuts down in the background, every accepted task still running. To bound the wait, call
 /// [`shutdown_timeout`](Pool::shutdown_timeout) before the drop.
 ///
 /// ```
@@ -200,11 +202,14 @@ impl Pool {
     }
 
     /// Stops intake and waits until every accepted task has run (every future completed, awaits
-    /// included) and the threads have exited.
+    /// included) and the threads have exited. The pool's [`Scheduler`](crate::Scheduler)s are
+    /// shut down first, gracefully: what they hold still runs when due, and is waited for.
     ///
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
-    /// cannot wait for itself). Calling it again is harmless.
+    /// cannot wait for itself); with a scheduler still holding tasks, the pool's intake then
+    /// stops once the scheduler has handed them over, in the background. Calling it again is
+    /// harmless.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -233,7 +238,8 @@ impl Pool {
     /// Like [`shutdown`](Pool::shutdown), but waits at most `timeout`. `Ok(())` once every
     /// accepted task has run and the threads have exited; otherwise
     /// [`ShutdownTimedOut`], saying how many accepted tasks were not done yet: they still run,
-    /// in the background (intake stays stopped). A timeout too long to represent
+    /// in the background (intake stays stopped; a scheduler's tasks not yet handed over still
+    /// run when due, the pool's intake stopping after them). A timeout too long to represent
     /// (`Duration::MAX`) waits as `shutdown` does; `Duration::ZERO` only looks. Called from a
     /// task of this pool, it stops intake and returns at once (a task cannot wait for itself),
     /// `Err` since that task at least is not done.
@@ -305,7 +311,8 @@ impl Pool {
     }
 
     /// Stops intake, lets running tasks finish, and hands back every accepted task that had not
-    /// started, in lane order per context. Their handles (if any) learn the outcome when the
+    /// started, in lane order per context; first, every task the pool's
+    /// [`Scheduler`](crate::Scheduler)s had not released (they are shut down too). Their handles (if any) learn the outcome when the
     /// returned tasks are run or dropped.
     ///
     /// Started futures (`spawn*`) are cancelled at their await point: dropped, their handles

@@ -87,8 +87,10 @@ impl SchedulerBuilder {
         }
     }
 
-    /// The length of an interval (default 1 s; from 10 ms to one day). An executor's limit is
-    /// applied per interval, and an interval's tasks are spread evenly over it.
+    /// The length of an interval (default 1 s; from 10 ms to one day): how often an executor
+    /// admits the tasks due, best first, up to its limit for one interval (the rest compete
+    /// again in the next). Its limit also holds in every sliding second, whatever the
+    /// interval.
     ///
     /// ```
     /// use std::time::Duration;

@@ -24,10 +24,13 @@ use crate::task::{PendingTask, TaskHandle};
 /// Time is cut into intervals (default 1 s). At the start of each interval an executor takes
 /// the tasks due in it (and those carried over), and admits as many as its limit allows for
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
-/// compete again in the next interval. Admitted tasks are spread evenly over the interval, not
-/// sent in one burst; a task scheduled for an interval already running is admitted if quota is
-/// left, and spread with the others arriving late over what is left of the interval. A task may start before its due time, by less than one interval, unless
-/// the executor forbids early dispatch. A task whose timeout passes before it starts is not
+/// compete again in the next interval. A task scheduled for an interval already running
+/// competes with the admitted tasks not yet released for what is left of the quota. A limited
+/// executor releases its admitted tasks best first, evenly paced (`1 / limit` apart), and never
+/// more than the limit (rounded up) in any sliding second (see "Rate limits: what is
+/// guaranteed" in the crate docs); an unlimited one spreads each interval's tasks over it.
+/// A task may start before its due time, by less than one interval, unless the executor
+/// forbids early dispatch. A task whose timeout passes before it starts is not
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
 ///
@@ -37,9 +40,13 @@ use crate::task::{PendingTask, TaskHandle};
 /// from [`Pool::shutdown_now`](crate::Pool::shutdown_now) and that is then dropped, ends
 /// `Rejected` and is counted so.
 ///
-/// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
-/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting);
-/// the tasks of an executor paused at 0 TPS then end `Rejected`, as nobody can resume it.
+/// `Scheduler` is a cheap handle: clone it to share it. It keeps its pool open. Dropping the
+/// last handle shuts the scheduler down (as [`shutdown`](Scheduler::shutdown)): if it was also
+/// the last handle you held of the pool, the drop waits for every task of both (due or not
+/// yet due), as the pool's drop does; otherwise the pool's last drop (or
+/// [`Pool::shutdown`](crate::Pool::shutdown)) waits for it. The tasks of an executor paused
+/// at 0 TPS then end `Rejected`, as nobody can resume it. See "Shutting down" in the crate
+/// docs.
 ///
 /// ```
 /// use std::time::Duration;
@@ -192,7 +199,11 @@ impl Scheduler {
     /// Like [`schedule_with`](Scheduler::schedule_with), but when due the task runs as a
     /// sequential task of context `ctx` (see
     /// [`Pool::execute_sequential`](crate::Pool::execute_sequential)): tasks of one context run
-    /// one at a time, in the order they were released.
+    /// one at a time, in due order (ties: in the order they were scheduled), whatever the
+    /// interval. Two exceptions: among tasks of different priorities competing for a limit,
+    /// the better goes first; and a task scheduled for a time already passed (or, on an
+    /// executor that releases early, for the interval already running) can only follow the
+    /// tasks of its context released before it arrived.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
