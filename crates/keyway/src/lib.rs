@@ -40,8 +40,8 @@
 //!
 //! ## Rate limits: what is guaranteed
 //! A limit of `n` per second holds in *every* sliding second, not per fixed interval: an
-//! executor releases at most `ceil(n)` tasks in any window of one second (up to 4,096 per
-//! second; above, at most `n + 4,096`), whenever its tasks arrive, and spaces them `1 / n`
+//! executor releases at most `ceil(n)` tasks in any window of one second, whenever its tasks
+//! arrive, and spaces them `1 / n`
 //! apart while it can. Measured from the release times, a 50 per second executor whose callers
 //! arrive in bursts at 0, 300, 700 and 950 ms into its interval released at most 50 in any
 //! sliding second (the bound tested: `n + 1`, 51), and three processes sharing 90 per second
