@@ -111,20 +111,37 @@ fn a_scheduler_outliving_its_pool_handle_still_schedules_and_waits_at_its_drop()
     assert_eq!(ran.load(Ordering::Relaxed), 1000);
 }
 
+/// Schedules `n` tasks on `executor`, the `i`th `delay(i)` ahead, each counting itself in `ran`.
+fn counted(
+    s: &Scheduler,
+    executor: &str,
+    n: u64,
+    delay: impl Fn(u64) -> Duration,
+    ran: &Arc<AtomicUsize>,
+) -> Vec<keyway::TaskHandle<usize>> {
+    (0..n)
+        .map(|i| {
+            let ran = ran.clone();
+            s.schedule(executor, delay(i), move || {
+                ran.fetch_add(1, Ordering::Relaxed)
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn pool_shutdown_shuts_attached_schedulers_down_first() {
     let ran = Arc::new(AtomicUsize::new(0));
     let pool = pool();
     let s = scheduler(&pool);
-    let handles: Vec<_> = (0..2000u64)
-        .map(|i| {
-            let ran = ran.clone();
-            s.schedule("limited", Duration::from_millis(i % 200), move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            })
-            .unwrap()
-        })
-        .collect();
+    let handles = counted(
+        &s,
+        "limited",
+        2000,
+        |i| Duration::from_millis(i % 200),
+        &ran,
+    );
     pool.shutdown();
     // Every scheduled task ran (none refused by a pool closed under it), before it returned.
     assert_eq!(ran.load(Ordering::Relaxed), 2000);
@@ -162,15 +179,13 @@ fn pool_shutdown_timeout_with_a_scheduler_loses_nothing() {
     let ran = Arc::new(AtomicUsize::new(0));
     let pool = pool();
     let s = scheduler(&pool);
-    let handles: Vec<_> = (0..500u64)
-        .map(|i| {
-            let ran = ran.clone();
-            s.schedule("any", Duration::from_millis(100 + i % 100), move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            })
-            .unwrap()
-        })
-        .collect();
+    let handles = counted(
+        &s,
+        "any",
+        500,
+        |i| Duration::from_millis(100 + i % 100),
+        &ran,
+    );
     assert!(pool.shutdown_timeout(Duration::ZERO).is_err());
     assert!(handles.into_iter().all(|h| h.join().is_ok()));
     assert_eq!(ran.load(Ordering::Relaxed), 500);
