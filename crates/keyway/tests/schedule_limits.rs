@@ -123,3 +123,47 @@ fn a_task_timeout_beside_the_executor_default() {
     drop(default);
     let _ = s.shutdown_now();
 }
+
+/// Late arrivals (due in the interval already running) compete best first, among themselves
+/// and with what is carried over, not in arrival order.
+#[test]
+fn late_arrivals_go_best_first() {
+    let pool = Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .build()
+        .unwrap();
+    let s = Scheduler::builder(&pool)
+        .executor("x", ExecutorConfig::with_tps(20.0)) // one every 50 ms
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut prios: Vec<i64> = (0..40).collect();
+    use rand::seq::SliceRandom;
+    prios.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(7));
+    let handles: Vec<_> = prios
+        .iter()
+        .map(|&p| {
+            let log = log.clone();
+            // One context: they run in the order they are released.
+            let now = Timing::after(Duration::ZERO).priority(p);
+            s.schedule_sequential("x", now, 0, move || log.lock().unwrap().push(p))
+                .unwrap()
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    // The first one or two may go before the rest have arrived; from then on, best first.
+    let rest = &log[2..];
+    assert!(
+        rest.windows(2).all(|w| w[0] > w[1]),
+        "not best first: {log:?}"
+    );
+    assert!(
+        log[..3].contains(&39),
+        "the best was not among the first: {log:?}"
+    );
+    s.shutdown();
+}
