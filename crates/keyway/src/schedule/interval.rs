@@ -88,8 +88,11 @@ impl Intervals {
     /// Interval `k` starts at time `now`.
     pub(crate) fn start(&mut self, k: u64, clock: &Clock, coordinator: &dyn Coordinator) {
         if self.quota.is_some() {
-            // Limited: what the last interval admitted but the pace did not release in it
+            // Limited: a driver that came late still releases the slots the last interval
+            // missed (as far as the pace allows); what is left of its admitted tasks then
             // competes again (released now, it would burst past the limit).
+            self.release_paced(clock.now());
+            self.batch.flush(&self.exec);
             let mut left: Vec<Entry> = std::mem::take(&mut self.admitted)
                 .into_iter()
                 .flatten()
@@ -243,6 +246,12 @@ impl Intervals {
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
+        self.release_paced(now);
+    }
+
+    /// Releases the best admitted tasks (due, if the executor never releases early) while the
+    /// pace allows.
+    fn release_paced(&mut self, now: u64) {
         let early = self.exec.early;
         loop {
             match self.peek_admitted() {
