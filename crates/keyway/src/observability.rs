@@ -58,6 +58,7 @@
 //! | ERROR | `keyway scheduler: a step failed; going on` | none |
 //! | ERROR | `keyway scheduler: a dropped task panicked` | none |
 //! | DEBUG | `keyway scheduler: driver exited` | none |
+//! | TRACE | `keyway scheduler: released` (a task handed to the pool, when its executor's limit allowed it) | `executor` |
 //!
 //! # Example
 //!

@@ -425,8 +425,10 @@ fn changing_the_limit_while_running_changes_the_count_per_interval() {
         let r = next_report(&rx);
         released += r.dispatched;
         if r.quota == Some(50) && r.carried_over > 0 {
-            assert_eq!(r.dispatched, 50);
-            at_50 += 1;
+            // At most the new limit; less at first, while the last second (at the old limit)
+            // still holds more than the new limit allows in any sliding second.
+            assert!(r.dispatched <= 50, "{r:?}");
+            at_50 += usize::from(r.dispatched == 50);
         } else if r.carried_over > 0 {
             // The interval running when the limit changed keeps its quota.
             assert_eq!(r.quota, Some(100));

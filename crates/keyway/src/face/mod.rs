@@ -7,7 +7,9 @@
 //! * `builder` — [`PoolBuilder`]: every setting, its default, and the checks `build` makes;
 //! * `lane`, `contexts` — [`Lane`] (one context's lane held open) and [`Contexts`] (the key type
 //!   fixed once);
-//! * `typed_lanes`, `typed_lane` — [`TypedLanes`] and one key's [`TypedLane`].
+//! * `typed_lanes`, `typed_lane` — [`TypedLanes`] and one key's [`TypedLane`];
+//! * `users` — the handles the user holds, counted apart from a scheduler's own, and what is
+//!   shut down before the pool (`Attached`: a scheduler).
 
 mod builder;
 mod contexts;
@@ -20,6 +22,7 @@ mod pool_room;
 mod pool_typed;
 mod typed_lane;
 mod typed_lanes;
+mod users;
 
 #[cfg(test)]
 mod test;
@@ -31,3 +34,4 @@ pub use pool::Pool;
 pub use pool_room::WaitForRoom;
 pub use typed_lane::TypedLane;
 pub use typed_lanes::TypedLanes;
+pub(crate) use users::Attached;

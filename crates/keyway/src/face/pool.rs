@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::builder::PoolBuilder;
+use super::users::{Attached, Users};
 use crate::engine::{refused, reserved, Config, Registry, Stats, Work};
 use crate::error::{BuildError, ShutdownTimedOut, SubmitError, TryExecuteError};
 use crate::lane::PoolHandle;
@@ -23,9 +24,11 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// made from it) is dropped, the pool shuts down gracefully: intake stops, and the drop *waits*
 /// until every accepted task has run and the threads have exited, as [`shutdown`](Pool::shutdown)
 /// does (and as the JDK's `ExecutorService.close()` does), so no accepted task is lost when
-/// `main` returns right after. Dropped on one of the pool's own threads (the last handle was
-/// moved into one of its tasks), it cannot wait for itself: the pool then shuts down in the
-/// background, every accepted task still running. To bound the wait, call
+/// `main` returns right after. A [`Scheduler`](crate::Scheduler) built on the pool counts as a
+/// handle you hold: whichever of them goes last waits for both, the scheduler's tasks (due or
+/// not yet due) first (see "Shutting down" in the crate docs). Dropped on one of the pool's own
+/// threads (the last handle was moved into one of its tasks), it cannot wait for itself: the
+/// pool then shuts down in the background, every accepted task still running. To bound the wait, call
 /// [`shutdown_timeout`](Pool::shutdown_timeout) before the drop.
 ///
 /// ```
@@ -53,12 +56,24 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 /// pool.shutdown(); // runs everything accepted, then stops the threads
 /// assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
 /// ```
-#[derive(Clone)]
 #[doc(alias = "ThreadPool")]
 #[doc(alias = "Runtime")]
 #[doc(alias = "ExecutorService")]
 pub struct Pool {
+    /// Shared by the handles the user holds (`None` for the pool's internal ones, which a
+    /// scheduler keeps): the last of them shuts the pool down, schedulers first. Dropped
+    /// before `handle`.
+    users: Option<Arc<Users>>,
     pub(crate) handle: Arc<PoolHandle>,
+}
+
+impl Clone for Pool {
+    fn clone(&self) -> Self {
+        Pool {
+            handle: self.handle.clone(),
+            users: self.users.clone(),
+        }
+    }
 }
 
 impl Pool {
@@ -87,9 +102,29 @@ impl Pool {
     }
 
     pub(crate) fn start(config: Config) -> Result<Pool, BuildError> {
+        let handle = PoolHandle::start(config)?;
+        let users = Arc::new(Users::new(handle.registry.clone()));
         Ok(Pool {
-            handle: PoolHandle::start(config)?,
+            handle,
+            users: Some(users),
         })
+    }
+
+    /// A handle that does not count as the user's (a scheduler's own, to hand tasks over):
+    /// the last user-held handle shuts the pool down whether this one lives on or not.
+    pub(crate) fn internal(&self) -> Pool {
+        Pool {
+            handle: self.handle.clone(),
+            users: None,
+        }
+    }
+
+    /// Attaches `a` (a scheduler) to this pool: `shutdown`, `shutdown_now` and the drop of the
+    /// last user-held handle shut it down first.
+    pub(crate) fn attach(&self, a: std::sync::Weak<dyn Attached>) {
+        if let Some(users) = &self.users {
+            users.attach(a);
+        }
     }
 
     pub(crate) fn registry(&self) -> &Arc<Registry> {
@@ -167,11 +202,14 @@ impl Pool {
     }
 
     /// Stops intake and waits until every accepted task has run (every future completed, awaits
-    /// included) and the threads have exited.
+    /// included) and the threads have exited. The pool's [`Scheduler`](crate::Scheduler)s are
+    /// shut down first, gracefully: what they hold still runs when due, and is waited for.
     ///
     /// Tasks submitted afterwards are refused with [`SubmitError::Shutdown`], task handed back.
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
-    /// cannot wait for itself). Calling it again is harmless.
+    /// cannot wait for itself); with a scheduler still holding tasks, the pool's intake then
+    /// stops once the scheduler has handed them over, in the background. Calling it again is
+    /// harmless.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -187,13 +225,21 @@ impl Pool {
     /// assert!(pool.execute(|| ()).is_err()); // refused, closure handed back
     /// ```
     pub fn shutdown(&self) {
-        let _ = self.registry().close_and_wait(None);
+        let _ = self.close_and_wait(None);
+    }
+
+    fn close_and_wait(&self, deadline: Option<Instant>) -> Result<(), ShutdownTimedOut> {
+        match &self.users {
+            Some(users) => users.close_and_wait(deadline),
+            None => self.registry().close_and_wait(deadline),
+        }
     }
 
     /// Like [`shutdown`](Pool::shutdown), but waits at most `timeout`. `Ok(())` once every
     /// accepted task has run and the threads have exited; otherwise
     /// [`ShutdownTimedOut`], saying how many accepted tasks were not done yet: they still run,
-    /// in the background (intake stays stopped). A timeout too long to represent
+    /// in the background (intake stays stopped; a scheduler's tasks not yet handed over still
+    /// run when due, the pool's intake stopping after them). A timeout too long to represent
     /// (`Duration::MAX`) waits as `shutdown` does; `Duration::ZERO` only looks. Called from a
     /// task of this pool, it stops intake and returns at once (a task cannot wait for itself),
     /// `Err` since that task at least is not done.
@@ -211,8 +257,7 @@ impl Pool {
     /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownTimedOut> {
         // Checked: a timeout too long to add to `now` means no deadline.
-        self.registry()
-            .close_and_wait(Instant::now().checked_add(timeout))
+        self.close_and_wait(Instant::now().checked_add(timeout))
     }
 
     /// Waits until the pool is idle: no accepted task is queued or running (in any lane, for
@@ -266,7 +311,8 @@ impl Pool {
     }
 
     /// Stops intake, lets running tasks finish, and hands back every accepted task that had not
-    /// started, in lane order per context. Their handles (if any) learn the outcome when the
+    /// started, in lane order per context; first, every task the pool's
+    /// [`Scheduler`](crate::Scheduler)s had not released (they are shut down too). Their handles (if any) learn the outcome when the
     /// returned tasks are run or dropped.
     ///
     /// Started futures (`spawn*`) are cancelled at their await point: dropped, their handles
@@ -301,7 +347,10 @@ impl Pool {
     /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
-        self.registry().shutdown_now()
+        match &self.users {
+            Some(users) => users.shutdown_now(),
+            None => self.registry().shutdown_now(),
+        }
     }
 
     /// True once [`shutdown`](Pool::shutdown) or [`shutdown_now`](Pool::shutdown_now) was called

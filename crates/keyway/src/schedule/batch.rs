@@ -24,7 +24,7 @@ const SPREAD_OVER: usize = 64;
 
 /// The driver's batch in progress for one executor.
 pub(crate) struct Batcher {
-    jobs: Vec<(InlineJob, u64, i64)>,
+    jobs: Vec<(InlineJob, u64, u64, i64)>,
     size: usize,
 }
 
@@ -47,15 +47,16 @@ impl Batcher {
         exec: &Arc<ExecCore>,
         job: InlineJob,
         due: u64,
+        deadline: u64,
         priority: i64,
     ) {
         if self.size > 1 && job.is_batchable() {
-            self.jobs.push((job, due, priority));
+            self.jobs.push((job, due, deadline, priority));
             if self.jobs.len() >= self.size {
                 self.flush(exec);
             }
         } else {
-            exec.contain(|| job.dispatch(exec, due, priority));
+            exec.contain(|| job.dispatch(exec, due, deadline, priority));
         }
     }
 
@@ -82,17 +83,17 @@ impl Batcher {
 /// dropped unrun (refused, or handed back by the pool's `shutdown_now` and dropped), each of its
 /// tasks ends rejected, counted once.
 struct ReleasedBatch {
-    jobs: Vec<(InlineJob, u64, i64)>,
+    jobs: Vec<(InlineJob, u64, u64, i64)>,
     core: Arc<ExecCore>,
 }
 
 impl ReleasedBatch {
     fn run(mut self) {
         let core = self.core.clone();
-        for (job, due, priority) in std::mem::take(&mut self.jobs) {
+        for (job, due, deadline, priority) in std::mem::take(&mut self.jobs) {
             // Each task contains its own panics; this only keeps the batch going if
             // something else unwinds.
-            core.contain(|| job.run_here(&core, due, priority));
+            core.contain(|| job.run_here(&core, due, deadline, priority));
         }
     }
 }
@@ -104,7 +105,7 @@ impl Drop for ReleasedBatch {
             return;
         }
         self.core.stats.rejected_many(jobs.len() as u64);
-        for (job, _, _) in jobs {
+        for (job, _, _, _) in jobs {
             self.core.contain(|| job.abandon(Abandon::Rejected));
         }
     }

@@ -218,6 +218,7 @@ mod test {
         Entry {
             job,
             due,
+            deadline: crate::schedule::clock::NEVER,
             priority: 0,
             seq: 0,
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use crossbeam_utils::sync::Parker;
@@ -17,10 +17,11 @@ use super::coordinator::{Coordinator, LocalCoordinator};
 use super::error::ConfigError;
 use super::executor::{ExecCore, IntervalHook, Shared, TimedOutHook};
 use super::interval::Intervals;
+use super::lifeline::Lifeline;
 use super::scheduler::{Inner, Scheduler};
 use super::stats::{IntervalReport, TimedOutTask};
 use super::timer_thread::Driver;
-use crate::face::Pool;
+use crate::face::{Attached, Pool};
 
 /// The shortest interval a scheduler accepts.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -86,8 +87,10 @@ impl SchedulerBuilder {
         }
     }
 
-    /// The length of an interval (default 1 s; from 10 ms to one day). An executor's limit is
-    /// applied per interval, and an interval's tasks are spread evenly over it.
+    /// The length of an interval (default 1 s; from 10 ms to one day): how often an executor
+    /// admits the tasks due, best first, up to its limit for one interval (the rest compete
+    /// again in the next). Its limit also holds in every sliding second, whatever the
+    /// interval.
     ///
     /// ```
     /// use std::time::Duration;
@@ -245,7 +248,7 @@ impl SchedulerBuilder {
         let parker = Parker::new();
         let shared = Arc::new(Shared {
             clock: Clock::new(self.interval),
-            pool: self.pool,
+            pool: self.pool.internal(),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             drop_handed_back: AtomicBool::new(false),
@@ -273,17 +276,27 @@ impl SchedulerBuilder {
             }
         }
         let handed_back = Arc::new(Mutex::new(Vec::new()));
+        let life = Arc::new(Lifeline {
+            shared: shared.clone(),
+            execs: execs.clone(),
+            driver_thread: OnceLock::new(),
+            handed_back: handed_back.clone(),
+        });
         let driver = Driver {
             shared: shared.clone(),
             executors: execs.iter().cloned().map(Intervals::new).collect(),
             coordinator: self.coordinator.clone(),
             parker,
-            handed_back: handed_back.clone(),
+            handed_back,
+            _life: life.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(self.thread_name)
             .spawn(move || driver.run())
             .map_err(|e| ConfigError::Spawn(e.to_string()))?;
+        let _ = life.driver_thread.set(thread.thread().id());
+        self.pool
+            .attach(Arc::downgrade(&life) as Weak<dyn Attached>);
         Ok(Scheduler::from_inner(Inner {
             shared,
             by_name: names
@@ -292,8 +305,8 @@ impl SchedulerBuilder {
                 .collect(),
             few: (execs.len() <= FEW).then(|| execs.iter().cloned().collect()),
             coordinator: self.coordinator,
-            driver_thread: thread.thread().id(),
-            handed_back,
+            life,
+            _user: self.pool,
         }))
     }
 }

@@ -114,8 +114,9 @@ impl ExecutorConfig {
     }
 
     /// Whether a task may start before its due time, by less than one interval (default
-    /// `true`): the interval's tasks are then spread evenly over the whole interval. With
-    /// `false` no task starts before its due time.
+    /// `true`): the interval's tasks are then released from its start (at the executor's pace,
+    /// or spread over the interval if it has no limit). With `false` no task starts before its
+    /// due time.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -151,6 +152,7 @@ impl ExecutorConfig {
 pub struct Timing {
     pub(crate) due: Due,
     pub(crate) priority: i64,
+    pub(crate) timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -178,6 +180,7 @@ impl Timing {
         Timing {
             due: Due::After(delay),
             priority: 0,
+            timeout: None,
         }
     }
 
@@ -197,6 +200,7 @@ impl Timing {
         Timing {
             due: Due::At(instant),
             priority: 0,
+            timeout: None,
         }
     }
 
@@ -214,6 +218,31 @@ impl Timing {
     /// ```
     pub fn priority(mut self, priority: i64) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// This task's own timeout, in place of its executor's
+    /// ([`ExecutorConfig::timeout`]): not started within `timeout` of its due time, it is not
+    /// run (its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut), the
+    /// timed-out hook sees it). `Duration::ZERO`: it runs only if it starts by its due time
+    /// (possibly early, if the executor allows it); a timeout so long that it overflows
+    /// (`Duration::MAX`) means no timeout for this task, whatever the executor's. A repeating
+    /// task applies it to every run.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use keyway::{ExecutorConfig, Scheduler, TaskError, Timing};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let s = Scheduler::builder(&pool).interval(Duration::from_millis(10))
+    ///     // Paused: nothing starts. The executor's own timeout is an hour.
+    ///     .executor("paused", ExecutorConfig::with_tps(0.0).timeout(Duration::from_secs(3600)))
+    ///     .build().unwrap();
+    /// let urgent = s.schedule_with("paused", Timing::after(Duration::ZERO).timeout(Duration::from_millis(5)), || ()).unwrap();
+    /// assert!(matches!(urgent.join(), Err(TaskError::TimedOut))); // its own 5 ms, not the hour
+    /// # s.shutdown_now();
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 }

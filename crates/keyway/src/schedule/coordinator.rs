@@ -61,6 +61,49 @@ impl Coordinator for LocalCoordinator {
     }
 }
 
+/// A coordinator behind an `Arc` is one: give the scheduler a clone and keep another, to read
+/// what only the concrete type tells (a Redis coordinator's status, say) while it runs.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use keyway::{Coordinator, ExecutorConfig, Scheduler};
+/// #[derive(Default)]
+/// struct Counting(AtomicUsize);
+/// impl Coordinator for Counting {
+///     fn join(&self, _executor: &str, _limit: f64) {}
+///     fn leave(&self, _executor: &str) {}
+///     fn share(&self, _executor: &str, limit: f64) -> f64 {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         limit
+///     }
+/// }
+/// let counting = Arc::new(Counting::default());
+/// let pool = keyway::Pool::new().unwrap();
+/// let s = Scheduler::builder(&pool)
+///     .interval(std::time::Duration::from_millis(10))
+///     .executor("jobs", ExecutorConfig::with_tps(100.0))
+///     .coordinator(counting.clone())
+///     .build()
+///     .unwrap();
+/// s.schedule("jobs", std::time::Duration::ZERO, || ()).unwrap().join().unwrap();
+/// assert!(counting.0.load(Ordering::Relaxed) >= 1); // read through the kept clone
+/// s.shutdown();
+/// ```
+impl<C: Coordinator + ?Sized> Coordinator for std::sync::Arc<C> {
+    fn join(&self, executor: &str, limit: f64) {
+        (**self).join(executor, limit);
+    }
+
+    fn leave(&self, executor: &str) {
+        (**self).leave(executor);
+    }
+
+    fn share(&self, executor: &str, limit: f64) -> f64 {
+        (**self).share(executor, limit)
+    }
+}
+
 #[allow(dead_code)] // the scheduler uses it
 /// Clamps a coordinator's answer to what the scheduler may use: `0.0..=limit`, NaN as `0.0`.
 pub(crate) fn clamp_share(share: f64, limit: f64) -> f64 {

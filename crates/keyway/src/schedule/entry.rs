@@ -4,12 +4,14 @@
 use super::config::PriorityOrder;
 use super::scheduled_job::InlineJob;
 
-/// One scheduled task waiting for its interval: 64 bytes, a task of up to four words
+/// One scheduled task waiting for its interval: 72 bytes, a task of up to four words
 /// included (a larger one is boxed).
 pub(crate) struct Entry {
     pub(crate) job: InlineJob,
     /// Nanoseconds since the scheduler's epoch ([`NEVER`](super::clock::NEVER) if never due).
     pub(crate) due: u64,
+    /// Not run if it cannot start by then ([`NEVER`](super::clock::NEVER): no deadline).
+    pub(crate) deadline: u64,
     pub(crate) priority: i64,
     /// Scheduling order within the executor: ties of priority and due time go first-come.
     pub(crate) seq: u64,

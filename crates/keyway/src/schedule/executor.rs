@@ -89,12 +89,19 @@ impl ExecCore {
     }
 
     /// Accepts a job due at `due` (ns since the epoch), or hands it back after shutdown.
-    pub(crate) fn enqueue(&self, job: InlineJob, due: u64, priority: i64) -> Result<(), InlineJob> {
+    pub(crate) fn enqueue(
+        &self,
+        job: InlineJob,
+        due: u64,
+        timeout: Option<Duration>,
+        priority: i64,
+    ) -> Result<(), InlineJob> {
         match self.admit() {
             Some(seq) => {
                 self.push(Entry {
                     job,
                     due,
+                    deadline: self.deadline(due, timeout),
                     priority,
                     seq,
                 });
@@ -137,17 +144,22 @@ impl ExecCore {
         }
     }
 
-    pub(crate) fn has_timeout(&self) -> bool {
-        self.timeout.is_some()
+    /// The deadline of a task due at `due`: `due` plus its own timeout if it has one, else
+    /// plus the executor's ([`NEVER`]: none, or one that overflows).
+    pub(crate) fn deadline(&self, due: u64, own: Option<Duration>) -> u64 {
+        let timeout = match own {
+            Some(t) => u64::try_from(t.as_nanos()).ok(),
+            None => self.timeout,
+        };
+        match timeout.and_then(|t| due.checked_add(t)) {
+            Some(deadline) => deadline,
+            None => NEVER,
+        }
     }
 
-    /// True if a task due at `due` can no longer start in time (a deadline that overflows is
-    /// no deadline).
-    pub(crate) fn timed_out(&self, due: u64) -> bool {
-        match self.timeout.and_then(|t| due.checked_add(t)) {
-            Some(deadline) if deadline != NEVER => self.shared.clock.now() > deadline,
-            _ => false,
-        }
+    /// True if a task with this deadline can no longer start in time.
+    pub(crate) fn timed_out(&self, deadline: u64) -> bool {
+        deadline != NEVER && self.shared.clock.now() > deadline
     }
 
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.

@@ -12,6 +12,7 @@ use super::config::PriorityOrder;
 use super::coordinator::{clamp_share, Coordinator};
 use super::entry::{better, Entry};
 use super::executor::ExecCore;
+use super::pace::Pace;
 use super::stats::IntervalReport;
 use crate::task::PendingTask;
 
@@ -31,9 +32,10 @@ pub(crate) struct Intervals {
     waiting: Vec<Entry>,
     /// When the last step ran (nanoseconds since the epoch).
     last_step: u64,
+    /// A limited executor's pace: when the next task may be released.
+    pace: Pace,
     interval: u64,
     quota: Option<u64>,
-    used: u64,
     credit: f64,
     last_share: f64,
     timed_out: u64,
@@ -56,9 +58,9 @@ impl Intervals {
             released_spread: 0,
             waiting: Vec::new(),
             last_step: 0,
+            pace: Pace::new(),
             interval: 0,
             quota: None,
-            used: 0,
             credit: 0.0,
             last_share,
             timed_out: 0,
@@ -85,20 +87,34 @@ impl Intervals {
 
     /// Interval `k` starts at time `now`.
     pub(crate) fn start(&mut self, k: u64, clock: &Clock, coordinator: &dyn Coordinator) {
-        // What the last interval admitted but did not release yet still belongs to it.
-        let left: usize = self.admitted.iter().map(Vec::len).sum();
-        self.batch.plan(left + self.waiting.len());
-        while let Some(e) = self.pop_admitted() {
-            self.release(e);
+        if self.quota.is_some() {
+            // Limited: a driver that came late still releases the slots the last interval
+            // missed (as far as the pace allows); what is left of its admitted tasks then
+            // competes again (released now, it would burst past the limit).
+            self.release_paced(clock.now());
+            self.batch.flush(&self.exec);
+            let mut left: Vec<Entry> = std::mem::take(&mut self.admitted)
+                .into_iter()
+                .flatten()
+                .collect();
+            left.append(&mut self.waiting);
+            self.carry.append(&mut left);
+        } else {
+            // Unlimited: what the last interval admitted but did not release yet still
+            // belongs to it.
+            let left: usize = self.admitted.iter().map(Vec::len).sum();
+            self.batch.plan(left + self.waiting.len());
+            while let Some(e) = self.pop_admitted() {
+                self.release(e);
+            }
+            for e in std::mem::take(&mut self.waiting) {
+                self.release(e);
+            }
+            self.batch.flush(&self.exec);
         }
-        for e in std::mem::take(&mut self.waiting) {
-            self.release(e);
-        }
-        self.batch.flush(&self.exec);
         self.report();
         self.started = true;
         self.interval = k;
-        self.used = 0;
         self.timed_out = 0;
         self.dispatched = 0;
         self.worst_dispatched = None;
@@ -124,6 +140,7 @@ impl Intervals {
                 Err(_) => self.last_share.min(limit), // a panicking coordinator: keep the last
             };
             self.last_share = share;
+            self.pace.set_rate(share);
             let budget = exec.budget(share, clock.interval()) + self.credit;
             let whole = budget.floor();
             self.credit = if budget.is_finite() {
@@ -134,42 +151,40 @@ impl Intervals {
             whole as u64 // saturates
         });
 
-        let needs_filter = self.exec.has_timeout() || self.quota.is_some_and(|q| due as u64 > q);
-        if !needs_filter && self.exec.early && self.quota.is_none() {
-            self.spread = due;
-            self.admitted = chunks;
+        let mut all: Vec<Entry> = if chunks.len() == 1 {
+            chunks.pop().unwrap_or_default()
         } else {
-            let mut all: Vec<Entry> = if chunks.len() == 1 {
-                chunks.pop().unwrap_or_default()
-            } else {
-                chunks.into_iter().flatten().collect()
-            };
-            if needs_filter {
-                all = self.live(all);
+            chunks.into_iter().flatten().collect()
+        };
+        all = self.live(all);
+        if let Some(q) = self.quota {
+            let q = usize::try_from(q).unwrap_or(usize::MAX);
+            if all.len() > q {
+                all.select_nth_unstable_by(q, |a, b| better(self.exec.order, a, b));
+                self.carry = all.split_off(q);
             }
-            let order = self.exec.order;
-            if let Some(q) = self.quota {
-                let q = usize::try_from(q).unwrap_or(usize::MAX);
-                if all.len() > q {
-                    all.select_nth_unstable_by(q, |a, b| better(order, a, b));
-                    self.carry = all.split_off(q);
-                }
-            }
-            // Released from the back: best (or earliest) last in the vector.
-            if self.exec.early {
-                all.sort_unstable_by(|a, b| better(order, b, a));
-            } else {
-                all.sort_unstable_by_key(|e| std::cmp::Reverse((e.due, e.seq)));
-            }
-            self.spread = all.len();
-            self.admitted = vec![all];
         }
-        self.used = self.spread as u64;
+        self.order_for_release(&mut all);
+        self.spread = all.len();
+        self.admitted = vec![all];
         self.released_spread = 0;
         self.exec.stats.carried_over.store(
             self.carry.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
+    }
+
+    /// Sorts admitted entries so that the next to release is last: on a limited executor that
+    /// may release early, the best first; otherwise (and on an unlimited one, where nothing
+    /// competes) the earliest due first, ties in scheduling order, so that the tasks of one
+    /// context reach its lane in due order.
+    fn order_for_release(&self, all: &mut [Entry]) {
+        let order = self.exec.order;
+        if self.exec.early && self.quota.is_some() {
+            all.sort_unstable_by(|a, b| better(order, b, a));
+        } else {
+            all.sort_unstable_by_key(|e| std::cmp::Reverse((e.due, e.seq)));
+        }
     }
 
     /// Drops the cancelled and times out the expired; returns the rest.
@@ -180,7 +195,7 @@ impl Intervals {
                 self.exec.stats.cancelled();
                 self.exec.stats.ended_unreleased();
                 self.exec.contain(move || drop(e));
-            } else if self.exec.timed_out(e.due) {
+            } else if self.exec.timed_out(e.deadline) {
                 self.timed_out += 1;
                 self.exec.stats.ended_unreleased();
                 self.exec.time_out(e.job, e.due, e.priority);
@@ -191,26 +206,86 @@ impl Intervals {
         kept
     }
 
-    /// Releases what is due by `now`: admitted tasks spread evenly over the interval, late
-    /// arrivals while quota is left (the rest carried over).
+    /// Releases what is due by `now`: on a limited executor, admitted tasks (late arrivals
+    /// among them, best first) at its pace; on an unlimited one, spread evenly over the
+    /// interval, late arrivals over what is left of it from when they arrived.
     pub(crate) fn step(&mut self, now: u64, clock: &Clock) {
+        if self.quota.is_some() {
+            self.step_paced(now);
+        } else {
+            self.step_spread(now, clock);
+        }
+        self.batch.flush(&self.exec);
+    }
+
+    /// Limited: late arrivals compete with the admitted tasks not yet released for what is
+    /// left of the quota (the worst carry over); then the best are released while the pace
+    /// allows, each once due if the executor never releases early.
+    fn step_paced(&mut self, now: u64) {
         let mut late = Vec::new();
         self.exec.buckets.take_late(&mut late);
         if !late.is_empty() {
-            for e in self.live(late) {
-                if self.quota.is_some_and(|q| self.used >= q) {
-                    self.carry.push(e);
-                } else {
-                    self.used += 1;
-                    self.waiting.push(e);
-                }
+            let mut all: Vec<Entry> = std::mem::take(&mut self.admitted)
+                .into_iter()
+                .flatten()
+                .collect();
+            all.append(&mut self.live(late));
+            let quota = usize::try_from(self.quota.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+            let room = quota.saturating_sub(usize::try_from(self.dispatched).unwrap_or(usize::MAX));
+            if all.len() > room {
+                let order = self.exec.order;
+                all.sort_unstable_by(|a, b| better(order, b, a)); // the worst first
+                let kept = all.split_off(all.len() - room);
+                self.carry.append(&mut all);
+                all = kept;
             }
+            self.order_for_release(&mut all);
+            self.admitted = vec![all];
             self.exec.stats.carried_over.store(
                 self.carry.len() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
-        // The interval's share of the admitted tasks, by how much of it has passed.
+        self.release_paced(now);
+    }
+
+    /// Releases the best admitted tasks (due, if the executor never releases early) while the
+    /// pace allows.
+    fn release_paced(&mut self, now: u64) {
+        let early = self.exec.early;
+        loop {
+            match self.peek_admitted() {
+                Some(e) if early || e.due <= now => {}
+                _ => break,
+            }
+            // The time of this release itself (handing over the one before may have taken a
+            // while): what the pace remembers is when each task really went.
+            let at = self.exec.shared.clock.now();
+            if !self.pace.ready(at) {
+                break;
+            }
+            let Some(e) = self.pop_admitted() else { break };
+            self.pace.released(at);
+            self.release(e);
+        }
+    }
+
+    /// Unlimited: the interval's share of the admitted tasks, by how much of it has passed;
+    /// late arrivals spread over what was left of the interval when they arrived.
+    fn step_spread(&mut self, now: u64, clock: &Clock) {
+        let mut late = Vec::new();
+        self.exec.buckets.take_late(&mut late);
+        if !late.is_empty() {
+            if self.waiting.is_empty() {
+                // Spread from their arrival, not from a step long past.
+                self.last_step = now;
+            }
+            let mut late = self.live(late);
+            self.waiting.append(&mut late);
+            // Released from the back: the earliest due (ties: scheduled first) last.
+            self.waiting
+                .sort_unstable_by_key(|e| std::cmp::Reverse((e.due, e.seq)));
+        }
         let start = clock.start_of(self.interval);
         let length = clock.interval().as_nanos();
         let passed = u128::from(now.saturating_sub(start)).min(length);
@@ -232,15 +307,15 @@ impl Intervals {
         self.batch
             .plan(late_share + allowed.saturating_sub(self.released_spread));
         let early = self.exec.early;
-        let (mut i, mut released) = (0, 0);
-        while i < self.waiting.len() && released < late_share {
-            if early || self.waiting[i].due <= now {
-                let e = self.waiting.swap_remove(i);
-                self.release(e);
-                released += 1;
-            } else {
-                i += 1;
+        let mut released = 0;
+        while released < late_share {
+            match self.waiting.last() {
+                Some(e) if early || e.due <= now => {}
+                _ => break,
             }
+            let Some(e) = self.waiting.pop() else { break };
+            self.release(e);
+            released += 1;
         }
         while self.released_spread < allowed {
             match self.peek_admitted() {
@@ -251,7 +326,6 @@ impl Intervals {
             self.released_spread += 1;
             self.release(e);
         }
-        self.batch.flush(&self.exec);
     }
 
     fn peek_admitted(&mut self) -> Option<&Entry> {
@@ -282,9 +356,11 @@ impl Intervals {
                 PriorityOrder::LowestFirst => w.max(e.priority),
             },
         });
+        tracing::trace!(executor = &*self.exec.name, "keyway scheduler: released");
         self.exec.stats.released();
         self.dispatched += 1;
-        self.batch.release(&self.exec, e.job, e.due, e.priority);
+        self.batch
+            .release(&self.exec, e.job, e.due, e.deadline, e.priority);
     }
 
     /// Tells the interval hook what the interval that just ended did.

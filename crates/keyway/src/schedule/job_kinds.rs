@@ -55,15 +55,23 @@ pub(crate) struct Released<J: ScheduledJob> {
     job: Option<J>,
     core: Arc<ExecCore>,
     due: u64,
+    deadline: u64,
     priority: i64,
 }
 
 impl<J: ScheduledJob> Released<J> {
-    pub(crate) fn new(job: J, core: &Arc<ExecCore>, due: u64, priority: i64) -> Self {
+    pub(crate) fn new(
+        job: J,
+        core: &Arc<ExecCore>,
+        due: u64,
+        deadline: u64,
+        priority: i64,
+    ) -> Self {
         Released {
             job: Some(job),
             core: core.clone(),
             due,
+            deadline,
             priority,
         }
     }
@@ -71,7 +79,7 @@ impl<J: ScheduledJob> Released<J> {
     /// Runs the job here (on the pool): it counts its own outcome.
     pub(crate) fn run(mut self) {
         if let Some(job) = self.job.take() {
-            job.run_here(&self.core, self.due, self.priority);
+            job.run_here(&self.core, self.due, self.deadline, self.priority);
         }
     }
 }
@@ -91,9 +99,10 @@ fn release<P: Place, J: ScheduledJob>(
     exec: &Arc<ExecCore>,
     job: J,
     due: u64,
+    deadline: u64,
     priority: i64,
 ) {
-    let released = Released::new(job, exec, due, priority);
+    let released = Released::new(job, exec, due, deadline, priority);
     if let Err(run) = place.submit(&exec.shared, move || released.run()) {
         // Dropping it ends it rejected (`Released`).
         exec.contain(move || drop(run));
@@ -152,18 +161,18 @@ where
 
     const BATCHABLE: bool = P::ANYWHERE;
 
-    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let Once { place, task } = self;
         let once = Once {
             place: Anywhere,
             task,
         };
-        release(&place, exec, once, due, priority);
+        release(&place, exec, once, due, deadline, priority);
     }
 
-    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let task = self.task;
-        if core.timed_out(due) {
+        if core.timed_out(deadline) {
             let once = Once {
                 place: Anywhere,
                 task,
@@ -210,14 +219,21 @@ impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
 
     const BATCHABLE: bool = P::ANYWHERE;
 
-    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let Detached { place, f } = self;
-        release(&place, exec, Detached { place: Anywhere, f }, due, priority);
+        release(
+            &place,
+            exec,
+            Detached { place: Anywhere, f },
+            due,
+            deadline,
+            priority,
+        );
     }
 
-    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let f = self.f;
-        if core.timed_out(due) {
+        if core.timed_out(deadline) {
             core.time_out(
                 InlineJob::new(Detached { place: Anywhere, f }),
                 due,
@@ -255,6 +271,8 @@ pub(crate) struct Repeating<P> {
     place: Arc<P>,
     body: Box<dyn FnMut() + Send>,
     repeat: Repeat,
+    /// Each run's own timeout (`Timing::timeout`), if it has one.
+    timeout: Option<Duration>,
     end: WithHandle<EndRepeat, ()>,
     panic: Arc<Mutex<Option<Box<dyn Any + Send>>>>,
 }
@@ -268,6 +286,7 @@ impl<P: Place> Repeating<P> {
         place: P,
         body: impl FnMut() + Send + 'static,
         repeat: Repeat,
+        timeout: Option<Duration>,
     ) -> (TaskHandle<()>, Self) {
         let panic: Arc<Mutex<Option<Box<dyn Any + Send>>>> = Arc::new(Mutex::new(None));
         let slot = panic.clone();
@@ -283,6 +302,7 @@ impl<P: Place> Repeating<P> {
                 place: Arc::new(place),
                 body: Box::new(body),
                 repeat,
+                timeout,
                 end,
                 panic,
             },
@@ -298,19 +318,19 @@ impl<P: Place> ScheduledJob for Box<Repeating<P>> {
         self.end.is_queued()
     }
 
-    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let place = self.place.clone();
-        release(&*place, exec, self, due, priority);
+        release(&*place, exec, self, due, deadline, priority);
     }
 
-    fn run_here(self, core: &Arc<ExecCore>, due: u64, priority: i64) {
+    fn run_here(self, core: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         {
             let mut this = self;
             if !this.end.is_queued() {
                 core.stats.cancelled();
                 return;
             }
-            if core.timed_out(due) {
+            if core.timed_out(deadline) {
                 core.time_out(InlineJob::new(this), due, priority);
                 return;
             }
@@ -336,7 +356,8 @@ impl<P: Place> ScheduledJob for Box<Repeating<P>> {
                     now.checked_add(delay).unwrap_or(NEVER)
                 }
             };
-            if let Err(job) = core.enqueue(InlineJob::new(this), next, priority) {
+            let timeout = this.timeout;
+            if let Err(job) = core.enqueue(InlineJob::new(this), next, timeout, priority) {
                 // Shut down: the repetition ends. Its next run counts as scheduled and
                 // rejected, as it does when the shutdown finds it queued, so the counts do not
                 // depend on which came first.

@@ -9,11 +9,15 @@
 //!
 //! * `builder` — how a [`Scheduler`] is configured, and `Scheduler::builder`;
 //! * `repeat` — the scheduler's repeating tasks (fixed rate, fixed delay);
+//! * `lifeline` — the scheduler as its pool sees it: shut down before the pool, waited for by
+//!   the last user-held handle of either;
 //! * `scheduler` — the public [`Scheduler`]: schedule, change limits, read counts, shut down;
 //! * `timer_thread` — the scheduler's one thread (the `Driver`), which starts intervals and
 //!   releases tasks through them;
 //! * `interval` — one executor's intervals as the timer thread runs them (select, spread,
 //!   carry);
+//! * `pace` — a limited executor's pace: one release per `1 / rate`, so that no second sees a
+//!   burst;
 //! * `batch` — released tasks handed to the pool in batches when many are due at once;
 //! * `job_kinds` — the kinds of job (one-shot with or without a handle, repeating) and where
 //!   each runs when released (the pool or a context's lane);
@@ -42,6 +46,8 @@ mod error;
 mod executor;
 mod interval;
 mod job_kinds;
+mod lifeline;
+mod pace;
 mod repeat;
 mod scheduled_job;
 mod scheduler;

@@ -191,10 +191,11 @@ impl Scheduler {
         };
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let due = self.due(first);
-        let (handle, job) = Repeating::new(place, f, how(period));
+        let (handle, job) = Repeating::new(place, f, how(period), first.timeout);
         exec.push(Entry {
             job: InlineJob::new(Box::new(job)),
             due,
+            deadline: exec.deadline(due, first.timeout),
             priority: first.priority,
             seq,
         });

@@ -28,10 +28,10 @@ pub(crate) trait ScheduledJob: Send + Sized + 'static {
     /// pool is full. It reports its own outcome to `exec`'s counters when it runs; dropped unrun
     /// (refused by a pool shut down, handed back by its `shutdown_now`), it ends rejected,
     /// counted once (`job_kinds::Released`).
-    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64);
     /// Runs the task on this thread (a pool thread), as [`dispatch`](ScheduledJob::dispatch)
     /// would have had it run: times it out if it is too late, reports its outcome to `exec`.
-    fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64);
+    fn run_here(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64);
     /// Drops the task unrun, telling its handle why.
     fn abandon(self, why: Abandon);
     /// `shutdown_now`: the task to hand back, if it is one a caller can run.
@@ -43,8 +43,8 @@ struct JobVTable {
     repeating: bool,
     batchable: bool,
     is_live: fn(SlotRef<'_>) -> bool,
-    dispatch: fn(Slot<'_>, &Arc<ExecCore>, u64, i64),
-    run_here: fn(Slot<'_>, &Arc<ExecCore>, u64, i64),
+    dispatch: fn(Slot<'_>, &Arc<ExecCore>, u64, u64, i64),
+    run_here: fn(Slot<'_>, &Arc<ExecCore>, u64, u64, i64),
     abandon: fn(Slot<'_>, Abandon),
     into_pending: fn(Slot<'_>) -> Option<PendingTask>,
     drop: fn(Slot<'_>),
@@ -63,13 +63,13 @@ impl<J: ScheduledJob> VTableFor<J> for JobVTable {
         batchable: J::BATCHABLE,
         // SAFETY: rule 2 — this is `VTableFor<J>::VTABLE`, given the slot of a `J`.
         is_live: |slot| unsafe { slot.get::<J>() }.is_live(),
-        dispatch: |slot, exec, due, priority| {
+        dispatch: |slot, exec, due, deadline, priority| {
             // SAFETY: rule 2, as for `is_live`.
-            unsafe { slot.take::<J>() }.dispatch(exec, due, priority)
+            unsafe { slot.take::<J>() }.dispatch(exec, due, deadline, priority)
         },
-        run_here: |slot, exec, due, priority| {
+        run_here: |slot, exec, due, deadline, priority| {
             // SAFETY: rule 2, as for `is_live`.
-            unsafe { slot.take::<J>() }.run_here(exec, due, priority)
+            unsafe { slot.take::<J>() }.run_here(exec, due, deadline, priority)
         },
         // SAFETY: rule 2, as for `is_live`.
         abandon: |slot, why| unsafe { slot.take::<J>() }.abandon(why),
@@ -104,9 +104,9 @@ impl InlineJob {
 
     /// See [`ScheduledJob::dispatch`].
     #[inline]
-    pub(crate) fn dispatch(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    pub(crate) fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         self.0
-            .consume(|vtable, slot| (vtable.dispatch)(slot, exec, due, priority))
+            .consume(|vtable, slot| (vtable.dispatch)(slot, exec, due, deadline, priority))
     }
 
     /// True if it may be handed to the pool in a batch (see [`ScheduledJob::BATCHABLE`]).
@@ -117,9 +117,9 @@ impl InlineJob {
 
     /// See [`ScheduledJob::run_here`].
     #[inline]
-    pub(crate) fn run_here(self, exec: &Arc<ExecCore>, due: u64, priority: i64) {
+    pub(crate) fn run_here(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         self.0
-            .consume(|vtable, slot| (vtable.run_here)(slot, exec, due, priority))
+            .consume(|vtable, slot| (vtable.run_here)(slot, exec, due, deadline, priority))
     }
 
     /// See [`ScheduledJob::abandon`].
@@ -155,8 +155,8 @@ mod test {
         fn is_live(&self) -> bool {
             self.1.len() == N
         }
-        fn dispatch(self, _: &Arc<ExecCore>, _: u64, _: i64) {}
-        fn run_here(self, _: &Arc<ExecCore>, _: u64, _: i64) {}
+        fn dispatch(self, _: &Arc<ExecCore>, _: u64, _: u64, _: i64) {}
+        fn run_here(self, _: &Arc<ExecCore>, _: u64, _: u64, _: i64) {}
         fn abandon(self, _: Abandon) {}
         fn into_pending(self) -> Option<PendingTask> {
             None

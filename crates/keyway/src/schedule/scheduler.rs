@@ -4,10 +4,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
 
 use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
@@ -15,9 +12,10 @@ use super::entry::Entry;
 use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
 use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
+use super::lifeline::Lifeline;
 use super::scheduled_job::InlineJob;
 use super::stats::ExecutorStats;
-use crate::engine::worker;
+use crate::face::Pool;
 use crate::task::{PendingTask, TaskHandle};
 
 /// A rate-limited scheduler on a keyway [`Pool`](crate::Pool): tasks scheduled for a time run no faster
@@ -26,10 +24,13 @@ use crate::task::{PendingTask, TaskHandle};
 /// Time is cut into intervals (default 1 s). At the start of each interval an executor takes
 /// the tasks due in it (and those carried over), and admits as many as its limit allows for
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
-/// compete again in the next interval. Admitted tasks are spread evenly over the interval, not
-/// sent in one burst; a task scheduled for an interval already running is admitted if quota is
-/// left, and spread with the others arriving late over what is left of the interval. A task may start before its due time, by less than one interval, unless
-/// the executor forbids early dispatch. A task whose timeout passes before it starts is not
+/// compete again in the next interval. A task scheduled for an interval already running
+/// competes with the admitted tasks not yet released for what is left of the quota. A limited
+/// executor releases its admitted tasks best first, evenly paced (`1 / limit` apart), and never
+/// more than the limit (rounded up) in any sliding second (see "Rate limits: what is
+/// guaranteed" in the crate docs); an unlimited one spreads each interval's tasks over it.
+/// A task may start before its due time, by less than one interval, unless the executor
+/// forbids early dispatch. A task whose timeout passes before it starts is not
 /// run: its handle says [`TaskError::TimedOut`](crate::TaskError::TimedOut) and the
 /// timed-out hook sees it.
 ///
@@ -39,9 +40,13 @@ use crate::task::{PendingTask, TaskHandle};
 /// from [`Pool::shutdown_now`](crate::Pool::shutdown_now) and that is then dropped, ends
 /// `Rejected` and is counted so.
 ///
-/// `Scheduler` is a cheap handle: clone it to share it. Dropping the last handle shuts the
-/// scheduler down in the background (as [`shutdown`](Scheduler::shutdown) without waiting);
-/// the tasks of an executor paused at 0 TPS then end `Rejected`, as nobody can resume it.
+/// `Scheduler` is a cheap handle: clone it to share it. It keeps its pool open. Dropping the
+/// last handle shuts the scheduler down (as [`shutdown`](Scheduler::shutdown)): if it was also
+/// the last handle you held of the pool, the drop waits for every task of both (due or not
+/// yet due), as the pool's drop does; otherwise the pool's last drop (or
+/// [`Pool::shutdown`](crate::Pool::shutdown)) waits for it. The tasks of an executor paused
+/// at 0 TPS then end `Rejected`, as nobody can resume it. See "Shutting down" in the crate
+/// docs.
 ///
 /// ```
 /// use std::time::Duration;
@@ -68,8 +73,11 @@ pub(crate) struct Inner {
     /// map's SipHash cost 240 instructions per schedule, a third of it).
     pub(crate) few: Option<Box<[Arc<ExecCore>]>>,
     pub(crate) coordinator: Arc<dyn Coordinator>,
-    pub(crate) driver_thread: ThreadId,
-    pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
+    pub(crate) life: Arc<Lifeline>,
+    /// A user-held handle of the pool, for as long as the user holds this scheduler: the last
+    /// of the user's handles, of either, shuts both down and waits (see "Shutting down" in the
+    /// crate docs). Dropped after `Inner`'s drop has closed the scheduler.
+    pub(crate) _user: Pool,
 }
 
 impl Drop for Inner {
@@ -191,7 +199,11 @@ impl Scheduler {
     /// Like [`schedule_with`](Scheduler::schedule_with), but when due the task runs as a
     /// sequential task of context `ctx` (see
     /// [`Pool::execute_sequential`](crate::Pool::execute_sequential)): tasks of one context run
-    /// one at a time, in the order they were released.
+    /// one at a time, in due order (ties: in the order they were scheduled), whatever the
+    /// interval. Two exceptions: among tasks of different priorities competing for a limit,
+    /// the better goes first; and a task scheduled for a time already passed (or, on an
+    /// executor that releases early, for the interval already running) can only follow the
+    /// tasks of its context released before it arrived.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -252,6 +264,7 @@ impl Scheduler {
         exec.push(Entry {
             job: InlineJob::new(job),
             due,
+            deadline: exec.deadline(due, timing.timeout),
             priority: timing.priority,
             seq,
         });
@@ -295,6 +308,7 @@ impl Scheduler {
         exec.push(Entry {
             job: InlineJob::new(Detached::new(Anywhere, f)),
             due,
+            deadline: exec.deadline(due, timing.timeout),
             priority: timing.priority,
             seq,
         });
@@ -410,10 +424,11 @@ impl Scheduler {
     /// assert!(matches!(scheduler.schedule("jobs", Duration::ZERO, || ()), Err(ScheduleError::Shutdown(_))));
     /// ```
     pub fn shutdown(&self) {
-        self.close();
-        if self.may_wait() {
-            self.wait_for_driver();
-            self.wait_for_pending();
+        let life = &self.inner.life;
+        life.close();
+        if life.may_wait() {
+            life.wait_for_driver(None);
+            life.wait_for_pending();
         }
     }
 
@@ -438,17 +453,7 @@ impl Scheduler {
     /// ```
     #[must_use = "dropping the handed-back tasks rejects them; run or keep them"]
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
-        self.inner.shared.stop_now.store(true, Ordering::SeqCst);
-        self.close();
-        if std::thread::current().id() == self.inner.driver_thread {
-            self.inner
-                .shared
-                .drop_handed_back
-                .store(true, Ordering::SeqCst);
-            return Vec::new();
-        }
-        self.wait_for_driver();
-        std::mem::take(&mut *self.inner.handed_back.lock())
+        self.inner.life.stop_now()
     }
 
     /// True once [`shutdown`](Scheduler::shutdown) or
@@ -463,33 +468,6 @@ impl Scheduler {
     /// ```
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.closed.load(Ordering::Acquire)
-    }
-
-    fn close(&self) {
-        self.inner.shared.closed.store(true, Ordering::SeqCst);
-        self.inner.shared.driver.unpark();
-    }
-
-    fn may_wait(&self) -> bool {
-        std::thread::current().id() != self.inner.driver_thread
-            && worker::own_thread(self.inner.shared.pool.registry()) == worker::OwnThread::None
-    }
-
-    fn wait_for_driver(&self) {
-        let (lock, cv) = &self.inner.shared.exited;
-        let mut exited = lock.lock();
-        while !*exited {
-            cv.wait(&mut exited);
-        }
-    }
-
-    /// Waits until every released task has ended on the pool.
-    fn wait_for_pending(&self) {
-        for exec in self.inner.by_name.values() {
-            while exec.stats.pending() > 0 {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
     }
 }
 

@@ -29,6 +29,8 @@ pub(crate) struct Driver {
     pub(crate) parker: Parker,
     /// Where `shutdown_now` finds what was handed back.
     pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
+    /// Keeps the scheduler attached to its pool until this thread exits.
+    pub(crate) _life: Arc<super::lifeline::Lifeline>,
 }
 
 impl Driver {
