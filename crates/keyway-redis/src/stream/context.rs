@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use keyway::Contexts;
+use keyway::{Contexts, Pool};
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Cmd, Connection, Script};
 
@@ -64,6 +64,9 @@ pub(crate) struct Shard {
     pub(crate) progress: AtomicU64,
     /// The group was seen on this shard's stream (so creating it again means Redis lost it).
     pub(crate) group_seen: AtomicBool,
+    /// The connection acks go through (see [`acks`](crate::stream::acks)); locked before
+    /// `state` when both are.
+    pub(crate) acks: Mutex<Option<Connection>>,
 }
 
 /// Everything one consumer's threads and tasks share.
@@ -73,6 +76,8 @@ pub(crate) struct Ctx {
     pub(crate) client: Client,
     pub(crate) scripts: Scripts,
     pub(crate) lanes: Contexts<LaneKey>,
+    /// Where entries go without key order ([`Config::key_order`] false).
+    pub(crate) pool: Pool,
     pub(crate) instance: u64,
     pub(crate) handler: Arc<Handler>,
     pub(crate) totals: Totals,

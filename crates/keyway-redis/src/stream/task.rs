@@ -69,8 +69,21 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         tracing::debug!(shard = shard.index, id = %delivery.id, epoch, "finished after the lease was lost: not acknowledged");
     }
     shard.progress.fetch_add(1, Ordering::Relaxed);
-    if st.acks_waiting() >= ctx.cfg.ack_batch {
-        shard.cv.notify_all();
+    let batch = ctx.cfg.ack_batch;
+    let flush = st.acks_waiting() >= batch || st.all_done();
+    drop(st);
+    shard.cv.notify_all();
+    if flush {
+        // The reader may be blocked in a read for a while: send the batch from here.
+        keyway::blocking(|| {
+            let mut conn = shard.acks.lock();
+            let sent = crate::stream::acks::flush(ctx, shard, &mut conn, |st| {
+                st.acks_waiting() >= batch || st.all_done()
+            });
+            if let Err(e) = sent {
+                tracing::debug!(shard = shard.index, error = %e, "acks not sent; the reader retries");
+            }
+        });
     }
 }
 
