@@ -320,12 +320,13 @@ fn report(
         &opts.progress,
     )?;
     let open = row.period.is_some();
+    let rate = row.period.map(|p| (1.0 / p.as_secs_f64()).round() as u64);
     let mut title = format!(
         "{what}: {} messages over {} keys in {SHARDS} shards, {}",
         row.messages,
         row.keys,
-        if open {
-            format!("appended at {RATE} msg/s while consumed (zero work)")
+        if let Some(rate) = rate {
+            format!("appended at {rate} msg/s while consumed (zero work)")
         } else if row.max_work.is_zero() {
             "filled before the start, zero work".to_string()
         } else {
@@ -382,7 +383,7 @@ fn report(
         "max_work_ms".into(),
         json!(row.max_work.as_secs_f64() * 1e3),
     );
-    params.insert("rate".into(), if open { json!(RATE) } else { Value::Null });
+    params.insert("rate".into(), json!(rate));
     params.insert("threads".into(), json!(THREADS));
     params.insert("floor_s".into(), json!(floor_s));
     params.insert("runs".into(), json!(opts.runs));
@@ -431,4 +432,71 @@ fn open_row(url: &str, row: Row, opts: &RunOptions) -> Result<VariantReport, Str
         contender::<KeywayOrdered>(url, row, t, &collected),
     ];
     report("open loop", row, None, contenders, &collected, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{assert_every_system_ready, test_options};
+    use super::*;
+
+    /// A `redis-server` of the test's own, or `None` (the test is skipped, unless
+    /// `KEYWAY_REQUIRE_REDIS=1`, which makes it fail).
+    fn redis() -> Option<(super::super::distributed::OwnRedis, String)> {
+        let Some(binary) = redis_server() else {
+            assert!(
+                std::env::var("KEYWAY_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "KEYWAY_REQUIRE_REDIS=1 but no redis-server on PATH"
+            );
+            eprintln!("NOTE: no redis-server on PATH: the stream scenario test is skipped");
+            return None;
+        };
+        Some(start_redis(&binary).unwrap())
+    }
+
+    /// Every system of every row consumes a small stream (each message once, each key in
+    /// order where promised) through the harness, and each row reports its figures.
+    #[test]
+    fn every_row_runs_every_system() {
+        let Some((_redis, url)) = redis() else {
+            return;
+        };
+        let opts = test_options();
+        let sleep = Row {
+            messages: 40,
+            keys: 10,
+            max_work: Duration::from_millis(1),
+            period: None,
+        };
+        let report = sleep_row(&url, sleep, &opts).unwrap();
+        assert_every_system_ready(
+            &report,
+            &["naive", "consumer-per-shard", "keyway", "keyway-unordered"],
+        );
+        for (name, figures) in report.params["systems"].as_object().unwrap() {
+            let efficiency = figures["efficiency"].as_f64().unwrap();
+            assert!(
+                efficiency > 0.0 && efficiency <= 1.0,
+                "{name}: {efficiency}"
+            );
+            assert!(figures["commands_per_message"].as_f64().unwrap() > 0.0);
+        }
+        let zero = Row {
+            messages: 500,
+            max_work: Duration::ZERO,
+            ..sleep
+        };
+        let report = zero_row(&url, zero, &opts).unwrap();
+        assert_every_system_ready(
+            &report,
+            &["raw", "consumer-per-shard", "keyway", "keyway-unordered"],
+        );
+        let open = Row {
+            messages: 200,
+            period: Some(Duration::from_micros(500)),
+            ..zero
+        };
+        let report = open_row(&url, open, &opts).unwrap();
+        assert_every_system_ready(&report, &["raw", "keyway"]);
+        assert!(report.title.contains("p99.9"), "{}", report.title);
+    }
 }

@@ -116,6 +116,7 @@ fn send(
             continue;
         }
         drop(st);
+        shard.cv.notify_all(); // the reader may wait for room in the window
         shard
             .progress
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

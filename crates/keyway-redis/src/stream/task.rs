@@ -71,8 +71,11 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
     shard.progress.fetch_add(1, Ordering::Relaxed);
     let batch = ctx.cfg.ack_batch;
     let flush = st.acks_waiting() >= batch || st.all_done();
+    let wake = flush || st.running() == 0; // a hand-off waits for the running ones
     drop(st);
-    shard.cv.notify_all();
+    if wake {
+        shard.cv.notify_all();
+    }
     if flush {
         // The reader may be blocked in a read for a while: send the batch from here.
         keyway::blocking(|| {
