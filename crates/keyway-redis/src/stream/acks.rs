@@ -5,7 +5,8 @@
 //! flush: the reader when a batch is due by count or interval, and a task when its entry
 //! brings the batch to its count or leaves nothing running or queued in the shard (so the
 //! last acks of a burst go out at once, not when the reader's blocking read times out, which
-//! Redis rounds up to its `hz` tick: 100 ms by default).
+//! Redis rounds up to its `hz` tick: 100 ms by default). A task finding another thread
+//! sending leaves its ack to it: the sender looks again before it lets go of the lock.
 
 use std::collections::HashMap;
 
@@ -50,6 +51,22 @@ pub(crate) fn flush(
             Err(e)
         }
     }
+}
+
+/// Whether the acks waiting in `st` should go now: a full batch, or nothing else in the window.
+pub(crate) fn urgent(st: &ShardState<DeadInfo>, batch: usize) -> bool {
+    st.acks_waiting() >= batch || st.all_done()
+}
+
+/// Sends batches while they are [`urgent`] (the caller holds the ack connection's lock).
+pub(crate) fn flush_urgent(
+    ctx: &Ctx,
+    shard: &Shard,
+    conn: &mut Option<Connection>,
+) -> Result<(), StreamError> {
+    let batch = ctx.cfg.ack_batch;
+    while flush(ctx, shard, conn, |st| urgent(st, batch))? {}
+    Ok(())
 }
 
 /// Sends `acks`, a pipeline per epoch, each checked against the lease: a refused batch means

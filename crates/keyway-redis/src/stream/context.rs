@@ -96,9 +96,12 @@ impl Ctx {
         let mut conn = self.client.get_connection_with_timeout(t)?;
         conn.set_read_timeout(Some(t))?;
         conn.set_write_timeout(Some(t))?;
-        for s in self.scripts.all() {
-            s.prepare_invoke().load(&mut conn)?;
+        // One round trip for all of them.
+        let mut pipe = redis::pipe();
+        for source in &self.scripts.sources {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }
+        pipe.query::<()>(&mut conn)?;
         Ok(conn)
     }
 
@@ -113,19 +116,4 @@ pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
     cmd
-}
-
-impl Scripts {
-    fn all(&self) -> [&Script; 8] {
-        [
-            &self.heartbeat,
-            &self.leave,
-            &self.acquire,
-            &self.renew,
-            &self.release,
-            &self.ack,
-            &self.dead_letter,
-            &self.give_back,
-        ]
-    }
 }

@@ -291,7 +291,8 @@ impl Driver {
         if sent {
             self.last_flush = Instant::now();
         }
-        Ok(())
+        // A task that found the lock taken left its urgent acks to this thread.
+        acks::flush_urgent(&self.ctx, &self.shard, &mut conn)
     }
 
     /// Release: nothing new starts (the queued entries stay pending for the next owner); wait
