@@ -52,7 +52,10 @@ const RATE: u64 = 10_000;
 /// The `stream` knobs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StreamArgs {
-    /// Only the sleep rows with these key counts (e.g. 1,100), and no zero-work or open-loop row.
+    /// Only these rows (comma-separated): `sleep`, `zero`, `open` (default all).
+    #[arg(long, value_delimiter = ',', value_parser = ["sleep", "zero", "open"])]
+    pub rows: Option<Vec<String>>,
+    /// The sleep rows' key counts (default 1,2,10,100,1000).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub keys: Option<Vec<u64>>,
     /// Messages per run of each sleep row (default 400 below 10 keys, 1,000 from 10).
@@ -79,7 +82,7 @@ struct Figures {
     commands_per_message: f64,
 }
 
-/// Runs every row (or the sleep rows `args` names); without a `redis-server` on `PATH`, `all`
+/// Runs every row (or those `args` names); without a `redis-server` on `PATH`, `all`
 /// skips it (and says so) while `stream` alone fails.
 pub fn run(
     args: &StreamArgs,
@@ -97,7 +100,17 @@ pub fn run(
     let (_redis, url) = start_redis(&binary)?;
     // `all`'s report runs half the messages; --quick a twentieth.
     let scale = |full: u64| (full / opts.divisor(20, 2)).max(1);
-    for &keys in args.keys.as_deref().unwrap_or(&KEYS) {
+    let row_on = |name: &str| {
+        args.rows
+            .as_ref()
+            .map_or(true, |r| r.iter().any(|x| x == name))
+    };
+    let sleep_keys = if row_on("sleep") {
+        args.keys.as_deref().unwrap_or(&KEYS)
+    } else {
+        &[]
+    };
+    for &keys in sleep_keys {
         let messages = args
             .messages
             .unwrap_or_else(|| scale(if keys < 10 { 400 } else { 1_000 }));
@@ -109,7 +122,7 @@ pub fn run(
         };
         emit(&sleep_row(&url, row, opts)?);
     }
-    if args.keys.is_none() {
+    if row_on("zero") {
         let zero = Row {
             messages: scale(60_000),
             keys: FLAT_KEYS,
@@ -117,6 +130,8 @@ pub fn run(
             period: None,
         };
         emit(&zero_row(&url, zero, opts)?);
+    }
+    if row_on("open") {
         let open = Row {
             messages: scale(3 * RATE / 2),
             keys: FLAT_KEYS,

@@ -280,11 +280,20 @@ impl Driver {
     }
 
     /// Sends the waiting acks and dead letters if due (or `now`), fenced by the epoch, on the
-    /// shard's ack connection.
+    /// shard's ack connection. Unless `now`, a task sending acks meanwhile is left to it (it
+    /// looks again before it lets go), and the reader goes on reading.
     fn flush(&mut self, now: bool) -> Result<(), StreamError> {
         let (batch, interval) = (self.ctx.cfg.ack_batch, self.ctx.cfg.ack_interval);
         let last = self.last_flush;
-        let mut conn = self.shard.acks.lock();
+        let shard = Arc::clone(&self.shard);
+        let mut conn = if now {
+            shard.acks.lock()
+        } else {
+            match shard.acks.try_lock() {
+                Some(conn) => conn,
+                None => return Ok(()),
+            }
+        };
         let sent = acks::flush(&self.ctx, &self.shard, &mut conn, |st| {
             now || st.acks_waiting() >= batch || last.elapsed() >= interval
         })?;
