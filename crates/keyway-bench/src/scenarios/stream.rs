@@ -44,6 +44,8 @@ const SHARDS: u32 = 4;
 const MAX_WORK: Duration = Duration::from_millis(5);
 /// The sleep rows' key counts.
 const KEYS: [u64; 5] = [1, 2, 10, 100, 1_000];
+/// The sleep rows of `--quick`.
+const QUICK_KEYS: [u64; 2] = [1, 100];
 /// Keys of the zero-work and open-loop rows.
 const FLAT_KEYS: u64 = 100;
 /// The open-loop row's rate, messages per second.
@@ -55,7 +57,7 @@ pub struct StreamArgs {
     /// Only these rows (comma-separated): `sleep`, `zero`, `open` (default all).
     #[arg(long, value_delimiter = ',', value_parser = ["sleep", "zero", "open"])]
     pub rows: Option<Vec<String>>,
-    /// The sleep rows' key counts (default 1,2,10,100,1000).
+    /// The sleep rows' key counts (default 1,2,10,100,1000; 1,100 with --quick).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub keys: Option<Vec<u64>>,
     /// Messages per run of each sleep row (default 400 below 10 keys, 1,000 from 10).
@@ -106,7 +108,9 @@ pub fn run(
             .map_or(true, |r| r.iter().any(|x| x == name))
     };
     let sleep_keys = if row_on("sleep") {
-        args.keys.as_deref().unwrap_or(&KEYS)
+        // --quick (a smoke run): one key and many.
+        let all: &[u64] = if opts.quick { &QUICK_KEYS } else { &KEYS };
+        args.keys.as_deref().unwrap_or(all)
     } else {
         &[]
     };
