@@ -39,6 +39,7 @@ use scenarios::distributed::{ChildArgs, DistributedArgs};
 use scenarios::ordered::OrderedArgs;
 use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
+use scenarios::stream::StreamArgs;
 use scenarios::throughput::ThroughputArgs;
 use sink::{Format, Sink};
 
@@ -77,6 +78,15 @@ SYSTEMS (row names; pick some with --systems a,b):
   heap-scheduler      schedule: a binary heap of due times under one mutex, with
                       worker threads sleeping until the earliest is due
   tokio (schedule)    schedule: a tokio task per item sleeping until its time
+  naive               stream: one consumer reading one entry at a time
+                      (XREADGROUP COUNT 1) and acking each (XACK)
+  consumer-per-shard  stream: a thread per shard, batched reads, each batch run
+                      serially and acked with the next read
+  keyway (stream)     stream: a keyway-redis StreamConsumer on a 16-thread pool,
+                      each key's messages in order (keyway-unordered: without
+                      key order)
+  raw                 stream: one thread, a pipelined XREADGROUP COUNT 100 over
+                      every shard + batched XACK written on the redis client
   distributed         keyway alone: K processes of this command, each running its
                       share of one limit G learned through Redis (keyway-redis)
 
@@ -136,6 +146,9 @@ enum Scenario {
     /// Delayed tasks (no limit) against a heap scheduler and tokio timers,
     /// and keyway's rate limit per interval (`--rate`).
     Schedule(ScheduleArgs),
+    /// Consumers of a sharded Redis stream (its own redis-server): sleep work over 1 to
+    /// 1,000 keys, zero work, and an open loop at 10,000 msg/s.
+    Stream(StreamArgs),
     /// K processes of this command share one rate limit through Redis; one is killed.
     Distributed(DistributedArgs),
     /// One process of `distributed` (started by it).
@@ -208,6 +221,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             Scenario::Ordered(args) => scenarios::ordered::run(args, &opts, &mut emit),
             Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
             Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
+            Scenario::Stream(args) => scenarios::stream::run(args, &opts, &mut emit, false),
             Scenario::Distributed(args) => {
                 scenarios::distributed::run(args, &opts, &mut emit, false)
             }
@@ -263,6 +277,7 @@ fn run_all(
     scenarios::strategy::run(&StrategyArgs::default(), opts, emit)?;
     scenarios::schedule::run(&ScheduleArgs::default(), opts, emit)?;
     // Skipped, with a note, where no redis-server is available.
+    scenarios::stream::run(&StreamArgs::default(), opts, emit, true)?;
     scenarios::distributed::run(&DistributedArgs::default(), opts, emit, true)?;
     let plots = match &args.out {
         Some(dir) => {

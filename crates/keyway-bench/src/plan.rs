@@ -28,10 +28,10 @@ impl Size {
 
 /// Seconds one round (one run of every system of every variant) of each
 /// scenario takes at `all`'s report size on an idle 2-core machine
-/// (measured: contexts, throughput, ordered, strategy, schedule).
-const REPORT_ROUND_S: [f64; 5] = [4.0, 28.0, 6.0, 30.0, 16.0];
+/// (measured: contexts, throughput, ordered, strategy, schedule, stream).
+const REPORT_ROUND_S: [f64; 6] = [4.0, 28.0, 6.0, 30.0, 16.0, 15.0];
 /// The same at `--quick` size.
-const QUICK_ROUND_S: [f64; 5] = [0.3, 1.2, 0.3, 0.8, 3.0];
+const QUICK_ROUND_S: [f64; 6] = [0.3, 1.2, 0.3, 0.8, 3.0, 2.0];
 /// Seconds the curves take at report size (one counted run and a warm-up).
 const REPORT_CURVES_S: f64 = 90.0;
 /// Seconds the curves take at `--quick` size.

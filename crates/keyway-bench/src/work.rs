@@ -3,6 +3,7 @@
 //! comparison (SPEC §9).
 
 pub mod strategy;
+pub mod stream;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};

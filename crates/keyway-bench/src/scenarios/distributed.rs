@@ -141,8 +141,8 @@ pub fn child(args: &ChildArgs) -> Result<(), String> {
     })
 }
 
-/// A `redis-server` this command started; killed when dropped.
-struct OwnRedis(Child);
+/// A `redis-server` this command started; killed when dropped (also used by `stream`).
+pub struct OwnRedis(Child);
 
 impl Drop for OwnRedis {
     fn drop(&mut self) {
@@ -159,7 +159,7 @@ pub fn redis_server() -> Option<std::path::PathBuf> {
 }
 
 /// Starts a `redis-server` on a free loopback port; waits until it answers.
-fn start_redis(binary: &std::path::Path) -> Result<(OwnRedis, String), String> {
+pub fn start_redis(binary: &std::path::Path) -> Result<(OwnRedis, String), String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))?

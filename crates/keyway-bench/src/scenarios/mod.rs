@@ -5,6 +5,7 @@ pub mod distributed;
 pub mod ordered;
 pub mod schedule;
 pub mod strategy;
+pub mod stream;
 pub mod throughput;
 
 #[cfg(test)]

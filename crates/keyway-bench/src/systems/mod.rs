@@ -15,6 +15,7 @@ pub mod rayon_pool;
 pub mod rayon_scope;
 pub mod reorder_thread;
 pub mod strategy;
+pub mod stream;
 pub mod thread_per_context;
 pub mod tokio_actor;
 pub mod tokio_sleep;

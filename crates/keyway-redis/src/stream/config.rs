@@ -30,6 +30,7 @@ pub(crate) struct Config {
     pub(crate) stall_after: Duration,
     pub(crate) rate_limit: Option<(Scheduler, String)>,
     pub(crate) on_ack: Option<Arc<AckHook>>,
+    pub(crate) key_order: bool,
 }
 
 impl Config {
@@ -91,6 +92,7 @@ impl StreamConsumerBuilder {
                 stall_after: Duration::from_secs(30),
                 rate_limit: None,
                 on_ack: None,
+                key_order: true,
             },
         }
     }
@@ -195,7 +197,8 @@ impl StreamConsumerBuilder {
     }
 
     /// Acks are sent when `count` entries are waiting or `interval` passed (defaults 256 and
-    /// 20 ms), one script call per batch.
+    /// 20 ms), and at once when every entry delivered from a shard has finished; one script
+    /// call per batch.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -263,8 +266,24 @@ impl StreamConsumerBuilder {
         self
     }
 
-    /// Calls `hook` after each batch of acknowledgements succeeded in Redis (on the shard's
-    /// reading thread: keep it short).
+    /// Whether a key's entries run one at a time, in stream order (`true`, the default). With
+    /// `false` every entry goes straight to the pool, so one key's entries may run in parallel
+    /// and in any order, and a failing entry retries without holding up its key's later ones;
+    /// leases, the window, fenced acks, dead letters and takeovers work as with key order.
+    /// For handlers whose entries are independent of each other.
+    ///
+    /// ```
+    /// # use keyway_redis::stream::{StreamConsumer, Topic};
+    /// let b = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?).key_order(false);
+    /// # Ok::<(), keyway_redis::stream::StreamError>(())
+    /// ```
+    pub fn key_order(mut self, ordered: bool) -> Self {
+        self.cfg.key_order = ordered;
+        self
+    }
+
+    /// Calls `hook` after each batch of acknowledgements succeeded in Redis (on the thread
+    /// that sent it, the shard's reader or a pool thread: keep it short).
     ///
     /// ```
     /// # use keyway_redis::stream::{StreamConsumer, Topic};

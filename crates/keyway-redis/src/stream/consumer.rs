@@ -69,6 +69,7 @@ impl StreamConsumer {
                     cv: Condvar::new(),
                     progress: AtomicU64::new(0),
                     group_seen: AtomicBool::new(false),
+                    acks: Mutex::new(None),
                 })
             })
             .collect();
@@ -77,6 +78,7 @@ impl StreamConsumer {
             client,
             scripts: Scripts::new(),
             lanes: pool.contexts(),
+            pool: pool.clone(),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             handler,
             totals: Totals::default(),

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use keyway::Contexts;
+use keyway::{Contexts, Pool};
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Cmd, Connection, Script};
 
@@ -64,6 +64,9 @@ pub(crate) struct Shard {
     pub(crate) progress: AtomicU64,
     /// The group was seen on this shard's stream (so creating it again means Redis lost it).
     pub(crate) group_seen: AtomicBool,
+    /// The connection acks go through (see [`acks`](crate::stream::acks)); locked before
+    /// `state` when both are.
+    pub(crate) acks: Mutex<Option<Connection>>,
 }
 
 /// Everything one consumer's threads and tasks share.
@@ -73,6 +76,8 @@ pub(crate) struct Ctx {
     pub(crate) client: Client,
     pub(crate) scripts: Scripts,
     pub(crate) lanes: Contexts<LaneKey>,
+    /// Where entries go without key order ([`Config::key_order`] false).
+    pub(crate) pool: Pool,
     pub(crate) instance: u64,
     pub(crate) handler: Arc<Handler>,
     pub(crate) totals: Totals,
@@ -91,9 +96,12 @@ impl Ctx {
         let mut conn = self.client.get_connection_with_timeout(t)?;
         conn.set_read_timeout(Some(t))?;
         conn.set_write_timeout(Some(t))?;
-        for s in self.scripts.all() {
-            s.prepare_invoke().load(&mut conn)?;
+        // One round trip for all of them.
+        let mut pipe = redis::pipe();
+        for source in &self.scripts.sources {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }
+        pipe.query::<()>(&mut conn)?;
         Ok(conn)
     }
 
@@ -108,19 +116,4 @@ pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
     cmd
-}
-
-impl Scripts {
-    fn all(&self) -> [&Script; 8] {
-        [
-            &self.heartbeat,
-            &self.leave,
-            &self.acquire,
-            &self.renew,
-            &self.release,
-            &self.ack,
-            &self.dead_letter,
-            &self.give_back,
-        ]
-    }
 }

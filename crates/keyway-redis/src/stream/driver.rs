@@ -1,6 +1,7 @@
 //! The reader of one shard while this member holds its lease: replays the pending entries
 //! (`XAUTOCLAIM` from `0-0`) before reading new ones (`XREADGROUP >`), keeps the window,
-//! dispatches each entry to its key's lane, flushes fenced acks, and hands the shard off.
+//! dispatches each entry to its key's lane (or the pool, without key order), flushes fenced
+//! acks, and hands the shard off.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,13 +9,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 
-use crate::stream::context::{bump, evalsha, Ctx, DeadInfo, Shard};
+use crate::stream::acks;
+use crate::stream::context::{bump, evalsha, Ctx, Shard};
 use crate::stream::reply::{self, RawEntry};
-use crate::stream::state::{Phase, ToAck};
-use crate::stream::{Acked, EntryId, StreamError};
-
-/// One epoch's acks: entries that succeeded, and entries to dead-letter.
-type Batch<'a> = (Vec<EntryId>, Vec<(EntryId, &'a DeadInfo)>);
+use crate::stream::state::Phase;
+use crate::stream::{EntryId, StreamError};
 
 /// The reader of one shard at one epoch.
 pub(crate) struct Driver {
@@ -235,7 +234,8 @@ impl Driver {
         );
     }
 
-    /// Records the entries in the window and hands each to its key's lane, in id order.
+    /// Records the entries in the window and hands each to its key's lane (or, without key
+    /// order, to the pool), in id order.
     fn dispatch(&mut self, entries: Vec<RawEntry>, counts: &HashMap<EntryId, u64>) {
         if entries.is_empty() {
             return;
@@ -261,134 +261,73 @@ impl Driver {
                 crate::stream::rate::wait_for_slot(scheduler, executor);
             }
             let id = e.id;
-            let lane = (self.ctx.instance, e.key.clone());
+            let lane = self
+                .ctx
+                .cfg
+                .key_order
+                .then(|| (self.ctx.instance, e.key.clone()));
             let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
             let task = move || crate::stream::task::run(&ctx, &shard, e, epoch, deliveries);
-            if self.ctx.lanes.execute_sequential(lane, task).is_err() {
+            let refused = match lane {
+                Some(lane) => self.ctx.lanes.execute_sequential(lane, task).is_err(),
+                None => self.ctx.pool.execute(task).is_err(),
+            };
+            if refused {
                 tracing::error!(shard = self.shard.index, %id, "the pool refused the entry (shut down?); it stays pending");
                 self.shard.state.lock().undeliver(id, self.epoch);
             }
         }
     }
 
-    /// Sends the waiting acks and dead letters if due (or `now`), fenced by the epoch.
+    /// Sends the waiting acks and dead letters if due (or `now`), fenced by the epoch, on the
+    /// shard's ack connection. Unless `now`, a task sending acks meanwhile is left to it (it
+    /// looks again before it lets go), and the reader goes on reading.
     fn flush(&mut self, now: bool) -> Result<(), StreamError> {
-        let acks = {
-            let mut st = self.shard.state.lock();
-            let waiting = st.acks_waiting();
-            let due = waiting >= self.ctx.cfg.ack_batch
-                || self.last_flush.elapsed() >= self.ctx.cfg.ack_interval;
-            if waiting == 0 || !(now || due) {
-                return Ok(());
-            }
-            st.take_acks()
-        };
-        self.last_flush = Instant::now();
-        match self.send_acks(&acks) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.shard.state.lock().requeue_acks(acks);
-                Err(e)
-            }
-        }
-    }
-
-    fn send_acks(&mut self, acks: &[ToAck<DeadInfo>]) -> Result<(), StreamError> {
-        let mut by_epoch: HashMap<u64, Batch<'_>> = HashMap::new();
-        for a in acks {
-            let slot = by_epoch.entry(a.epoch).or_default();
-            match &a.dead {
-                None => slot.0.push(a.id),
-                Some(d) => slot.1.push((a.id, d)),
-            }
-        }
+        let (batch, interval) = (self.ctx.cfg.ack_batch, self.ctx.cfg.ack_interval);
+        let last = self.last_flush;
         let shard = Arc::clone(&self.shard);
-        let ctx = Arc::clone(&self.ctx);
-        let keys_ack = [shard.lease.as_str(), shard.stream.as_str()];
-        let keys_dead = [
-            shard.lease.as_str(),
-            shard.stream.as_str(),
-            shard.dead.as_str(),
-        ];
-        for (epoch, (ok, dead)) in by_epoch {
-            let mut pipe = redis::pipe();
-            let mut ack = evalsha(&ctx.scripts.ack, &keys_ack);
-            ack.arg(ctx.group()).arg(&ctx.member).arg(epoch);
-            for id in &ok {
-                ack.arg(id.to_string());
+        let mut conn = if now {
+            shard.acks.lock()
+        } else {
+            match shard.acks.try_lock() {
+                Some(conn) => conn,
+                None => return Ok(()),
             }
-            pipe.add_command(ack);
-            for (id, d) in &dead {
-                let mut cmd = evalsha(&ctx.scripts.dead_letter, &keys_dead);
-                cmd.arg(ctx.group())
-                    .arg(&ctx.member)
-                    .arg(epoch)
-                    .arg(id.to_string())
-                    .arg(&d.key)
-                    .arg(&d.payload)
-                    .arg(d.attempts)
-                    .arg(&d.reason);
-                pipe.add_command(cmd);
-            }
-            let results: Vec<i64> = pipe.query(self.conn()?)?;
-            let refused = results.iter().any(|&r| r < 0);
-            let all = ok.iter().copied().chain(dead.iter().map(|(id, _)| *id));
-            let mut st = shard.state.lock();
-            st.settled(epoch, all);
-            if refused {
-                let n = (ok.len() + dead.len()) as u64;
-                bump(&ctx.totals.refused_acks, n);
-                let dropped = st.lose();
-                drop(st);
-                shard.cv.notify_all();
-                bump(&ctx.totals.leases_lost, 1);
-                tracing::warn!(
-                    shard = shard.index,
-                    epoch,
-                    refused = n,
-                    dropped,
-                    "acks refused: another member holds the shard now"
-                );
-                continue;
-            }
-            drop(st);
-            shard
-                .progress
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            bump(&ctx.totals.acked, ok.len() as u64);
-            bump(&ctx.totals.dead_lettered, dead.len() as u64);
-            if let Some(hook) = &ctx.cfg.on_ack {
-                hook(&Acked {
-                    shard: shard.index,
-                    epoch,
-                    succeeded: ok,
-                    dead_lettered: dead.iter().map(|(id, _)| *id).collect(),
-                });
-            }
+        };
+        let sent = acks::flush(&self.ctx, &self.shard, &mut conn, |st| {
+            now || st.acks_waiting() >= batch || last.elapsed() >= interval
+        })?;
+        if sent {
+            self.last_flush = Instant::now();
         }
-        Ok(())
+        // A task that found the lock taken left its urgent acks to this thread.
+        acks::flush_urgent(&self.ctx, &self.shard, &mut conn)
     }
 
     /// Release: nothing new starts (the queued entries stay pending for the next owner); wait
     /// for the running ones, flush their acks, then free the lease.
     fn hand_off(mut self) {
         let deadline = Instant::now() + self.ctx.cfg.lease;
-        loop {
+        let shard = Arc::clone(&self.shard);
+        // Held from the last look at the state to the release: no task's batch is in flight.
+        let _acks = loop {
             let flushed = self.flush(true);
-            let mut st = self.shard.state.lock();
+            let acks = shard.acks.lock();
+            let mut st = shard.state.lock();
             if st.phase() != Phase::Releasing {
                 return; // lost meanwhile
             }
             if st.drained() {
-                break;
+                break acks;
             }
             if flushed.is_err() && st.running() == 0 && Instant::now() >= deadline {
-                break; // Redis is down: the acks are lost, the entries will run again
+                break acks; // Redis is down: the acks are lost, the entries will run again
             }
-            self.shard.cv.wait_for(&mut st, self.ctx.cfg.ack_interval);
-        }
+            drop(acks);
+            shard.cv.wait_for(&mut st, self.ctx.cfg.ack_interval);
+        };
         let epoch = self.epoch;
-        let (ctx, shard) = (Arc::clone(&self.ctx), Arc::clone(&self.shard));
+        let ctx = Arc::clone(&self.ctx);
         let returned = shard.state.lock().take_returned();
         let released = self.conn().and_then(|conn| {
             let keys = [shard.lease.as_str(), shard.stream.as_str()];

@@ -36,8 +36,9 @@
 //!   scripts that check the owner and the epoch, so a former owner can never ack.
 //! - **Window**: at most `window` entries per shard are delivered and not acknowledged in a
 //!   member (default 1,000); a full window pauses reading that shard only.
-//! - **Acks** are sent in batches (every `ack_batch` entries or interval), only after the
-//!   handler succeeded, or after the entry was dead-lettered.
+//! - **Acks** are sent in batches (every `ack_batch` entries or interval, and as soon as all
+//!   that a shard delivered has finished), only after the handler succeeded, or after the
+//!   entry was dead-lettered.
 //! - **Failures** retry in place with exponential backoff while the key's later entries wait
 //!   (other keys go on). After `max_attempts` attempts, counting Redis's delivery count, the
 //!   entry is copied to the shard's dead-letter stream and acknowledged in one script, and the
@@ -72,6 +73,8 @@
 //! - **Order per key**: a key's entries start one at a time, in stream order. After a
 //!   takeover the unacknowledged ones are replayed in order first, so a key may see an entry
 //!   again, but never a later entry before an earlier one that is still unacknowledged.
+//!   A consumer built with [`key_order(false)`](StreamConsumerBuilder::key_order) gives this
+//!   up for entries that are independent: every entry goes straight to the pool.
 //! - **Fencing**: every delivery carries the lease's `epoch`. A member paused past its lease
 //!   may still be finishing a handler while the new owner runs the same key: give side
 //!   effects the epoch and have the store refuse lower epochs to rule that out.
@@ -93,6 +96,7 @@
 //! | Entries trimmed while pending | Reported ([`trimmed_while_pending`](StreamStats::trimmed_while_pending) and a `warn` event with their ids). |
 //! | A shard makes no progress | The stall detector reports it ([`stalls`](StreamStats::stalls), a `warn` event). |
 
+mod acks;
 mod config;
 mod consumer;
 mod context;

@@ -143,20 +143,42 @@ pub(crate) struct Scripts {
     pub(crate) ack: Script,
     pub(crate) dead_letter: Script,
     pub(crate) give_back: Script,
+    /// The source of each, to load them all in one round trip on a new connection.
+    pub(crate) sources: Vec<String>,
 }
 
 impl Scripts {
     pub(crate) fn new() -> Self {
-        let timed = |body: &str| Script::new(&format!("{CLOCK}{body}"));
+        let timed = |body: &str| format!("{CLOCK}{body}");
+        let [heartbeat, leave, acquire, renew, release, ack, dead_letter, give_back] = [
+            timed(HEARTBEAT),
+            LEAVE.to_owned(),
+            timed(ACQUIRE),
+            timed(RENEW),
+            RELEASE.to_owned(),
+            ACK.to_owned(),
+            DEAD_LETTER.to_owned(),
+            GIVE_BACK.to_owned(),
+        ];
         Self {
-            heartbeat: timed(HEARTBEAT),
-            leave: Script::new(LEAVE),
-            acquire: timed(ACQUIRE),
-            renew: timed(RENEW),
-            release: Script::new(RELEASE),
-            ack: Script::new(ACK),
-            dead_letter: Script::new(DEAD_LETTER),
-            give_back: Script::new(GIVE_BACK),
+            heartbeat: Script::new(&heartbeat),
+            leave: Script::new(&leave),
+            acquire: Script::new(&acquire),
+            renew: Script::new(&renew),
+            release: Script::new(&release),
+            ack: Script::new(&ack),
+            dead_letter: Script::new(&dead_letter),
+            give_back: Script::new(&give_back),
+            sources: vec![
+                heartbeat,
+                leave,
+                acquire,
+                renew,
+                release,
+                ack,
+                dead_letter,
+                give_back,
+            ],
         }
     }
 }

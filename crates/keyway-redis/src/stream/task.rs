@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::stream::acks;
 use crate::stream::context::{bump, Ctx, DeadInfo, Shard};
 use crate::stream::reply::RawEntry;
 use crate::stream::state::{Finish, Start};
@@ -69,8 +70,21 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         tracing::debug!(shard = shard.index, id = %delivery.id, epoch, "finished after the lease was lost: not acknowledged");
     }
     shard.progress.fetch_add(1, Ordering::Relaxed);
-    if st.acks_waiting() >= ctx.cfg.ack_batch {
+    let flush = acks::urgent(&st, ctx.cfg.ack_batch);
+    let wake = flush || st.running() == 0; // a hand-off waits for the running ones
+    drop(st);
+    if wake {
         shard.cv.notify_all();
+    }
+    if flush {
+        // The reader may be blocked in a read for a while: send the batch from here, unless
+        // another thread is sending one (it looks again once it has sent, so it sees ours).
+        let Some(mut conn) = shard.acks.try_lock() else {
+            return;
+        };
+        if let Err(e) = keyway::blocking(|| acks::flush_urgent(ctx, shard, &mut conn)) {
+            tracing::debug!(shard = shard.index, error = %e, "acks not sent; the reader retries");
+        }
     }
 }
 
