@@ -49,7 +49,10 @@ SYSTEMS (row names; pick some with --systems a,b):
   keyway              keyway: lanes (contexts), Pool::execute / execute_sequential /
                       execute_keyed (throughput), a Sequencer (ordered), the
                       adaptive strategy (strategy), typed_lanes_async with
-                      a message per task (contexts --async)
+                      a message per task (contexts --async); contexts --batch N:
+                      Lane::execute_all per batch (the peers send one by one)
+  keyway-typed        contexts: typed lanes, a u64 message per task to one handler
+                      (the shape of tokio-actor's mailbox)
   keyway-spawn        contexts --async: a Lane::spawn future per task
   ideal               contexts: one thread per core running the contexts' tasks
                       directly, no queue, no producer: the machine's limit

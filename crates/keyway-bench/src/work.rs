@@ -5,6 +5,7 @@
 pub mod strategy;
 
 use std::hint::black_box;
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(test)]
@@ -44,6 +45,8 @@ pub struct ContextsRun {
     pub tasks: u64,
     /// Atomic increments per task.
     pub work: u64,
+    /// Consecutive tasks of one context the producer hands over at once (1: one at a time).
+    pub batch: u64,
     /// Opens when every context's last task has run.
     pub done: Completion,
 }
@@ -55,8 +58,16 @@ impl ContextsRun {
             cells: (0..contexts).map(|_| OrderCell::default()).collect(),
             tasks,
             work,
+            batch: 1,
             done: Completion::new(if tasks == 0 { 0 } else { contexts }),
         }
+    }
+
+    /// The same run with the producer handing over `batch` consecutive tasks of a context at
+    /// once (at least 1).
+    pub fn batched(mut self, batch: u64) -> Self {
+        self.batch = batch.max(1);
+        self
     }
 
     /// Number of contexts.
@@ -66,15 +77,29 @@ impl ContextsRun {
 
     /// Calls `submit(ctx, seq)` for every task in the order a producer submits
     /// them: round robin over the contexts (messages of many clients
-    /// interleaved), sequence numbers starting at 1. Stops at the first error.
+    /// interleaved), [`batch`](Self::batch) consecutive tasks of a context at a
+    /// time, sequence numbers starting at 1. Stops at the first error.
     pub fn produce(
         &self,
         mut submit: impl FnMut(usize, u64) -> Result<(), String>,
     ) -> Result<(), String> {
-        for seq in 1..=self.tasks {
+        self.produce_batches(|ctx, seqs| seqs.into_iter().try_for_each(|seq| submit(ctx, seq)))
+    }
+
+    /// Calls `submit(ctx, seqs)` for every batch in the order a producer hands them over:
+    /// round robin over the contexts, each batch the next [`batch`](Self::batch) (or fewer, at
+    /// the end) sequence numbers of its context. Stops at the first error.
+    pub fn produce_batches(
+        &self,
+        mut submit: impl FnMut(usize, RangeInclusive<u64>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut first = 1;
+        while first <= self.tasks {
+            let last = first.saturating_add(self.batch - 1).min(self.tasks);
             for ctx in 0..self.contexts() {
-                submit(ctx, seq)?;
+                submit(ctx, first..=last)?;
             }
+            first = last + 1;
         }
         Ok(())
     }
@@ -268,6 +293,41 @@ mod tests {
         run.done
             .wait_since(Instant::now(), Duration::from_secs(1))
             .unwrap();
+    }
+
+    #[test]
+    fn batches_are_consecutive_tasks_of_a_context_round_robin() {
+        let run = ContextsRun::new(2, 5, 1).batched(2);
+        let mut order = Vec::new();
+        run.produce(|c, s| {
+            order.push((c, s));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            order,
+            [
+                (0, 1),
+                (0, 2),
+                (1, 1),
+                (1, 2),
+                (0, 3),
+                (0, 4),
+                (1, 3),
+                (1, 4),
+                (0, 5),
+                (1, 5)
+            ]
+        );
+        let huge = ContextsRun::new(1, 3, 1).batched(u64::MAX);
+        let mut batches = Vec::new();
+        huge.produce_batches(|c, seqs| {
+            batches.push((c, seqs));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(batches, [(0, 1..=3)]);
+        assert_eq!(ContextsRun::new(1, 3, 1).batched(0).batch, 1);
     }
 
     #[test]

@@ -22,7 +22,10 @@ pub(super) fn measure_variant(
     wait: Option<&str>,
     mut contenders: Vec<Contender<'static>>,
 ) -> Result<VariantReport, String> {
-    let kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    let mut kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    if v.batch > 1 {
+        kind.push_str(&format!(" batch {}", v.batch));
+    }
     let label = format!("contexts{kind} {}", v.name);
     let results = measure(
         &label,
@@ -40,6 +43,7 @@ pub(super) fn measure_variant(
     params.insert("cores".into(), json!(cores()));
     params.insert("runs".into(), json!(opts.runs));
     params.insert("quick".into(), json!(opts.quick));
+    params.insert("batch".into(), json!(v.batch));
     if let Some(w) = wait {
         params.insert("async_wait".into(), json!(w));
     }
@@ -77,8 +81,9 @@ pub(super) fn run_once<S: ContextsSystem>(
 ) -> Result<Duration, String> {
     // Tasks borrow the run's state for 'static; it is leaked (a few KiB per
     // run) because some peers may still touch it after completion is seen.
-    let run: &'static ContextsRun =
-        Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
+    let run: &'static ContextsRun = Box::leak(Box::new(
+        ContextsRun::new(v.contexts, v.tasks, v.work).batched(v.batch),
+    ));
     let system = S::setup(run, threads)?;
     let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
     run.verify()?;
