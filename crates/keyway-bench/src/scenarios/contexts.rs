@@ -9,7 +9,7 @@
 //! variant's total when `--contexts` changes. So `--contexts 1024` is `many`.
 
 mod asynchronous;
-mod runs;
+pub(crate) mod runs;
 pub mod variant;
 
 use clap::Args;

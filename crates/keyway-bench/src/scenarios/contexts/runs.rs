@@ -74,7 +74,7 @@ pub(super) fn contender<S: ContextsSystem>(
 
 /// One run of system `S`: untimed setup, timed feed until every context's
 /// last task ran, untimed teardown, then the order check.
-pub(super) fn run_once<S: ContextsSystem>(
+pub(crate) fn run_once<S: ContextsSystem>(
     v: &Variant,
     threads: usize,
     timeout: Duration,
@@ -84,6 +84,15 @@ pub(super) fn run_once<S: ContextsSystem>(
     let run: &'static ContextsRun = Box::leak(Box::new(
         ContextsRun::new(v.contexts, v.tasks, v.work).batched(v.batch),
     ));
+    run_on::<S>(run, threads, timeout)
+}
+
+/// One run of system `S` on `run` (setup, timed feed, teardown, order check).
+pub(crate) fn run_on<S: ContextsSystem>(
+    run: &'static ContextsRun,
+    threads: usize,
+    timeout: Duration,
+) -> Result<Duration, String> {
     let system = S::setup(run, threads)?;
     let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
     run.verify()?;
