@@ -9,7 +9,7 @@
 //! variant's total when `--contexts` changes. So `--contexts 1024` is `many`.
 
 mod asynchronous;
-pub(crate) mod runs;
+mod runs;
 pub mod variant;
 
 use clap::Args;
@@ -24,6 +24,7 @@ use crate::harness::VariantReport;
 use crate::systems::ideal::Ideal;
 use crate::systems::keyway::{KeywayLanes, KeywayTyped};
 use crate::systems::thread_per_context::ThreadPerContext;
+pub use crate::systems::thread_per_context::THREAD_LIMIT;
 use crate::systems::tokio_actor::TokioActor;
 
 /// `--quick` divides the task counts by this.
@@ -121,10 +122,6 @@ pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Resul
     }
     Ok(())
 }
-
-/// The most contexts `thread-per-context` is run with: beyond this many
-/// threads a process meets the OS's limits, not the system's design.
-pub const THREAD_LIMIT: usize = 4_096;
 
 /// Measures one variant (every system; `thread-per-context` only up to
 /// [`THREAD_LIMIT`] contexts).

@@ -17,8 +17,6 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{json, Map};
 
-use super::contexts::runs::run_on;
-use super::contexts::THREAD_LIMIT;
 use super::Emit;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
@@ -27,9 +25,9 @@ use crate::harness::{is_selected, measure, Contender, VariantReport};
 use crate::open_loop::Summary;
 use crate::systems::crossbeam_pool::CrossbeamContexts;
 use crate::systems::keyway::KeywayLanes;
-use crate::systems::thread_per_context::ThreadPerContext;
+use crate::systems::thread_per_context::{ThreadPerContext, THREAD_LIMIT};
 use crate::systems::tokio_actor::TokioActor;
-use crate::systems::ContextsSystem;
+use crate::systems::{run_contexts, ContextsSystem};
 use crate::work::ContextsRun;
 
 /// The cells: (contexts, work).
@@ -85,7 +83,7 @@ struct System {
 fn system<S: ContextsSystem>() -> System {
     System {
         name: S::NAME,
-        run: run_on::<S>,
+        run: run_contexts::<S>,
     }
 }
 

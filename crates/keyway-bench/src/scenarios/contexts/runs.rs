@@ -10,8 +10,8 @@ use super::variant::Variant;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::report::group_thousands;
-use crate::harness::{measure, timed_run, Contender, VariantReport};
-use crate::systems::ContextsSystem;
+use crate::harness::{measure, Contender, VariantReport};
+use crate::systems::{run_contexts, ContextsSystem};
 use crate::work::ContextsRun;
 
 /// Measures `contenders` on `v` and makes the report; `wait` (async runs) names what each task
@@ -84,17 +84,5 @@ pub(crate) fn run_once<S: ContextsSystem>(
     let run: &'static ContextsRun = Box::leak(Box::new(
         ContextsRun::new(v.contexts, v.tasks, v.work).batched(v.batch),
     ));
-    run_on::<S>(run, threads, timeout)
-}
-
-/// One run of system `S` on `run` (setup, timed feed, teardown, order check).
-pub(crate) fn run_on<S: ContextsSystem>(
-    run: &'static ContextsRun,
-    threads: usize,
-    timeout: Duration,
-) -> Result<Duration, String> {
-    let system = S::setup(run, threads)?;
-    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
-    run.verify()?;
-    Ok(elapsed)
+    run_contexts::<S>(run, threads, timeout)
 }
