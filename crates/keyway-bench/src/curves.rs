@@ -34,6 +34,7 @@ use crate::harness::{SystemResult, VariantReport};
 use crate::plan::Size;
 use crate::scenarios::contexts;
 use crate::scenarios::contexts::variant::Variant as ContextsVariant;
+use crate::scenarios::latency::Distribution;
 use crate::scenarios::throughput;
 use crate::scenarios::throughput::variant::Variant as ThroughputVariant;
 
@@ -178,6 +179,28 @@ pub fn write(curves: &[Curve], dir: &Path) -> Result<Vec<PathBuf>, String> {
         .map(|c| {
             let path = dir.join(format!("{}.svg", c.file));
             plot::draw(c, &path).map(|()| path)
+        })
+        .collect()
+}
+
+/// Draws each latency distribution of the `latency` scenario as an SVG in `dir` (log-log:
+/// 1 / (1 − quantile) against µs, a line per system); returns the files written.
+pub fn write_latency(dists: &[Distribution], dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    dists
+        .iter()
+        .map(|d| {
+            // A curve names its file for the process's life; a run draws a dozen at most.
+            let file: &'static str = Box::leak(d.file.clone().into_boxed_str());
+            let mut curve = Curve::new(
+                file,
+                &d.title,
+                "1 / (1 - quantile): 2 = p50, 100 = p99, 1k = p99.9 (log)",
+                "µs from the intended submit time to start (log)",
+            );
+            curve.series = d.series.clone();
+            let path = dir.join(format!("{file}.svg"));
+            plot::draw(&curve, &path).map(|()| path)
         })
         .collect()
 }

@@ -11,13 +11,14 @@
 // 5. systems
 // 6. harness
 // 7. work
-// 8. keys once order output
+// 8. keys once order output open_loop
 // 9. latch
 mod curves;
 mod harness;
 mod keys;
 mod latch;
 mod once;
+mod open_loop;
 mod order;
 mod output;
 mod plan;
@@ -36,6 +37,7 @@ use harness::options::RunOptions;
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::distributed::{ChildArgs, DistributedArgs};
+use scenarios::latency::LatencyArgs;
 use scenarios::ordered::OrderedArgs;
 use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
@@ -50,7 +52,10 @@ SYSTEMS (row names; pick some with --systems a,b):
   keyway              keyway: lanes (contexts), Pool::execute / execute_sequential /
                       execute_keyed (throughput), a Sequencer (ordered), the
                       adaptive strategy (strategy), typed_lanes_async with
-                      a message per task (contexts --async)
+                      a message per task (contexts --async); contexts --batch N:
+                      Lane::execute_all per batch (the peers send one by one)
+  keyway-typed        contexts: typed lanes, a u64 message per task to one handler
+                      (the shape of tokio-actor's mailbox)
   keyway-spawn        contexts --async: a Lane::spawn future per task
   ideal               contexts: one thread per core running the contexts' tasks
                       directly, no queue, no producer: the machine's limit
@@ -60,7 +65,8 @@ SYSTEMS (row names; pick some with --systems a,b):
   tokio-mutex         contexts --async: a tokio task per message holding its
                       context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one
-                      crossbeam-channel MPMC channel
+                      crossbeam-channel MPMC channel (latency: the contexts' tasks as
+                      plain tasks, no order: the floor of one shared queue)
   rayon               throughput: rayon ThreadPool::spawn from the producer threads
                       (outside the pool: rayon's injector path)
   rayon-scope         throughput: producers run inside the rayon pool as scope
@@ -149,6 +155,9 @@ enum Scenario {
     /// Consumers of a sharded Redis stream (its own redis-server): sleep work over 1 to
     /// 1,000 keys, zero work, and an open loop at 10,000 msg/s.
     Stream(StreamArgs),
+    /// How long a task waits under an open-loop load (25/50/80% of each system's
+    /// sustained rate): p50/p99/p99.9/max submit-to-start and submit-to-finish.
+    Latency(LatencyArgs),
     /// K processes of this command share one rate limit through Redis; one is killed.
     Distributed(DistributedArgs),
     /// One process of `distributed` (started by it).
@@ -222,6 +231,15 @@ fn run(cli: &Cli) -> Result<(), String> {
             Scenario::Strategy(args) => scenarios::strategy::run(args, &opts, &mut emit),
             Scenario::Schedule(args) => scenarios::schedule::run(args, &opts, &mut emit),
             Scenario::Stream(args) => scenarios::stream::run(args, &opts, &mut emit, false),
+            Scenario::Latency(args) => {
+                let dists = scenarios::latency::run(args, &opts, &mut emit)?;
+                if let Some(dir) = &args.out {
+                    for p in curves::write_latency(&dists, dir)? {
+                        eprintln!("keyway-bench: latency plot {}", p.display());
+                    }
+                }
+                Ok(())
+            }
             Scenario::Distributed(args) => {
                 scenarios::distributed::run(args, &opts, &mut emit, false)
             }
@@ -276,6 +294,7 @@ fn run_all(
     scenarios::ordered::run(&OrderedArgs::default(), opts, emit)?;
     scenarios::strategy::run(&StrategyArgs::default(), opts, emit)?;
     scenarios::schedule::run(&ScheduleArgs::default(), opts, emit)?;
+    let latency = scenarios::latency::run(&LatencyArgs::default(), opts, emit)?;
     // Skipped, with a note, where no redis-server is available.
     scenarios::stream::run(&StreamArgs::default(), opts, emit, true)?;
     scenarios::distributed::run(&DistributedArgs::default(), opts, emit, true)?;
@@ -283,7 +302,9 @@ fn run_all(
         Some(dir) => {
             let once = RunOptions { runs: 1, ..*opts };
             let curves = curves::measure(&once, plan::Size::of(opts), emit)?;
-            curves::write(&curves, dir)?
+            let mut plots = curves::write(&curves, dir)?;
+            plots.extend(curves::write_latency(&latency, dir)?);
+            plots
         }
         None => Vec::new(),
     };

@@ -31,6 +31,13 @@ impl OrderCell {
         self.last.store(seq, Ordering::Relaxed);
     }
 
+    /// Counts one task of this context where the system keeps no order (tasks may run at once):
+    /// returns how many ran so far, this one included. The last one sees them all.
+    #[inline]
+    pub fn count(&self) -> u64 {
+        self.last.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
     #[cold]
     #[inline(never)]
     fn mark_broken(&self, prev: u64, seq: u64) {

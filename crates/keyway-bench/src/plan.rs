@@ -41,14 +41,25 @@ const QUICK_CURVES_S: f64 = 8.0;
 const ROUND_OVERHEAD_S: f64 = 4.0;
 /// Seconds `distributed` takes (one run of 20 s, 8 s with `--quick`, plus start-up), once.
 const DISTRIBUTED_S: [f64; 2] = [25.0, 12.0];
+/// Seconds `latency` takes (sustained rates, then a warm-up and one open-loop run per
+/// system and load), once.
+const LATENCY_S: [f64; 2] = [100.0, 8.0];
 
 /// Seconds `all` is expected to take with `opts` (and the curves, if
 /// `with_curves`) on an idle 2-core machine.
 pub fn estimate(opts: &RunOptions, with_curves: bool) -> f64 {
     let (rounds, curves, once) = if opts.quick {
-        (QUICK_ROUND_S, QUICK_CURVES_S, DISTRIBUTED_S[1])
+        (
+            QUICK_ROUND_S,
+            QUICK_CURVES_S,
+            DISTRIBUTED_S[1] + LATENCY_S[1],
+        )
     } else {
-        (REPORT_ROUND_S, REPORT_CURVES_S, DISTRIBUTED_S[0])
+        (
+            REPORT_ROUND_S,
+            REPORT_CURVES_S,
+            DISTRIBUTED_S[0] + LATENCY_S[0],
+        )
     };
     let per_round: f64 = rounds.iter().sum::<f64>() + ROUND_OVERHEAD_S;
     // One warm-up round, then `runs` counted rounds.

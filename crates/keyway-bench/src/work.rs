@@ -6,13 +6,16 @@ pub mod strategy;
 pub mod stream;
 
 use std::hint::black_box;
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 #[cfg(test)]
 use crate::keys::KEY_SPACE;
 use crate::keys::{verify_keys, KeyCell, TaskKeys};
 use crate::latch::Completion;
 use crate::once::{ran, TaskSet};
+use crate::open_loop::OpenLoop;
 use crate::order::{verify_all, OrderCell};
 use crate::output::{expected_hash, Output, FNV_OFFSET, FNV_PRIME};
 
@@ -45,6 +48,11 @@ pub struct ContextsRun {
     pub tasks: u64,
     /// Atomic increments per task.
     pub work: u64,
+    /// Consecutive tasks of one context the producer hands over at once (1: one at a time).
+    pub batch: u64,
+    /// The open-loop schedule the producer keeps, and the tasks' delays (`latency`); `None`:
+    /// the producer submits as fast as it can.
+    pub open_loop: Option<OpenLoop>,
     /// Opens when every context's last task has run.
     pub done: Completion,
 }
@@ -56,8 +64,32 @@ impl ContextsRun {
             cells: (0..contexts).map(|_| OrderCell::default()).collect(),
             tasks,
             work,
+            batch: 1,
+            open_loop: None,
             done: Completion::new(if tasks == 0 { 0 } else { contexts }),
         }
+    }
+
+    /// The same run with its tasks offered on an open-loop schedule of `rate` tasks per second
+    /// (in [`produce`](Self::produce)'s order), each task's delays recorded.
+    pub fn open_loop(mut self, rate: f64) -> Self {
+        self.open_loop = Some(OpenLoop::new(rate));
+        self
+    }
+
+    /// The position of task `seq` of `ctx` in the arrival schedule: a batch's tasks arrive
+    /// together, at its first task's turn.
+    fn arrival(&self, ctx: usize, seq: u64) -> u64 {
+        let first = (seq - 1) / self.batch * self.batch + 1;
+        let len = self.batch.min(self.tasks - first + 1);
+        (first - 1) * self.contexts() as u64 + ctx as u64 * len
+    }
+
+    /// The same run with the producer handing over `batch` consecutive tasks of a context at
+    /// once (at least 1).
+    pub fn batched(mut self, batch: u64) -> Self {
+        self.batch = batch.max(1);
+        self
     }
 
     /// Number of contexts.
@@ -67,15 +99,32 @@ impl ContextsRun {
 
     /// Calls `submit(ctx, seq)` for every task in the order a producer submits
     /// them: round robin over the contexts (messages of many clients
-    /// interleaved), sequence numbers starting at 1. Stops at the first error.
+    /// interleaved), [`batch`](Self::batch) consecutive tasks of a context at a
+    /// time, sequence numbers starting at 1. Stops at the first error.
     pub fn produce(
         &self,
         mut submit: impl FnMut(usize, u64) -> Result<(), String>,
     ) -> Result<(), String> {
-        for seq in 1..=self.tasks {
+        self.produce_batches(|ctx, seqs| seqs.into_iter().try_for_each(|seq| submit(ctx, seq)))
+    }
+
+    /// Calls `submit(ctx, seqs)` for every batch in the order a producer hands them over:
+    /// round robin over the contexts, each batch the next [`batch`](Self::batch) (or fewer, at
+    /// the end) sequence numbers of its context. Stops at the first error.
+    pub fn produce_batches(
+        &self,
+        mut submit: impl FnMut(usize, RangeInclusive<u64>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut first = 1;
+        while first <= self.tasks {
+            let last = first.saturating_add(self.batch - 1).min(self.tasks);
             for ctx in 0..self.contexts() {
-                submit(ctx, seq)?;
+                if let Some(schedule) = &self.open_loop {
+                    schedule.wait_turn(self.arrival(ctx, first));
+                }
+                submit(ctx, first..=last)?;
             }
+            first = last + 1;
         }
         Ok(())
     }
@@ -90,10 +139,32 @@ impl ContextsRun {
 /// context; the context's last task counts the context as done.
 #[inline(never)]
 pub fn context_task(run: &ContextsRun, ctx: usize, seq: u64) {
+    let started = run.open_loop.as_ref().map(|_| Instant::now());
     black_box(spin(run.work));
     run.cells[ctx].record(seq);
+    record_delays(run, ctx, seq, started);
     if seq == run.tasks {
         run.done.count_down();
+    }
+}
+
+/// The `contexts` task for a system that keeps no order (a plain pool): `work` increments,
+/// then a count of its context's tasks; the context's last one to run counts it as done.
+#[inline(never)]
+pub fn unordered_context_task(run: &ContextsRun, ctx: usize, seq: u64) {
+    let started = run.open_loop.as_ref().map(|_| Instant::now());
+    black_box(spin(run.work));
+    record_delays(run, ctx, seq, started);
+    if run.cells[ctx].count() == run.tasks {
+        run.done.count_down();
+    }
+}
+
+/// An open-loop run records the task's delays (before its context can count as done).
+#[inline]
+fn record_delays(run: &ContextsRun, ctx: usize, seq: u64, started: Option<Instant>) {
+    if let (Some(schedule), Some(started)) = (&run.open_loop, started) {
+        schedule.record(ctx, run.arrival(ctx, seq), started, Instant::now());
     }
 }
 
@@ -249,7 +320,7 @@ pub fn write(run: &OrderedRun, item: u64, checksum: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     #[test]
     fn spin_counts() {
@@ -269,6 +340,41 @@ mod tests {
         run.done
             .wait_since(Instant::now(), Duration::from_secs(1))
             .unwrap();
+    }
+
+    #[test]
+    fn batches_are_consecutive_tasks_of_a_context_round_robin() {
+        let run = ContextsRun::new(2, 5, 1).batched(2);
+        let mut order = Vec::new();
+        run.produce(|c, s| {
+            order.push((c, s));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            order,
+            [
+                (0, 1),
+                (0, 2),
+                (1, 1),
+                (1, 2),
+                (0, 3),
+                (0, 4),
+                (1, 3),
+                (1, 4),
+                (0, 5),
+                (1, 5)
+            ]
+        );
+        let huge = ContextsRun::new(1, 3, 1).batched(u64::MAX);
+        let mut batches = Vec::new();
+        huge.produce_batches(|c, seqs| {
+            batches.push((c, seqs));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(batches, [(0, 1..=3)]);
+        assert_eq!(ContextsRun::new(1, 3, 1).batched(0).batch, 1);
     }
 
     #[test]

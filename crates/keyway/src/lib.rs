@@ -11,7 +11,8 @@
 //!
 //! ## Context lanes ([`Pool::contexts`], [`Contexts`], [`Lane`], [`TypedLanes`], [`TypedLane`], [`KeyState`])
 //! Tasks of one context run one at a time in submission order; contexts run in parallel; a
-//! coalescing task replaces its context's older pending one; a flush waits for one context.
+//! coalescing task replaces its context's older pending one; a flush waits for one context; a
+//! batch of a context's tasks is queued at once ([`Lane::execute_all`]).
 //! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
 //! are different contexts): [`Pool::contexts`] fixes the key type once. Typed lanes queue
 //! messages for one handler, and can own a state per key ([`Pool::typed_lanes_with_state`]).

@@ -39,6 +39,9 @@ pub struct SystemResult {
     /// Whether every run took the harness's readiness step before its clock
     /// started.
     pub ready: bool,
+    /// Further named figures of a scenario that measures more than time
+    /// (`latency`: rates and delays), printed in a second table.
+    pub extra: Vec<(&'static str, f64)>,
 }
 
 impl SystemResult {
@@ -59,10 +62,26 @@ impl SystemResult {
             rss_growth_kib: None,
             run_rss_growth_kib: None,
             ready: true,
+            extra: Vec::new(),
         }
     }
 
     fn to_json(&self) -> Value {
+        let mut row = self.base_json();
+        if !self.extra.is_empty() {
+            let extra: Map<String, Value> = self
+                .extra
+                .iter()
+                .map(|&(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            if let Value::Object(fields) = &mut row {
+                fields.insert("extra".into(), Value::Object(extra));
+            }
+        }
+        row
+    }
+
+    fn base_json(&self) -> Value {
         json!({
             "system": self.system,
             "median_s": self.median_s,
@@ -83,6 +102,19 @@ impl SystemResult {
     /// kept busy on average.
     pub fn cores_busy(&self) -> Option<f64> {
         self.cpu_s.map(|c| c / self.median_s)
+    }
+}
+
+/// A figure with about three significant digits, thousands grouped.
+fn figure(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.abs() >= 100.0 {
+        group_thousands(v.round() as u64)
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
     }
 }
 
@@ -181,11 +213,33 @@ impl VariantReport {
                 ratio
             ));
         }
+        out.push_str(&self.extra_table());
         for r in self.results.iter().filter(|r| !r.ready) {
             out.push_str(&format!(
                 "  WARNING: {} did not take the readiness step before its clock started\n",
                 r.system
             ));
+        }
+        out
+    }
+
+    /// The rows' further figures (none: empty), a column per name of the first row.
+    fn extra_table(&self) -> String {
+        let Some(first) = self.results.iter().find(|r| !r.extra.is_empty()) else {
+            return String::new();
+        };
+        let mut out = format!("  {:<18}", "system");
+        for (name, _) in &first.extra {
+            out.push_str(&format!(" {name:>12}"));
+        }
+        out.push('\n');
+        for r in &self.results {
+            out.push_str(&format!("  {:<18}", r.system));
+            for (name, _) in &first.extra {
+                let v = r.extra.iter().find(|(n, _)| n == name).map(|&(_, v)| v);
+                out.push_str(&format!(" {:>12}", v.map_or_else(|| "-".into(), figure)));
+            }
+            out.push('\n');
         }
         out
     }

@@ -22,8 +22,9 @@ use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
 use crate::systems::ideal::Ideal;
-use crate::systems::keyway::KeywayLanes;
+use crate::systems::keyway::{KeywayLanes, KeywayTyped};
 use crate::systems::thread_per_context::ThreadPerContext;
+pub use crate::systems::thread_per_context::THREAD_LIMIT;
 use crate::systems::tokio_actor::TokioActor;
 
 /// `--quick` divides the task counts by this.
@@ -49,9 +50,14 @@ pub struct ContextsArgs {
     /// Async tasks: each awaits (see --wait) before its work; keyway futures vs tokio.
     #[arg(long = "async")]
     pub asynchronous: bool,
-    /// With --async: what each task awaits, a yield or a short tokio timer.
-    #[arg(long, value_parser = ["yield", "timer"], default_value = "yield")]
+    /// With --async: what each task awaits: a yield, a short tokio timer, or a reply that
+    /// another thread completes (a foreign wake-up, as from a database client).
+    #[arg(long, value_parser = ["yield", "timer", "remote"], default_value = "yield")]
     pub wait: String,
+    /// The producer hands over this many consecutive tasks of a context at once (keyway:
+    /// `Lane::execute_all`; the peers send them one by one, as they have no batch call).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: Option<u64>,
 }
 
 /// The variants to run for `args`: all three standard ones, or the one the
@@ -99,6 +105,9 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
             v.tasks = (v.tasks / divisor).max(1);
         }
     }
+    for v in &mut list {
+        v.batch = args.batch.unwrap_or(1);
+    }
     list
 }
 
@@ -114,16 +123,15 @@ pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Resul
     Ok(())
 }
 
-/// The most contexts `thread-per-context` is run with: beyond this many
-/// threads a process meets the OS's limits, not the system's design.
-pub const THREAD_LIMIT: usize = 4_096;
-
 /// Measures one variant (every system; `thread-per-context` only up to
 /// [`THREAD_LIMIT`] contexts).
 pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
     let threads = cores();
     let timeout = opts.timeout;
-    let mut contenders = vec![contender::<KeywayLanes>(v, threads, timeout)];
+    let mut contenders = vec![
+        contender::<KeywayLanes>(v, threads, timeout),
+        contender::<KeywayTyped>(v, threads, timeout),
+    ];
     if v.contexts <= THREAD_LIMIT {
         contenders.push(contender::<ThreadPerContext>(v, threads, timeout));
     }
@@ -216,6 +224,10 @@ mod tests {
         run_once::<TokioActor>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
+        run_once::<KeywayTyped>(&v, 2, timeout).unwrap();
+        let batched = Variant { batch: 7, ..v };
+        run_once::<KeywayLanes>(&batched, 2, timeout).unwrap();
+        run_once::<TokioActor>(&batched, 2, timeout).unwrap();
     }
 
     #[test]
@@ -224,7 +236,13 @@ mod tests {
             run_variant(&Variant::full(8, 50, 10), &crate::scenarios::test_options()).unwrap();
         crate::scenarios::assert_every_system_ready(
             &report,
-            &["keyway", "thread-per-context", "tokio-actor", "ideal"],
+            &[
+                "keyway",
+                "keyway-typed",
+                "thread-per-context",
+                "tokio-actor",
+                "ideal",
+            ],
         );
     }
 

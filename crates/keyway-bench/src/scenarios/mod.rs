@@ -2,6 +2,7 @@
 
 pub mod contexts;
 pub mod distributed;
+pub mod latency;
 pub mod ordered;
 pub mod schedule;
 pub mod strategy;

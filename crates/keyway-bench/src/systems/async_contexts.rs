@@ -1,4 +1,5 @@
-//! `contexts --async`: each task awaits first (a yield, or a short tokio timer), then runs the
+//! `contexts --async`: each task awaits first (a yield, a short tokio timer, or a reply that
+//! another thread completes), then runs the
 //! `contexts` task body. Four systems:
 //!
 //! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` sent through its
@@ -13,12 +14,15 @@
 //!   (its order check then checks exclusion and completeness, not submission order).
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use keyway::{Lane, Pool, TypedLane};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::tokio_actor::{close_mailboxes, send_to_mailboxes};
@@ -51,6 +55,55 @@ impl Wait for Yield {
     fn wait(_rt: &Handle) -> keyway::YieldNow {
         keyway::yield_now()
     }
+}
+
+/// A reply completed by the remote thread (`--wait remote`): the task sends a request and
+/// awaits a one-shot reply that a separate thread fills, as a database client's reply would be.
+/// The task's waker is thus woken from a thread outside the executor.
+pub struct Remote;
+
+impl Wait for Remote {
+    const NAME: &'static str = "remote";
+    type Fut = Reply;
+    fn wait(_rt: &Handle) -> Reply {
+        let (tx, rx) = oneshot::channel();
+        // The remote thread lives as long as the process; a send cannot fail while it does.
+        if remote().send(tx).is_err() {
+            unreachable!("the remote thread never stops");
+        }
+        Reply(rx)
+    }
+}
+
+/// The reply to one request to the remote thread.
+pub struct Reply(oneshot::Receiver<()>);
+
+impl Future for Reply {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // A dropped sender (never: the remote thread answers every request) ends the wait too.
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}
+
+/// The remote thread's request queue: it answers each request at once, in arrival order, and
+/// sleeps in `recv` when there is none (started once, on first use).
+fn remote() -> &'static crossbeam_channel::Sender<oneshot::Sender<()>> {
+    static REMOTE: OnceLock<crossbeam_channel::Sender<oneshot::Sender<()>>> = OnceLock::new();
+    REMOTE.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded::<oneshot::Sender<()>>();
+        let spawned = std::thread::Builder::new()
+            .name("remote".into())
+            .spawn(move || {
+                for reply in rx {
+                    let _ = reply.send(());
+                }
+            });
+        if let Err(e) = spawned {
+            panic!("spawning the remote thread: {e}");
+        }
+        tx
+    })
 }
 
 impl Wait for Timer {

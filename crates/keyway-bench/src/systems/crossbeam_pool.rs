@@ -1,12 +1,16 @@
 //! `crossbeam-pool`: available-parallelism threads taking boxed closures from
 //! one crossbeam-channel MPMC channel (unbounded, or bounded with
-//! [`CrossbeamPool::bounded`]: a full queue blocks the submitter).
+//! [`CrossbeamPool::bounded`]: a full queue blocks the submitter). In the
+//! `contexts` shape ([`CrossbeamContexts`], for `latency`) it runs each context's
+//! tasks as plain tasks: it keeps no order, so its row is the floor of one shared
+//! queue, checked for completeness only.
 
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::TaskPool;
+use super::{ContextsSystem, TaskPool};
+use crate::work::{unordered_context_task, ContextsRun};
 
 /// A boxed task.
 pub type Job = Box<dyn FnOnce() + Send>;
@@ -95,5 +99,33 @@ impl TaskPool for CrossbeamPool {
         for worker in self.workers {
             let _ = worker.join();
         }
+    }
+}
+
+/// The crossbeam pool fed the `contexts` workload as plain tasks: no per-context order (a
+/// context's tasks may run at once on two workers), so the run checks only that every task ran.
+#[derive(Debug)]
+pub struct CrossbeamContexts {
+    run: &'static ContextsRun,
+    pool: CrossbeamPool,
+}
+
+impl ContextsSystem for CrossbeamContexts {
+    const NAME: &'static str = "crossbeam-pool";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        let pool = CrossbeamPool::build(threads)?;
+        pool.warm()?;
+        Ok(Self { run, pool })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let (run, pool) = (self.run, &self.pool);
+        run.produce(|ctx, seq| pool.submit(move || unordered_context_task(run, ctx, seq)))
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        self.pool.shutdown();
+        Ok(())
     }
 }

@@ -3,14 +3,16 @@
 //! `contexts` submits through `Pool::lane(ctx)` handles made before timing
 //! (the look-up-free path SPEC §3 provides for hot callers); measured against
 //! `Pool::execute_sequential(ctx, …)` on this machine, lanes were as fast for
-//! 16 contexts and ~10% faster for 1,024 contexts. `throughput` uses
+//! 16 contexts and ~10% faster for 1,024 contexts; with `--batch`, one
+//! `Lane::execute_all` per batch. `keyway-typed` sends a `u64` message per
+//! task through a `TypedLane` per context. `throughput` uses
 //! `Pool::execute`; its keyed variants `Pool::execute_sequential(key, …)` for
 //! one key and `Pool::execute_keyed([k1, k2], …)` for two. `ordered` takes a
 //! `Sequencer` ticket per item on the producer and submits
 //! `ticket.run(write)` after processing, with `Pool::execute`: no consumer
 //! thread.
 
-use keyway::{Lane, Pool, Sequencer};
+use keyway::{Lane, Pool, Sequencer, TypedLane};
 
 use super::{ContextsSystem, KeyedPool, OrderedSystem, TaskPool};
 use crate::keys::TaskKeys;
@@ -41,10 +43,53 @@ impl ContextsSystem for KeywayLanes {
 
     fn feed(&mut self) -> Result<(), String> {
         let (run, lanes) = (self.run, &self.lanes);
+        if run.batch > 1 {
+            // A batch of a context's tasks in one call: one lane lock, at most one wake-up.
+            return run.produce_batches(|ctx, seqs| {
+                let first = *seqs.start();
+                lanes[ctx]
+                    .execute_all(seqs.map(move |seq| move || context_task(run, ctx, seq)))
+                    .map_err(|_| format!("keyway rejected the batch from task {first} of {ctx}"))
+            });
+        }
         run.produce(|ctx, seq| {
             lanes[ctx]
                 .execute(move || context_task(run, ctx, seq))
                 .map_err(|_| format!("keyway rejected task {seq} of context {ctx}"))
+        })
+    }
+
+    fn teardown(self) -> Result<(), String> {
+        drop(self.lanes);
+        self.pool.shutdown();
+        Ok(())
+    }
+}
+
+/// A keyway pool with typed lanes: each task is a `u64` message (its sequence number) sent
+/// through its context's `TypedLane` to one handler, as a tokio actor's mailbox carries it.
+pub struct KeywayTyped {
+    run: &'static ContextsRun,
+    pool: Pool,
+    lanes: Vec<TypedLane<usize, u64>>,
+}
+
+impl ContextsSystem for KeywayTyped {
+    const NAME: &'static str = "keyway-typed";
+
+    fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
+        let pool = build_pool(threads)?;
+        let typed = pool.typed_lanes(move |ctx: &usize, seq: u64| context_task(run, *ctx, seq));
+        let lanes = (0..run.contexts()).map(|ctx| typed.lane(ctx)).collect();
+        Ok(Self { run, pool, lanes })
+    }
+
+    fn feed(&mut self) -> Result<(), String> {
+        let lanes = &self.lanes;
+        self.run.produce(|ctx, seq| {
+            lanes[ctx]
+                .send(seq)
+                .map_err(|_| format!("keyway rejected message {seq} of context {ctx}"))
         })
     }
 

@@ -23,6 +23,7 @@ pub mod tokio_spawn;
 
 use std::time::{Duration, Instant};
 
+use crate::harness::timed_run;
 use crate::keys::TaskKeys;
 use crate::work::{ContextsRun, OrderedRun};
 
@@ -44,6 +45,19 @@ pub trait ContextsSystem: Sized {
 
     /// Untimed: stops the system and waits for its threads.
     fn teardown(self) -> Result<(), String>;
+}
+
+/// One run of `contexts` system `S` on `run`: untimed setup, timed feed until every context's
+/// last task ran, untimed teardown, then the order check; the timed duration.
+pub fn run_contexts<S: ContextsSystem>(
+    run: &'static ContextsRun,
+    threads: usize,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let system = S::setup(run, threads)?;
+    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
+    run.verify()?;
+    Ok(elapsed)
 }
 
 /// A pool of plain fire-and-forget tasks, for the `throughput` scenario.

@@ -10,6 +10,10 @@ use crossbeam_channel::Sender;
 use super::ContextsSystem;
 use crate::work::{context_task, ContextsRun};
 
+/// The most contexts `thread-per-context` is run with: beyond this many
+/// threads a process meets the OS's limits, not the system's design.
+pub const THREAD_LIMIT: usize = 4_096;
+
 /// A thread and a channel per context.
 #[derive(Debug)]
 pub struct ThreadPerContext {

@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use super::lane::Lane;
 use super::pool::Pool;
 use crate::error::SubmitError;
+use crate::lane::KeyPanicked;
 use crate::task::TaskHandle;
 
 /// The pool's context lanes for keys of type `K` alone, from [`Pool::contexts`].
@@ -85,6 +86,34 @@ where
         F: FnOnce() + Send + 'static,
     {
         self.pool.execute_sequential(ctx, f)
+    }
+
+    /// Runs every task of `tasks` in the lane of `ctx`, in order, after every task submitted to
+    /// `ctx` before: one look-up, one lock of the lane and at most one wake-up for the whole
+    /// batch (see [`Lane::execute_all`], which says what a refusal hands back). A panic of the
+    /// key's `Hash`, `Eq` or `Drop` hands back every task ([`SubmitError::KeyPanicked`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let streams = pool.contexts::<u64>();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let entries = (0..100).map(|i| {
+    ///     let tx = tx.clone();
+    ///     move || tx.send(i).unwrap()
+    /// });
+    /// streams.execute_all(7, entries).unwrap();
+    /// assert_eq!(rx.iter().take(100).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+    /// ```
+    #[doc(alias = "execute_batch")]
+    pub fn execute_all<I, F>(&self, ctx: K, tasks: I) -> Result<(), SubmitError<Vec<F>>>
+    where
+        I: IntoIterator<Item = F>,
+        F: FnOnce() + Send + 'static,
+    {
+        match Lane::try_pin(&self.pool, ctx) {
+            Ok(lane) => lane.execute_all(tasks),
+            Err(KeyPanicked) => Err(SubmitError::KeyPanicked(tasks.into_iter().collect())),
+        }
     }
 
     /// Like [`execute_sequential`](Self::execute_sequential), returning a [`TaskHandle`].

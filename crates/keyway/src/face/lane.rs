@@ -34,14 +34,22 @@ impl<K: 'static> Lane<K> {
     where
         K: Hash + Eq + Send + Sync,
     {
-        match pool.handle.lanes.pin(ctx) {
-            Ok(core) => Lane {
-                core,
-                pool: pool.clone(),
-                _key: PhantomData,
-            },
+        match Lane::try_pin(pool, ctx) {
+            Ok(lane) => lane,
             Err(KeyPanicked) => panic!("the context key's Hash, Eq or Drop panicked"),
         }
+    }
+
+    /// [`pin`](Lane::pin), saying so when the key's `Hash`, `Eq` or `Drop` panicked.
+    pub(super) fn try_pin(pool: &Pool, ctx: K) -> Result<Lane<K>, KeyPanicked>
+    where
+        K: Hash + Eq + Send + Sync,
+    {
+        pool.handle.lanes.pin(ctx).map(|core| Lane {
+            core,
+            pool: pool.clone(),
+            _key: PhantomData,
+        })
     }
 
     /// Runs `f` in this lane, after every task submitted to it before.
@@ -67,6 +75,45 @@ impl<K: 'static> Lane<K> {
             f,
             false,
             plain,
+        )
+    }
+
+    /// Runs every task of `tasks` in this lane, in order, after every task submitted to it
+    /// before: a batch (a socket read, a stream read of many entries) takes the lane's lock once
+    /// and wakes a worker at most once, instead of once per task.
+    ///
+    /// Each task is admitted on its own, as by [`execute`](Lane::execute). If the pool refuses
+    /// one (shut down, or full), the error hands back that task and every later one of the
+    /// batch, in order; the tasks before it were queued and run. A task that panics is
+    /// contained as any other: the rest of the batch still runs. `tasks` is iterated on the
+    /// calling thread, before the batch is queued.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lane = pool.lane("feed");
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let batch = (0..64).map(|i| {
+    ///     let tx = tx.clone();
+    ///     move || tx.send(i).unwrap()
+    /// });
+    /// lane.execute_all(batch).unwrap();
+    /// assert_eq!(rx.iter().take(64).collect::<Vec<_>>(), (0..64).collect::<Vec<_>>());
+    ///
+    /// pool.shutdown();
+    /// let refused = lane.execute_all([|| (), || ()]).unwrap_err();
+    /// assert_eq!(refused.into_inner().len(), 2); // handed back, in order
+    /// ```
+    #[doc(alias = "execute_batch")]
+    pub fn execute_all<I, F>(&self, tasks: I) -> Result<(), SubmitError<Vec<F>>>
+    where
+        I: IntoIterator<Item = F>,
+        F: FnOnce() + Send + 'static,
+    {
+        closures::push_all(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            tasks,
         )
     }
 

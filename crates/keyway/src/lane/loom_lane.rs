@@ -8,6 +8,9 @@
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
+//! A batch (`push_all`) appends its entries in one hold of the lock: breaking it into one lock
+//! per entry fails `loom_batches_vs_chunked_drain` (the other thread's batch lands inside it).
+//!
 //! Deliberate breaks tried when these models were written: keeping a coalescing last entry in
 //! the swapped chunk failed the coalescing model (the entry that was pending behind entry 0 when
 //! a newer one was pushed ran: `[0, 1, 2]`), and turning the lane idle under a second lock, after
@@ -73,6 +76,16 @@ impl World {
         let was_idle = !st.scheduled;
         st.scheduled = true;
         (was_idle, started)
+    }
+
+    /// `LaneCore::push_all`: appends every entry (none coalescing) under one lock; true if the
+    /// lane went from idle to scheduled: the caller then runs it.
+    fn push_all(&self, entries: &[Entry]) -> bool {
+        let mut st = self.lane.lock();
+        st.queue.extend(entries.iter().copied());
+        let was_idle = !st.scheduled;
+        st.scheduled = true;
+        was_idle
     }
 
     /// `take_chunk`: false when the lane went idle.
@@ -201,6 +214,48 @@ fn loom_coalescing_replace_vs_swap_take() {
             ran == [0, 2] || ran == [0, 1, 2],
             "a coalescing entry ran twice or out of order: {ran:?}"
         );
+        world.assert_quiet();
+    });
+}
+
+/// A batch (`Lane::execute_all`) under rules 1, 2, 4 and 5: a batch and single pushes from one
+/// thread race another thread's batch and a runner taking chunks of two. Each entry runs once;
+/// each thread's entries run in its order; a batch's entries run back to back (no entry of the
+/// other thread between them); never two runners; the lane ends idle.
+#[test]
+fn loom_batches_vs_chunked_drain() {
+    crate::loom::model(|| {
+        let world = World::new(2);
+        assert!(world.push(seq(0)));
+        let runner = {
+            let world = world.clone();
+            thread::spawn(move || world.run_lane())
+        };
+        let other = {
+            let world = world.clone();
+            thread::spawn(move || {
+                if world.push_all(&[seq(10), seq(11), seq(12)]) {
+                    world.run_lane();
+                }
+            })
+        };
+        if world.push_all(&[seq(1), seq(2)]) {
+            world.run_lane();
+        }
+        if world.push(seq(3)) {
+            world.run_lane();
+        }
+        runner.join().unwrap();
+        other.join().unwrap();
+        let ran = world.ran();
+        let mine: Vec<u32> = ran.iter().copied().filter(|&id| id < 10).collect();
+        assert_eq!(mine, [0, 1, 2, 3], "{ran:?}");
+        let at = ran
+            .iter()
+            .position(|&id| id == 10)
+            .expect("the other batch ran");
+        assert_eq!(ran[at..at + 3], [10, 11, 12], "a batch was split: {ran:?}");
+        assert_eq!(ran.len(), 7, "{ran:?}");
         world.assert_quiet();
     });
 }

@@ -396,6 +396,32 @@ impl<S: LaneKind> LaneCore<S> {
         schedule.then(|| self.clone())
     }
 
+    /// Appends every entry of `entries` (none coalescing) in order under one lane lock, and
+    /// queues the lane once if it was idle: a batch pays one hand-over of the lane lock and at
+    /// most one schedule and wake-up. Its entries are consecutive in `queue` (rule 4); it is a
+    /// run of pushes no other push interleaves with, so rules 1 and 2 hold as for one push.
+    pub(crate) fn push_all(
+        self: &Arc<Self>,
+        table: &Arc<LaneTable<S>>,
+        registry: &Arc<Registry>,
+        entries: &mut Vec<S::Entry>,
+    ) {
+        if entries.is_empty() {
+            return;
+        }
+        debug_assert!(!entries.iter().any(S::is_coalescing));
+        let mut st = self.state.lock();
+        st.queue.extend(entries.drain(..));
+        let schedule = st.table.is_none();
+        if schedule {
+            st.table = Some(table.clone());
+        }
+        drop(st);
+        if schedule {
+            registry.schedule(Work::Lane(self.clone()));
+        }
+    }
+
     /// Queues `entry` on a pinned lane of `table` (no look-up: a pinned lane stays in the table).
     pub(crate) fn push_pinned(
         self: &Arc<Self>,

@@ -1,7 +1,7 @@
-//! `contexts --async`: the `contexts` workload with async tasks — each awaits a yield or a short
-//! tokio timer (`--wait`) before its work. keyway's async typed lanes (a message per task) and
-//! futures on lanes (`Lane::spawn`) against a tokio actor per context and a tokio task per
-//! message holding a per-context tokio mutex.
+//! `contexts --async`: the `contexts` workload with async tasks — each awaits a yield, a short
+//! tokio timer or a reply completed by another thread (`--wait`) before its work. keyway's async
+//! typed lanes (a message per task) and futures on lanes (`Lane::spawn`) against a tokio actor
+//! per context and a tokio task per message holding a per-context tokio mutex.
 
 use super::runs::{contender, measure_variant};
 use super::variant::Variant;
@@ -9,13 +9,14 @@ use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
 use crate::systems::async_contexts::{
-    KeywayAsync, KeywaySpawnAsync, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
+    KeywayAsync, KeywaySpawnAsync, Remote, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
 };
 
 /// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`).
 pub fn run_variant(v: &Variant, wait: &str, opts: &RunOptions) -> Result<VariantReport, String> {
     match wait {
         "timer" => run_with::<Timer>(v, opts),
+        "remote" => run_with::<Remote>(v, opts),
         _ => run_with::<Yield>(v, opts),
     }
 }
@@ -50,5 +51,9 @@ mod tests {
         run_once::<KeywaySpawnAsync<Timer>>(&v, 2, t).unwrap();
         run_once::<TokioActorAsync<Timer>>(&v, 2, t).unwrap();
         run_once::<TokioMutexAsync<Timer>>(&v, 2, t).unwrap();
+        run_once::<KeywayAsync<Remote>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Remote>>(&v, 2, t).unwrap();
+        run_once::<TokioActorAsync<Remote>>(&v, 2, t).unwrap();
+        run_once::<TokioMutexAsync<Remote>>(&v, 2, t).unwrap();
     }
 }

@@ -10,8 +10,8 @@ use super::variant::Variant;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::report::group_thousands;
-use crate::harness::{measure, timed_run, Contender, VariantReport};
-use crate::systems::ContextsSystem;
+use crate::harness::{measure, Contender, VariantReport};
+use crate::systems::{run_contexts, ContextsSystem};
 use crate::work::ContextsRun;
 
 /// Measures `contenders` on `v` and makes the report; `wait` (async runs) names what each task
@@ -22,7 +22,10 @@ pub(super) fn measure_variant(
     wait: Option<&str>,
     mut contenders: Vec<Contender<'static>>,
 ) -> Result<VariantReport, String> {
-    let kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    let mut kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    if v.batch > 1 {
+        kind.push_str(&format!(" batch {}", v.batch));
+    }
     let label = format!("contexts{kind} {}", v.name);
     let results = measure(
         &label,
@@ -40,6 +43,7 @@ pub(super) fn measure_variant(
     params.insert("cores".into(), json!(cores()));
     params.insert("runs".into(), json!(opts.runs));
     params.insert("quick".into(), json!(opts.quick));
+    params.insert("batch".into(), json!(v.batch));
     if let Some(w) = wait {
         params.insert("async_wait".into(), json!(w));
     }
@@ -70,17 +74,15 @@ pub(super) fn contender<S: ContextsSystem>(
 
 /// One run of system `S`: untimed setup, timed feed until every context's
 /// last task ran, untimed teardown, then the order check.
-pub(super) fn run_once<S: ContextsSystem>(
+pub(crate) fn run_once<S: ContextsSystem>(
     v: &Variant,
     threads: usize,
     timeout: Duration,
 ) -> Result<Duration, String> {
     // Tasks borrow the run's state for 'static; it is leaked (a few KiB per
     // run) because some peers may still touch it after completion is seen.
-    let run: &'static ContextsRun =
-        Box::leak(Box::new(ContextsRun::new(v.contexts, v.tasks, v.work)));
-    let system = S::setup(run, threads)?;
-    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
-    run.verify()?;
-    Ok(elapsed)
+    let run: &'static ContextsRun = Box::leak(Box::new(
+        ContextsRun::new(v.contexts, v.tasks, v.work).batched(v.batch),
+    ));
+    run_contexts::<S>(run, threads, timeout)
 }

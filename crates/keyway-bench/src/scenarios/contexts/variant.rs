@@ -18,6 +18,8 @@ pub struct Variant {
     pub tasks: u64,
     /// Atomic increments per task.
     pub work: u64,
+    /// Consecutive tasks of a context the producer hands over at once (`--batch`; 1: none).
+    pub batch: u64,
 }
 
 /// The named variants: (name, contexts, tasks per context, work).
@@ -39,6 +41,7 @@ impl Variant {
             contexts,
             tasks,
             work,
+            batch: 1,
         }
     }
 

@@ -1,0 +1,210 @@
+//! An open-loop schedule and its latency record (the `latency` scenario).
+//!
+//! Task `i` of a run is *intended* to be submitted at `start + i × period`, whatever happened to
+//! the tasks before it: the producer waits for that time when it is early and submits at once
+//! when it is late, and every delay is counted from the intended time. So a system that stalls
+//! its producer (or its queue) cannot hide the stall by slowing the arrivals down (coordinated
+//! omission): the tasks that should have arrived during the stall show it as their delay.
+//!
+//! Delays are recorded in HDR histograms (nanoseconds, 3 significant digits), in a few stripes
+//! picked by context so that workers running different contexts rarely share one; a context's
+//! tasks run one at a time, so at 16 contexts no two tasks ever meet on a stripe.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+/// Histogram stripes (contexts are spread over them by index).
+const STRIPES: usize = 16;
+/// The largest delay recorded as itself (larger ones count as this): 100 s, in ns.
+const HIGHEST_NS: u64 = 100_000_000_000;
+/// Significant digits the histograms keep.
+const DIGITS: u8 = 3;
+/// A wait longer than this sleeps (less a margin) instead of spinning.
+const SLEEP_OVER: Duration = Duration::from_micros(200);
+
+/// One stripe: submit-to-start and submit-to-finish delays, and the latest finish.
+#[derive(Debug)]
+struct Stripe {
+    start: Histogram<u64>,
+    finish: Histogram<u64>,
+    last_finish_ns: u64,
+}
+
+/// The schedule of one open-loop run and the delays of its tasks.
+#[derive(Debug)]
+pub struct OpenLoop {
+    period_ns: f64,
+    start: OnceLock<Instant>,
+    /// Taken out by [`summary`](Self::summary), so a leaked run keeps no histograms.
+    stripes: Box<[Mutex<Option<Stripe>>]>,
+}
+
+/// What one open-loop run measured.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Delays from each task's intended submit time to its start (ns).
+    pub start: Histogram<u64>,
+    /// Delays from each task's intended submit time to its finish (ns).
+    pub finish: Histogram<u64>,
+    /// Tasks per second offered (the schedule's rate).
+    pub offered: f64,
+    /// Tasks per second achieved: tasks finished / time from the first intended submit to
+    /// the last finish.
+    pub achieved: f64,
+}
+
+impl OpenLoop {
+    /// A schedule of `rate` tasks per second (at least one task per 100 s).
+    pub fn new(rate: f64) -> Self {
+        let rate = if rate.is_finite() {
+            rate.max(0.01)
+        } else {
+            0.01
+        };
+        let stripe = || {
+            let h = Histogram::new_with_bounds(1, HIGHEST_NS, DIGITS)
+                .unwrap_or_else(|e| unreachable!("constant histogram bounds: {e}"));
+            Mutex::new(Some(Stripe {
+                start: h.clone(),
+                finish: h,
+                last_finish_ns: 0,
+            }))
+        };
+        Self {
+            period_ns: 1e9 / rate,
+            start: OnceLock::new(),
+            stripes: (0..STRIPES).map(|_| stripe()).collect(),
+        }
+    }
+
+    /// When task `index` is meant to be submitted (the schedule starts at the first call);
+    /// `None` past the clock's range.
+    fn intended(&self, index: u64) -> Option<Instant> {
+        let start = *self.start.get_or_init(Instant::now);
+        // `as` saturates: an index far beyond any run gives the largest offset, not a wrap.
+        start.checked_add(Duration::from_nanos((index as f64 * self.period_ns) as u64))
+    }
+
+    /// The producer's wait for task `index`'s turn: returns at once when it is late (or when
+    /// its turn lies past the clock's range).
+    pub fn wait_turn(&self, index: u64) {
+        let Some(due) = self.intended(index) else {
+            return;
+        };
+        loop {
+            let now = Instant::now();
+            if now >= due {
+                return;
+            }
+            let ahead = due - now;
+            if ahead > SLEEP_OVER {
+                std::thread::sleep(ahead - SLEEP_OVER / 2);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Records task `index` of context `ctx`, which started at `started` and finished at
+    /// `finished`.
+    pub fn record(&self, ctx: usize, index: u64, started: Instant, finished: Instant) {
+        let intended = self.intended(index).unwrap_or(finished);
+        let ns = |t: Instant| t.saturating_duration_since(intended).as_nanos() as u64;
+        let since_start = finished
+            .saturating_duration_since(*self.start.get_or_init(Instant::now))
+            .as_nanos() as u64;
+        let mut stripe = self.stripes[ctx % STRIPES]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Gone only once the run was summarised, after its last task.
+        let Some(s) = stripe.as_mut() else {
+            return;
+        };
+        s.start.saturating_record(ns(started).max(1));
+        s.finish.saturating_record(ns(finished).max(1));
+        s.last_finish_ns = s.last_finish_ns.max(since_start);
+    }
+
+    /// Every stripe merged, once the run is over; the stripes are freed (a later call
+    /// summarises nothing).
+    pub fn summary(&self) -> Summary {
+        let mut stripes = self
+            .stripes
+            .iter()
+            .filter_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let (mut start, mut finish, mut last) = match stripes.next() {
+            Some(s) => (s.start, s.finish, s.last_finish_ns),
+            None => {
+                let h = Histogram::new(DIGITS)
+                    .unwrap_or_else(|e| unreachable!("constant histogram digits: {e}"));
+                (h.clone(), h, 0)
+            }
+        };
+        for s in stripes {
+            // Same bounds in every stripe: adding cannot fail.
+            let _ = start.add(&s.start);
+            let _ = finish.add(&s.finish);
+            last = last.max(s.last_finish_ns);
+        }
+        let tasks = start.len() as f64;
+        Summary {
+            offered: 1e9 / self.period_ns,
+            achieved: if last == 0 {
+                0.0
+            } else {
+                tasks * 1e9 / last as f64
+            },
+            start,
+            finish,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_count_from_the_intended_time() {
+        let ol = OpenLoop::new(1_000.0); // 1 ms apart
+        let t0 = ol.intended(0).unwrap();
+        // Task 10 was due at 10 ms; it started at 15 ms and finished at 16 ms.
+        ol.record(
+            3,
+            10,
+            t0 + Duration::from_millis(15),
+            t0 + Duration::from_millis(16),
+        );
+        let s = ol.summary();
+        assert_eq!(s.start.len(), 1);
+        let start = s.start.max();
+        assert!((4_990_000..=5_010_000).contains(&start), "{start}");
+        let finish = s.finish.max();
+        assert!((5_990_000..=6_010_000).contains(&finish), "{finish}");
+        assert_eq!(s.offered, 1_000.0);
+        // One task, finished 16 ms after the start.
+        assert!((s.achieved - 62.5).abs() < 0.1, "{}", s.achieved);
+    }
+
+    #[test]
+    fn extreme_rates_and_delays_are_bounded() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-9] {
+            let ol = OpenLoop::new(rate);
+            assert!(ol.period_ns.is_finite() && ol.period_ns > 0.0, "{rate}");
+        }
+        let ol = OpenLoop::new(1e12);
+        let t0 = ol.intended(0).unwrap();
+        // A start before the intended time counts as no delay; a huge one saturates.
+        ol.record(0, 5, t0, t0 + Duration::from_secs(1_000));
+        let s = ol.summary();
+        assert_eq!(s.start.len(), 1);
+        assert!(s.finish.max() >= HIGHEST_NS / 2);
+        // The largest index at the slowest rate: no overflow, whatever the clock's range.
+        let slow = OpenLoop::new(0.0);
+        let _ = slow.intended(u64::MAX);
+        slow.record(1, u64::MAX, t0, t0);
+        assert_eq!(slow.summary().start.len(), 1);
+    }
+}
