@@ -1,7 +1,6 @@
-//! Random builder settings and random sequences of public API calls on one pool (closures,
-//! futures, wakers, a scheduler), then an exact account of every task. The parts are in
-//! `fuzz/src`; `fuzz/README.md` says how to run it and which input classes an environment
-//! variable turns off.
+//! Random builder settings and random sequences of public API calls on closures on one pool,
+//! then an exact account of every task. The parts are in `fuzz/src`; `fuzz/README.md` says how
+//! to run it and which input classes an environment variable turns off.
 
 #![no_main]
 

@@ -1,6 +1,7 @@
-//! What a fuzz input decodes to: pool settings, a sequence of API calls, and (appended later, so
-//! inputs saved before still decode as they did) a scheduler and calls on futures, wakers and
-//! scheduled tasks.
+//! What a fuzz input decodes to: for `pool_api`, pool settings and a sequence of calls on
+//! closures ([`Input`], its layout fixed so that saved inputs keep decoding as they did); for
+//! `pool_mixed`, the same and a scheduler, with calls on futures, wakers and scheduled tasks
+//! among them ([`MixedInput`]).
 
 use std::time::Duration;
 
@@ -115,22 +116,30 @@ pub enum Op {
     Stats,
 }
 
+/// `pool_api`'s input.
 #[derive(Arbitrary, Debug)]
 pub struct Input {
     pub settings: Settings,
     pub ops: Vec<Op>,
     /// Handed-back tasks: run them (true) or drop them (false).
     pub run_handed_back: bool,
-    /// Decoded from what follows the fields above: empty in inputs saved before it existed.
-    pub more: More,
 }
 
-/// The second half of an input: a scheduler on the pool, and calls interleaved with `ops`
-/// (`ops[0]`, `more.ops[0]`, `ops[1]`, …).
-#[derive(Arbitrary, Debug, Default)]
-pub struct More {
+/// `pool_mixed`'s input.
+#[derive(Arbitrary, Debug)]
+pub struct MixedInput {
+    pub settings: Settings,
     pub scheduler: Option<SchedSettings>,
-    pub ops: Vec<MoreOp>,
+    pub steps: Vec<Step>,
+    /// Handed-back tasks: run them (true) or drop them (false).
+    pub run_handed_back: bool,
+}
+
+/// One call of `pool_mixed`.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Step {
+    Pool(Op),
+    More(MoreOp),
 }
 
 /// How a future is spawned.

@@ -1,4 +1,5 @@
-//! The fuzz target's parts (fuzz/README.md says what it does and how to run it):
+//! The fuzz targets' parts (`pool_api`: closures; `pool_mixed`: closures, futures, wakers, a
+//! scheduler) (fuzz/README.md says what it does and how to run it):
 //!
 //! * `input` — what an input decodes to;
 //! * `probes` — what goes into the pool with each task to witness its fate, and the user code
@@ -16,6 +17,6 @@ pub mod probes;
 pub mod run;
 pub mod schedule;
 
-pub use input::Input;
+pub use input::{Input, MixedInput};
 pub use probes::install_panic_hook;
-pub use run::run;
+pub use run::{run, run_mixed};

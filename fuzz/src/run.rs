@@ -10,7 +10,9 @@ use keyway::{PendingTask, Pool, TaskError, TaskHandle};
 
 use crate::closures::{self, spin};
 use crate::futures::{self, check_dropped_once, check_future, poll_once, Job, Waiter};
-use crate::input::{Body, Input, Kind, MoreOp, Op, SpawnKind};
+use crate::input::{
+    Body, Input, Kind, MixedInput, MoreOp, Op, SchedSettings, Settings, SpawnKind, Step,
+};
 use crate::probes::{allowed, panicking_waker, Fate, FateProbe, Ledger, Out, Probe};
 use crate::schedule::{self, run_or_drop, Sched};
 
@@ -65,9 +67,26 @@ struct Run<'p> {
     sched: Option<Sched>,
 }
 
+/// `pool_api`: closures only (up to 48 calls).
 pub fn run(input: Input) {
+    let steps = input.ops.into_iter().take(48).map(Step::Pool);
+    run_steps(&input.settings, None, steps, input.run_handed_back);
+}
+
+/// `pool_mixed`: closures, futures, wakers, a scheduler (up to 64 calls).
+pub fn run_mixed(input: MixedInput) {
+    let steps = input.steps.into_iter().take(64);
+    run_steps(&input.settings, input.scheduler, steps, input.run_handed_back);
+}
+
+fn run_steps(
+    settings: &Settings,
+    scheduler: Option<SchedSettings>,
+    steps: impl Iterator<Item = Step>,
+    run_handed_back: bool,
+) {
     // Build must never panic, whatever the settings.
-    let Some(pool) = closures::build(&input.settings) else {
+    let Some(pool) = closures::build(settings) else {
         return;
     };
     let mut run = Run {
@@ -75,7 +94,7 @@ pub fn run(input: Input) {
         ledger: Arc::default(),
         inside_back: Arc::default(),
         handed_back: Vec::new(),
-        run_handed_back: input.run_handed_back,
+        run_handed_back,
         handles: Vec::new(),
         accepted: 0,
         refused_without_handle: 0,
@@ -84,16 +103,12 @@ pub fn run(input: Input) {
         futures: Vec::new(),
         waiters: Vec::new(),
         unbounded_join_ok: true,
-        sched: schedule::build(&pool, input.more.scheduler),
+        sched: schedule::build(&pool, scheduler),
     };
-    let (ops, more) = (&input.ops[..input.ops.len().min(48)], &input.more.ops);
-    let more = &more[..more.len().min(48)];
-    for i in 0..ops.len().max(more.len()) {
-        if let Some(&op) = ops.get(i) {
-            run.op(op);
-        }
-        if let Some(&op) = more.get(i) {
-            run.more(op);
+    for step in steps {
+        match step {
+            Step::Pool(op) => run.op(op),
+            Step::More(op) => run.more(op),
         }
     }
     run.finish();
