@@ -30,35 +30,28 @@ impl Future for PendingOnce {
 
 /// A future doing `body`, carrying `probe` (dropped with it, completed or not); its output's
 /// drop panics if `bomb`.
-pub fn future(
-    body: FutBody,
-    probe: FateProbe,
-    bomb: bool,
-) -> impl Future<Output = Out> + Send + 'static {
-    async move {
-        let probe = probe;
-        probe.start();
-        match body {
-            FutBody::Ready => {}
-            FutBody::Yield(n) => {
-                for _ in 0..=n % 3 {
-                    keyway::yield_now().await;
-                }
-            }
-            FutBody::PendingOnce => PendingOnce(false).await,
-            FutBody::Panic => {
-                probe.end(PANICKED);
-                panic!("fuzz: future panics");
-            }
-            FutBody::YieldThenPanic => {
+pub async fn future(body: FutBody, probe: FateProbe, bomb: bool) -> Out {
+    probe.start();
+    match body {
+        FutBody::Ready => {}
+        FutBody::Yield(n) => {
+            for _ in 0..=n % 3 {
                 keyway::yield_now().await;
-                probe.end(PANICKED);
-                panic!("fuzz: future panics after a yield");
             }
         }
-        probe.end(RETURNED);
-        Out(bomb)
+        FutBody::PendingOnce => PendingOnce(false).await,
+        FutBody::Panic => {
+            probe.end(PANICKED);
+            panic!("fuzz: future panics");
+        }
+        FutBody::YieldThenPanic => {
+            keyway::yield_now().await;
+            probe.end(PANICKED);
+            panic!("fuzz: future panics after a yield");
+        }
     }
+    probe.end(RETURNED);
+    Out(bomb)
 }
 
 /// Spawns `fut` as `kind`: its handle if accepted, `None` if refused (the future comes back in
@@ -87,9 +80,15 @@ pub fn check_future(
 ) {
     let (started, ended) = (fate.started(), fate.ended());
     match outcome {
-        Ok(_) => assert_eq!(ended, RETURNED, "a future's handle says Ok, it did not return"),
+        Ok(_) => assert_eq!(
+            ended, RETURNED,
+            "a future's handle says Ok, it did not return"
+        ),
         Err(TaskError::Panicked(_)) => {
-            assert_eq!(ended, PANICKED, "a future's handle says Panicked, it did not panic")
+            assert_eq!(
+                ended, PANICKED,
+                "a future's handle says Panicked, it did not panic"
+            )
         }
         // By `cancel()`, or by `shutdown_now` at an await point (the end of every run calls it).
         Err(TaskError::Cancelled) => assert!(

@@ -247,7 +247,10 @@ pub enum MoreOp {
     PollPanicking(u8),
     /// `wait_for_room_async` with a task that spins, polled once with a waker whose `wake`
     /// panics; kept if pending.
-    WaitForRoom { spin: u8, context: Option<u8> },
+    WaitForRoom {
+        spin: u8,
+        context: Option<u8>,
+    },
     /// Poll the pending room waiters again with a quiet waker.
     PollWaiters,
     /// Schedule a task on the scheduler (if there is one).

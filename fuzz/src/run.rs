@@ -76,7 +76,12 @@ pub fn run(input: Input) {
 /// `pool_mixed`: closures, futures, wakers, a scheduler (up to 64 calls).
 pub fn run_mixed(input: MixedInput) {
     let steps = input.steps.into_iter().take(64);
-    run_steps(&input.settings, input.scheduler, steps, input.run_handed_back);
+    run_steps(
+        &input.settings,
+        input.scheduler,
+        steps,
+        input.run_handed_back,
+    );
 }
 
 fn run_steps(
@@ -139,9 +144,7 @@ impl Run<'_> {
                 }
                 let i = usize::from(i) % self.handles.len();
                 let timeout = match span {
-                    crate::input::Span::Max if !self.unbounded_join_ok => {
-                        Duration::from_millis(1)
-                    }
+                    crate::input::Span::Max if !self.unbounded_join_ok => Duration::from_millis(1),
                     other => other.get(),
                 };
                 let Held { handle, meta } = self.handles.swap_remove(i);
@@ -166,7 +169,10 @@ impl Run<'_> {
         let on_a_lane = !matches!(kind, Kind::Execute | Kind::Submit | Kind::TryExecute);
         let handle_kind = matches!(
             kind,
-            Kind::Submit | Kind::SubmitSequential(_) | Kind::SubmitCoalescing(_) | Kind::SubmitKeyed(..)
+            Kind::Submit
+                | Kind::SubmitSequential(_)
+                | Kind::SubmitCoalescing(_)
+                | Kind::SubmitKeyed(..)
         );
         let body = match body {
             Body::ShutdownNow if on_a_lane && !allowed("KEYWAY_FUZZ_NO_LANE_SHUTDOWN_NOW") => {
@@ -212,7 +218,13 @@ impl Run<'_> {
     /// Keeps a handle, or drops it at once (`detach`). If the task already finished, that drop
     /// is the result's last owner, and a bomb result panics here, on the caller's thread — the
     /// user's own drop, not the pool's.
-    fn keep(&mut self, handle: TaskHandle<Out>, fate: Option<Arc<Fate>>, detach: bool, coalescing: bool) {
+    fn keep(
+        &mut self,
+        handle: TaskHandle<Out>,
+        fate: Option<Arc<Fate>>,
+        detach: bool,
+        coalescing: bool,
+    ) {
         if detach {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handle)));
         } else {
@@ -240,8 +252,10 @@ impl Run<'_> {
                     futures::spawn(self.pool, kind, fut)
                 }));
                 if let Ok(Some(handle)) = spawned {
-                    let coalescing =
-                        matches!(kind, SpawnKind::Coalescing(_) | SpawnKind::LaneCoalescing(_));
+                    let coalescing = matches!(
+                        kind,
+                        SpawnKind::Coalescing(_) | SpawnKind::LaneCoalescing(_)
+                    );
                     self.keep(handle, Some(fate), detach, coalescing);
                 }
             }
@@ -286,7 +300,10 @@ impl Run<'_> {
             match poll_once(&mut w, std::task::Waker::noop()) {
                 Poll::Ready(r) => self.room(r.ok()),
                 Poll::Pending => {
-                    assert!(!must_resolve, "a room waiter still waits on a shut-down pool");
+                    assert!(
+                        !must_resolve,
+                        "a room waiter still waits on a shut-down pool"
+                    );
                     self.waiters.push(w);
                 }
             }

@@ -221,9 +221,7 @@ impl Sched {
                 self.accepted.push(fate.clone());
                 if detach {
                     // A result already there is dropped here, on this thread: the user's own.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        drop(handle)
-                    }));
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handle)));
                 } else {
                     self.handles.push(SchedHeld {
                         handle,
@@ -242,15 +240,24 @@ impl Sched {
         let o = &mut self.outcomes;
         match outcome {
             Ok(_) => {
-                assert_eq!(ended, RETURNED, "a scheduled task says Ok, it did not return");
+                assert_eq!(
+                    ended, RETURNED,
+                    "a scheduled task says Ok, it did not return"
+                );
                 o.ok += 1;
             }
             Err(TaskError::Panicked(_)) => {
-                assert_eq!(ended, PANICKED, "a scheduled task says Panicked, it did not");
+                assert_eq!(
+                    ended, PANICKED,
+                    "a scheduled task says Panicked, it did not"
+                );
                 o.panicked += 1;
             }
             Err(TaskError::Cancelled) => {
-                assert!(cancelled && !started, "Cancelled: not by cancel(), or it ran");
+                assert!(
+                    cancelled && !started,
+                    "Cancelled: not by cancel(), or it ran"
+                );
                 o.cancelled += 1;
             }
             Err(TaskError::TimedOut) => {
@@ -306,11 +313,16 @@ impl Sched {
         }
         check_dropped_once(&self.accepted, "scheduled");
         check_dropped_once(&self.refused, "refused by the scheduler");
-        assert!(self.refused.iter().all(|f| !f.started()), "a refused task ran");
+        assert!(
+            self.refused.iter().all(|f| !f.started()),
+            "a refused task ran"
+        );
         let count = |how: u8| self.accepted.iter().filter(|f| f.ended() == how).count() as u64;
         let (returned, panicked) = (count(RETURNED), count(PANICKED));
         assert!(
-            self.accepted.iter().all(|f| f.started() == (f.ended() != 0)),
+            self.accepted
+                .iter()
+                .all(|f| f.started() == (f.ended() != 0)),
             "a scheduled task started and did not end"
         );
         let unrun = self.accepted.len() as u64 - returned - panicked;
@@ -318,7 +330,11 @@ impl Sched {
         let o = &self.outcomes;
         assert_eq!(stats.pending, 0, "tasks still pending: {stats:?}");
         assert_eq!(stats.scheduled, self.accepted.len() as u64, "{stats:?}");
-        assert_eq!((stats.ran, stats.panicked), (returned, panicked), "{stats:?}");
+        assert_eq!(
+            (stats.ran, stats.panicked),
+            (returned, panicked),
+            "{stats:?}"
+        );
         assert_eq!(
             stats.cancelled + stats.timed_out + stats.rejected,
             unrun,
