@@ -7,11 +7,13 @@
 //! * `closures` — the pool from random settings, closures submitted every way;
 //! * `futures` — futures spawned every way, handles and room waiters polled with panicking
 //!   wakers;
+//! * `handles` — the handles a run keeps, and the calls on one an input picks;
 //! * `schedule` — a scheduler on the pool, its tasks and their account;
 //! * `run` — one run: the calls in order, the end, the account.
 
 pub mod closures;
 pub mod futures;
+pub mod handles;
 pub mod input;
 pub mod probes;
 pub mod run;

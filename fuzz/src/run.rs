@@ -10,19 +10,14 @@ use keyway::{PendingTask, Pool, TaskError, TaskHandle};
 
 use crate::closures::{self, spin};
 use crate::futures::{self, check_dropped_once, check_future, poll_once, Job, Waiter};
+use crate::handles::{Handles, Outcome};
 use crate::input::{
-    Body, Input, Kind, MixedInput, MoreOp, Op, SchedSettings, Settings, SpawnKind, Step,
+    Body, Input, Kind, MixedInput, MoreOp, Op, SchedSettings, Settings, Span, SpawnKind, Step,
 };
 use crate::probes::{allowed, panicking_waker, Fate, FateProbe, Ledger, Out, Probe};
 use crate::schedule::{self, run_or_drop, Sched};
 
-/// A pool task's handle: a closure's or a future's.
-struct Held {
-    handle: TaskHandle<Out>,
-    meta: Meta,
-}
-
-/// What goes with a handle.
+/// What goes with a pool task's handle: a closure's or a future's.
 struct Meta {
     /// A future's (`None`: a closure's).
     fate: Option<Arc<Fate>>,
@@ -49,7 +44,7 @@ struct Run<'p> {
     inside_back: Arc<Mutex<Vec<PendingTask>>>,
     handed_back: Vec<PendingTask>,
     run_handed_back: bool,
-    handles: Vec<Held>,
+    handles: Handles<Meta>,
     /// Closures accepted.
     accepted: usize,
     /// Refused closures that had no handle (their probes count in `unrun_without_handle`).
@@ -100,7 +95,7 @@ fn run_steps(
         inside_back: Arc::default(),
         handed_back: Vec::new(),
         run_handed_back,
-        handles: Vec::new(),
+        handles: Handles::default(),
         accepted: 0,
         refused_without_handle: 0,
         cancelled: 0,
@@ -129,28 +124,20 @@ impl Run<'_> {
                 result_bomb,
             } => self.submit(kind, body, detach, result_bomb),
             Op::Cancel(i) => {
-                if let Some(h) = pick(&mut self.handles, i) {
-                    if h.handle.cancel() {
-                        h.meta.cancelled = true;
-                        if h.meta.fate.is_none() {
-                            self.cancelled += 1;
-                        }
+                if let Some(meta) = self.handles.cancel(i) {
+                    meta.cancelled = true;
+                    if meta.fate.is_none() {
+                        self.cancelled += 1;
                     }
                 }
             }
             Op::Join(i, span) => {
-                if self.handles.is_empty() {
-                    return;
-                }
-                let i = usize::from(i) % self.handles.len();
                 let timeout = match span {
-                    crate::input::Span::Max if !self.unbounded_join_ok => Duration::from_millis(1),
+                    Span::Max if !self.unbounded_join_ok => Duration::from_millis(1),
                     other => other.get(),
                 };
-                let Held { handle, meta } = self.handles.swap_remove(i);
-                match handle.join_timeout(timeout) {
-                    Ok(outcome) => self.settle(&meta, outcome),
-                    Err(handle) => self.handles.push(Held { handle, meta }),
+                if let Some((meta, outcome)) = self.handles.join(i, timeout) {
+                    self.settle(&meta, outcome);
                 }
             }
             Op::Shutdown => self.pool.shutdown(),
@@ -215,9 +202,7 @@ impl Run<'_> {
         }
     }
 
-    /// Keeps a handle, or drops it at once (`detach`). If the task already finished, that drop
-    /// is the result's last owner, and a bomb result panics here, on the caller's thread — the
-    /// user's own drop, not the pool's.
+    /// Keeps a pool task's handle, or drops it at once (`detach`).
     fn keep(
         &mut self,
         handle: TaskHandle<Out>,
@@ -225,16 +210,12 @@ impl Run<'_> {
         detach: bool,
         coalescing: bool,
     ) {
-        if detach {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handle)));
-        } else {
-            let meta = Meta {
-                fate,
-                cancelled: false,
-                coalescing,
-            };
-            self.handles.push(Held { handle, meta });
-        }
+        let meta = Meta {
+            fate,
+            cancelled: false,
+            coalescing,
+        };
+        self.handles.keep(handle, meta, detach);
     }
 
     fn more(&mut self, op: MoreOp) {
@@ -260,14 +241,8 @@ impl Run<'_> {
                 }
             }
             MoreOp::PollPanicking(i) => {
-                let Some(h) = pick(&mut self.handles, i) else {
-                    return;
-                };
-                // Done already: the outcome goes to this poll, and the handle is settled.
-                if let Poll::Ready(outcome) = poll_once(&mut h.handle, &panicking_waker()) {
-                    let i = usize::from(i) % self.handles.len();
-                    let h = self.handles.swap_remove(i);
-                    self.settle(&h.meta, outcome);
+                if let Some((meta, outcome)) = self.handles.poll_panicking(i) {
+                    self.settle(&meta, outcome);
                 }
             }
             MoreOp::WaitForRoom { spin: n, context } => {
@@ -318,7 +293,7 @@ impl Run<'_> {
         }
     }
 
-    fn settle(&mut self, m: &Meta, outcome: Result<Out, TaskError>) {
+    fn settle(&mut self, m: &Meta, outcome: Outcome) {
         if let Some(fate) = &m.fate {
             return check_future(fate, &outcome, m.cancelled, m.coalescing);
         }
@@ -358,13 +333,8 @@ impl Run<'_> {
         self.hand_back();
         // A shut-down pool refuses: every room waiter resolves.
         self.poll_waiters(true);
-        for h in std::mem::take(&mut self.handles) {
-            assert!(
-                h.handle.is_finished(),
-                "a handle never learned its task's outcome: a lost task"
-            );
-            let outcome = h.handle.join();
-            self.settle(&h.meta, outcome);
+        for (meta, outcome) in self.handles.join_all() {
+            self.settle(&meta, outcome);
         }
         self.check();
     }
@@ -407,9 +377,4 @@ impl Run<'_> {
             s.check();
         }
     }
-}
-
-fn pick(handles: &mut [Held], i: u8) -> Option<&mut Held> {
-    let n = handles.len();
-    (n > 0).then(|| &mut handles[usize::from(i) % n])
 }

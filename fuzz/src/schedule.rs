@@ -5,18 +5,17 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use keyway::{
-    ConfigError, ExecutorConfig, PendingTask, Pool, PriorityOrder, Scheduler, TaskError,
-    TaskHandle, Timing,
+    ConfigError, ExecutorConfig, PendingTask, Pool, PriorityOrder, Scheduler, TaskError, Timing,
 };
 
 use crate::closures::spin;
-use crate::futures::{check_dropped_once, poll_once};
+use crate::futures::check_dropped_once;
+use crate::handles::{Handles, Outcome};
 use crate::input::{MoreOp, SchedBody, SchedSettings, Span, Tps};
-use crate::probes::{panicking_waker, sched_key, Coordinator, Fate, FateProbe, Out};
+use crate::probes::{sched_key, Coordinator, Fate, FateProbe, Out};
 use crate::probes::{PANICKED, RETURNED};
 
 const EXECUTOR: &str = "x";
@@ -43,9 +42,9 @@ pub fn run_or_drop(tasks: impl IntoIterator<Item = PendingTask>, run: bool) {
     HANDING_BACK.with(|h| h.set(was));
 }
 
-/// A scheduled task's handle, with what its task did.
-pub struct SchedHeld {
-    handle: TaskHandle<Out>,
+/// What goes with a scheduled task's handle: what its task did, and whether a `cancel()` on it
+/// returned true.
+pub struct Meta {
     fate: Arc<Fate>,
     cancelled: bool,
 }
@@ -63,7 +62,7 @@ pub struct Sched {
     scheduler: Scheduler,
     settings: SchedSettings,
     paused: bool,
-    handles: Vec<SchedHeld>,
+    handles: Handles<Meta>,
     /// Every accepted task's fate (with a handle or detached).
     accepted: Vec<Arc<Fate>>,
     /// Refused at `schedule*`.
@@ -97,7 +96,7 @@ pub fn build(pool: &Pool, s: Option<SchedSettings>) -> Option<Sched> {
             scheduler,
             settings: s,
             paused: matches!(s.tps, Tps::Paused),
-            handles: Vec::new(),
+            handles: Handles::default(),
             accepted: Vec::new(),
             refused: Vec::new(),
             outcomes: Outcomes::default(),
@@ -109,11 +108,6 @@ pub fn build(pool: &Pool, s: Option<SchedSettings>) -> Option<Sched> {
         }
         Err(e) => panic!("a valid scheduler configuration refused: {e}"),
     }
-}
-
-fn pick<T>(v: &mut [T], i: u8) -> Option<&mut T> {
-    let n = v.len();
-    (n > 0).then(|| &mut v[usize::from(i) % n])
 }
 
 impl Sched {
@@ -129,35 +123,19 @@ impl Sched {
                 result_bomb,
             } => self.schedule(key, delay, priority, body, detach, result_bomb),
             MoreOp::CancelScheduled(i) => {
-                if let Some(h) = pick(&mut self.handles, i) {
-                    h.cancelled |= h.handle.cancel();
+                if let Some(meta) = self.handles.cancel(i) {
+                    meta.cancelled = true;
                 }
             }
             MoreOp::PollScheduledPanicking(i) => {
-                let Some(h) = pick(&mut self.handles, i) else {
-                    return;
-                };
-                // Done already: the outcome goes to this poll, and the handle is settled.
-                if let Poll::Ready(outcome) = poll_once(&mut h.handle, &panicking_waker()) {
-                    let i = usize::from(i) % self.handles.len();
-                    let h = self.handles.swap_remove(i);
-                    self.settle(&h.fate, h.cancelled, outcome);
+                if let Some((meta, outcome)) = self.handles.poll_panicking(i) {
+                    self.settle(&meta, outcome);
                 }
             }
             MoreOp::JoinScheduled(i, wait) => {
-                if self.handles.is_empty() {
-                    return;
-                }
-                let i = usize::from(i) % self.handles.len();
-                let timeout = if wait {
-                    Duration::from_millis(3)
-                } else {
-                    Duration::ZERO
-                };
-                let h = self.handles.swap_remove(i);
-                match h.handle.join_timeout(timeout) {
-                    Ok(outcome) => self.settle(&h.fate, h.cancelled, outcome),
-                    Err(handle) => self.handles.push(SchedHeld { handle, ..h }),
+                let timeout = Duration::from_millis(if wait { 3 } else { 0 });
+                if let Some((meta, outcome)) = self.handles.join(i, timeout) {
+                    self.settle(&meta, outcome);
                 }
             }
             MoreOp::SetTps(tps) => {
@@ -219,24 +197,20 @@ impl Sched {
         match scheduled {
             Ok(Some(handle)) => {
                 self.accepted.push(fate.clone());
-                if detach {
-                    // A result already there is dropped here, on this thread: the user's own.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(handle)));
-                } else {
-                    self.handles.push(SchedHeld {
-                        handle,
-                        fate,
-                        cancelled: false,
-                    });
-                }
+                let meta = Meta {
+                    fate,
+                    cancelled: false,
+                };
+                self.handles.keep(handle, meta, detach);
             }
             Ok(None) | Err(_) => self.refused.push(fate),
         }
     }
 
     /// What a handle said against what its task did.
-    fn settle(&mut self, fate: &Fate, cancelled: bool, outcome: Result<Out, TaskError>) {
-        let (started, ended) = (fate.started(), fate.ended());
+    fn settle(&mut self, meta: &Meta, outcome: Outcome) {
+        let (started, ended) = (meta.fate.started(), meta.fate.ended());
+        let cancelled = meta.cancelled;
         let o = &mut self.outcomes;
         match outcome {
             Ok(_) => {
@@ -306,10 +280,8 @@ impl Sched {
     /// Once the pool is shut down and every handed-back task run or dropped: each scheduled
     /// task ended exactly once, its handle and the scheduler's counts agree with what it did.
     pub fn check(mut self) {
-        for h in std::mem::take(&mut self.handles) {
-            assert!(h.handle.is_finished(), "a scheduled task never ended");
-            let outcome = h.handle.join();
-            self.settle(&h.fate, h.cancelled, outcome);
+        for (meta, outcome) in self.handles.join_all() {
+            self.settle(&meta, outcome);
         }
         check_dropped_once(&self.accepted, "scheduled");
         check_dropped_once(&self.refused, "refused by the scheduler");
