@@ -62,6 +62,9 @@ pub struct Fate {
     pub ended: AtomicU8,
     /// How many times its [`FateProbe`] was dropped (exactly once, run or not, is the rule).
     pub drops: AtomicUsize,
+    /// A scheduled task run from what `Scheduler::shutdown_now` handed back (counted
+    /// `rejected` by the scheduler whatever is done with it then).
+    pub handed_back: AtomicBool,
 }
 
 pub const RETURNED: u8 = 1;
@@ -74,6 +77,10 @@ impl Fate {
 
     pub fn ended(&self) -> u8 {
         self.ended.load(Ordering::SeqCst)
+    }
+
+    pub fn handed_back(&self) -> bool {
+        self.handed_back.load(Ordering::SeqCst)
     }
 }
 
