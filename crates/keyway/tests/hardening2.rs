@@ -470,6 +470,32 @@ fn scheduled_task_whose_handle_waker_panics_counts_as_ran() {
     });
 }
 
+/// The same for the drop of what a scheduled task leaves when nobody holds its handle (found by
+/// the `pool_mixed` fuzz target): a result whose drop panics, a panic payload whose drop
+/// panics. The task ran (or panicked): it is counted so, not `cancelled`.
+#[test]
+fn scheduled_task_whose_result_or_payload_drop_panics_is_counted_as_it_ended() {
+    finishes(
+        "scheduled task with a panicking result or payload drop",
+        || {
+            let pool = Pool::new().unwrap();
+            let s = scheduler(&pool);
+            let at = Timing::after(Duration::ZERO);
+            drop(s.schedule_with("jobs", at, || PanicOnDrop).unwrap());
+            let panics = || -> u8 { std::panic::panic_any(PanicOnDrop) };
+            drop(s.schedule_with("jobs", at, panics).unwrap());
+            s.shutdown();
+            let st = s.stats("jobs").unwrap();
+            assert_eq!(
+                (st.ran, st.panicked, st.cancelled, st.pending),
+                (1, 1, 0, 0),
+                "{st:?}"
+            );
+            pool.shutdown();
+        },
+    );
+}
+
 // ---- decided: a task that is never due at a graceful shutdown --------------------------------
 
 /// Decided: `Scheduler::shutdown` ends a task that is never due (`Duration::MAX`) as rejected
