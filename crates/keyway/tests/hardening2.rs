@@ -496,6 +496,43 @@ fn scheduled_task_whose_result_or_payload_drop_panics_is_counted_as_it_ended() {
     );
 }
 
+/// `Scheduler::shutdown` and `shutdown_now` return once the scheduler's thread is gone, not
+/// only done (found by the `pool_mixed` fuzz target: LeakSanitizer saw the thread's
+/// thread-local destructors still pending after a run had ended).
+#[cfg(target_os = "linux")]
+#[test]
+fn scheduler_shutdown_returns_once_its_thread_is_gone() {
+    fn alive(name: &str) -> bool {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+        tasks.flatten().any(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            comm.trim_end() == name
+        })
+    }
+    finishes("scheduler threads gone at shutdown", || {
+        let pool = Pool::new().unwrap();
+        for i in 0..200 {
+            let name = format!("kw-sched-{i}");
+            let s = Scheduler::builder(&pool)
+                .interval(Duration::from_millis(10))
+                .executor("jobs", ExecutorConfig::unlimited())
+                .thread_name(name.clone())
+                .build()
+                .unwrap();
+            if i % 2 == 0 {
+                s.shutdown();
+            } else {
+                assert!(s.shutdown_now().is_empty());
+            }
+            assert!(
+                !alive(&name),
+                "{name} still runs after its shutdown returned"
+            );
+        }
+        pool.shutdown();
+    });
+}
+
 // ---- decided: a task that is never due at a graceful shutdown --------------------------------
 
 /// Decided: `Scheduler::shutdown` ends a task that is never due (`Duration::MAX`) as rejected

@@ -293,6 +293,7 @@ impl SchedulerBuilder {
             few: (execs.len() <= FEW).then(|| execs.iter().cloned().collect()),
             coordinator: self.coordinator,
             driver_thread: thread.thread().id(),
+            driver_join: Mutex::new(Some(thread)),
             handed_back,
         }))
     }

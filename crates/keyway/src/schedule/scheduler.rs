@@ -69,6 +69,9 @@ pub(crate) struct Inner {
     pub(crate) few: Option<Box<[Arc<ExecCore>]>>,
     pub(crate) coordinator: Arc<dyn Coordinator>,
     pub(crate) driver_thread: ThreadId,
+    /// Joined by the first shutdown that waits for the driver: it returns once the thread is
+    /// gone.
+    pub(crate) driver_join: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
 }
 
@@ -386,9 +389,10 @@ impl Scheduler {
 
     /// Stops intake (later tasks are refused with [`ScheduleError::Shutdown`]) and ends
     /// repeating tasks (their handles say `Rejected`); every one-shot task already scheduled
-    /// still runs when due, under its executor's limit. Waits until they have all ended,
-    /// unless called on the scheduler's own thread (a hook) or on a thread of the pool (from a
-    /// scheduled task), where it returns at once. Calling it again is harmless.
+    /// still runs when due, under its executor's limit. Waits until they have all ended and the
+    /// scheduler's thread has exited, unless called on the scheduler's own thread (a hook) or
+    /// on a thread of the pool (from a scheduled task), where it returns at once. Calling it
+    /// again is harmless.
     ///
     /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
     /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no
@@ -480,6 +484,13 @@ impl Scheduler {
         let mut exited = lock.lock();
         while !*exited {
             cv.wait(&mut exited);
+        }
+        drop(exited);
+        // Done; then gone (its thread-local destructors run as it exits). The lock is held
+        // while joining: a concurrent shutdown returns once the thread is gone too.
+        let mut join = self.inner.driver_join.lock();
+        if let Some(thread) = join.take() {
+            let _ = thread.join();
         }
     }
 
