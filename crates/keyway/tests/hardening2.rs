@@ -551,6 +551,34 @@ fn scheduler_shutdown_ends_a_never_due_task() {
     });
 }
 
+/// A never-due task cancelled through its handle is counted `cancelled`, not `rejected`, when
+/// a shutdown ends it: by the graceful shutdown's sweep of never-due tasks, or by
+/// `shutdown_now`, which hands back nothing for it (found by the `pool_mixed` fuzz target).
+#[test]
+fn a_cancelled_never_due_task_is_counted_cancelled_at_shutdown() {
+    finishes("cancelled never-due tasks at shutdown", || {
+        let pool = Pool::new().unwrap();
+        for now in [false, true] {
+            let s = scheduler(&pool);
+            let h = s.schedule("jobs", Duration::MAX, || 1).unwrap();
+            assert!(h.cancel());
+            if now {
+                assert!(s.shutdown_now().is_empty());
+            } else {
+                s.shutdown();
+            }
+            assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+            let st = s.stats("jobs").unwrap();
+            assert_eq!(
+                (st.cancelled, st.rejected, st.pending),
+                (1, 0, 0),
+                "shutdown_now: {now}, {st:?}"
+            );
+        }
+        pool.shutdown();
+    });
+}
+
 // ---- decided: the last handle of a scheduler with a paused executor is dropped ---------------
 
 /// Decided: dropping the last `Scheduler` handle while an executor is paused at 0 TPS ends that
