@@ -579,6 +579,40 @@ fn a_cancelled_never_due_task_is_counted_cancelled_at_shutdown() {
     });
 }
 
+/// A task released to the pool, cancelled there while queued, and run once its timeout has
+/// passed is counted `cancelled` (as its handle says), not `timed_out` (found by the
+/// `pool_mixed` fuzz target).
+#[test]
+fn a_released_task_cancelled_then_past_its_timeout_is_counted_cancelled() {
+    finishes("cancelled task past its timeout", || {
+        let pool = common::fixed_pool(1);
+        let timeout = Duration::from_millis(30);
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("jobs", ExecutorConfig::unlimited().timeout(timeout))
+            .build()
+            .unwrap();
+        let gate = common::hold_workers(&pool, 1);
+        let h = s.schedule("jobs", Duration::ZERO, || 1).unwrap();
+        eventually("the task queued on the pool", || {
+            pool.stats().waiting_tasks == 1
+        });
+        assert!(h.cancel());
+        // Not a synchronisation: the task's deadline must be behind when the pool runs it.
+        std::thread::sleep(timeout * 2);
+        gate.open();
+        s.shutdown();
+        assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+        let st = s.stats("jobs").unwrap();
+        assert_eq!(
+            (st.cancelled, st.timed_out, st.pending),
+            (1, 0, 0),
+            "{st:?}"
+        );
+        pool.shutdown();
+    });
+}
+
 // ---- decided: the last handle of a scheduler with a paused executor is dropped ---------------
 
 /// Decided: dropping the last `Scheduler` handle while an executor is paused at 0 TPS ends that
