@@ -323,7 +323,11 @@ impl Run<'_> {
         if let Some(mut s) = self.sched.take() {
             self.hand_back();
             let (back, run) = (self.inside_back.clone(), self.run_handed_back);
-            s.shut_down(|| run_or_drop(back.lock().unwrap().drain(..).collect::<Vec<_>>(), run));
+            s.shut_down(|| {
+                // Taken out first: a task run here may lock it again (its own shutdown_now).
+                let tasks: Vec<PendingTask> = back.lock().unwrap().drain(..).collect();
+                run_or_drop(tasks, run);
+            });
             self.sched = Some(s);
         }
         // Then the pool: every accepted task either runs or is handed back.
