@@ -470,6 +470,69 @@ fn scheduled_task_whose_handle_waker_panics_counts_as_ran() {
     });
 }
 
+/// The same for the drop of what a scheduled task leaves when nobody holds its handle (found by
+/// the `pool_mixed` fuzz target): a result whose drop panics, a panic payload whose drop
+/// panics. The task ran (or panicked): it is counted so, not `cancelled`.
+#[test]
+fn scheduled_task_whose_result_or_payload_drop_panics_is_counted_as_it_ended() {
+    finishes(
+        "scheduled task with a panicking result or payload drop",
+        || {
+            let pool = Pool::new().unwrap();
+            let s = scheduler(&pool);
+            let at = Timing::after(Duration::ZERO);
+            drop(s.schedule_with("jobs", at, || PanicOnDrop).unwrap());
+            let panics = || -> u8 { std::panic::panic_any(PanicOnDrop) };
+            drop(s.schedule_with("jobs", at, panics).unwrap());
+            s.shutdown();
+            let st = s.stats("jobs").unwrap();
+            assert_eq!(
+                (st.ran, st.panicked, st.cancelled, st.pending),
+                (1, 1, 0, 0),
+                "{st:?}"
+            );
+            pool.shutdown();
+        },
+    );
+}
+
+/// `Scheduler::shutdown` and `shutdown_now` return once the scheduler's thread is gone, not
+/// only done (found by the `pool_mixed` fuzz target: LeakSanitizer saw the thread's
+/// thread-local destructors still pending after a run had ended).
+#[cfg(target_os = "linux")]
+#[test]
+fn scheduler_shutdown_returns_once_its_thread_is_gone() {
+    fn alive(name: &str) -> bool {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+        tasks.flatten().any(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            comm.trim_end() == name
+        })
+    }
+    finishes("scheduler threads gone at shutdown", || {
+        let pool = Pool::new().unwrap();
+        for i in 0..200 {
+            let name = format!("kw-sched-{i}");
+            let s = Scheduler::builder(&pool)
+                .interval(Duration::from_millis(10))
+                .executor("jobs", ExecutorConfig::unlimited())
+                .thread_name(name.clone())
+                .build()
+                .unwrap();
+            if i % 2 == 0 {
+                s.shutdown();
+            } else {
+                assert!(s.shutdown_now().is_empty());
+            }
+            assert!(
+                !alive(&name),
+                "{name} still runs after its shutdown returned"
+            );
+        }
+        pool.shutdown();
+    });
+}
+
 // ---- decided: a task that is never due at a graceful shutdown --------------------------------
 
 /// Decided: `Scheduler::shutdown` ends a task that is never due (`Duration::MAX`) as rejected
@@ -484,6 +547,68 @@ fn scheduler_shutdown_ends_a_never_due_task() {
         assert!(matches!(h.join(), Err(TaskError::Rejected)));
         let st = s.stats("jobs").unwrap();
         assert_eq!((st.pending, st.rejected), (0, 1));
+        pool.shutdown();
+    });
+}
+
+/// A never-due task cancelled through its handle is counted `cancelled`, not `rejected`, when
+/// a shutdown ends it: by the graceful shutdown's sweep of never-due tasks, or by
+/// `shutdown_now`, which hands back nothing for it (found by the `pool_mixed` fuzz target).
+#[test]
+fn a_cancelled_never_due_task_is_counted_cancelled_at_shutdown() {
+    finishes("cancelled never-due tasks at shutdown", || {
+        let pool = Pool::new().unwrap();
+        for now in [false, true] {
+            let s = scheduler(&pool);
+            let h = s.schedule("jobs", Duration::MAX, || 1).unwrap();
+            assert!(h.cancel());
+            if now {
+                assert!(s.shutdown_now().is_empty());
+            } else {
+                s.shutdown();
+            }
+            assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+            let st = s.stats("jobs").unwrap();
+            assert_eq!(
+                (st.cancelled, st.rejected, st.pending),
+                (1, 0, 0),
+                "shutdown_now: {now}, {st:?}"
+            );
+        }
+        pool.shutdown();
+    });
+}
+
+/// A task released to the pool, cancelled there while queued, and run once its timeout has
+/// passed is counted `cancelled` (as its handle says), not `timed_out` (found by the
+/// `pool_mixed` fuzz target).
+#[test]
+fn a_released_task_cancelled_then_past_its_timeout_is_counted_cancelled() {
+    finishes("cancelled task past its timeout", || {
+        let pool = common::fixed_pool(1);
+        let timeout = Duration::from_millis(30);
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("jobs", ExecutorConfig::unlimited().timeout(timeout))
+            .build()
+            .unwrap();
+        let gate = common::hold_workers(&pool, 1);
+        let h = s.schedule("jobs", Duration::ZERO, || 1).unwrap();
+        eventually("the task queued on the pool", || {
+            pool.stats().waiting_tasks == 1
+        });
+        assert!(h.cancel());
+        // Not a synchronisation: the task's deadline must be behind when the pool runs it.
+        std::thread::sleep(timeout * 2);
+        gate.open();
+        s.shutdown();
+        assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+        let st = s.stats("jobs").unwrap();
+        assert_eq!(
+            (st.cancelled, st.timed_out, st.pending),
+            (1, 0, 0),
+            "{st:?}"
+        );
         pool.shutdown();
     });
 }

@@ -280,6 +280,7 @@ impl SchedulerBuilder {
             shared: shared.clone(),
             execs: execs.clone(),
             driver_thread: OnceLock::new(),
+            driver_join: Mutex::new(None),
             handed_back: handed_back.clone(),
         });
         let driver = Driver {
@@ -295,6 +296,7 @@ impl SchedulerBuilder {
             .spawn(move || driver.run())
             .map_err(|e| ConfigError::Spawn(e.to_string()))?;
         let _ = life.driver_thread.set(thread.thread().id());
+        *life.driver_join.lock() = Some(thread);
         self.pool
             .attach(Arc::downgrade(&life) as Weak<dyn Attached>);
         Ok(Scheduler::from_inner(Inner {

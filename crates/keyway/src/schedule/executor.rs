@@ -165,7 +165,14 @@ impl ExecCore {
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
     ///
     /// The hook and the counters come first, so that whoever waits on the handle sees them.
+    /// A job whose handle was cancelled meanwhile (queued on the pool) is counted cancelled,
+    /// as its handle says.
     pub(crate) fn time_out(&self, job: InlineJob, due: u64, priority: i64) {
+        if !job.is_live() {
+            self.stats.cancelled();
+            self.contain(move || drop(job));
+            return;
+        }
         self.stats.timed_out();
         if let Some(hook) = &self.shared.timed_out_hook {
             let task = TimedOutTask {

@@ -438,10 +438,21 @@ impl Intervals {
         let mut gone = Vec::new();
         self.exec.buckets.remove_if(|e| e.due == NEVER, &mut gone);
         for e in gone {
-            self.exec.stats.ended_unreleased();
+            self.end_rejected(e);
+        }
+    }
+
+    /// Ends a task the driver will not release: rejected, unless its handle was cancelled
+    /// meanwhile (then counted cancelled, as when it comes due).
+    fn end_rejected(&self, e: Entry) {
+        self.exec.stats.ended_unreleased();
+        if e.job.is_live() {
             self.exec.stats.rejected();
             self.exec
                 .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+        } else {
+            self.exec.stats.cancelled();
+            self.exec.contain(move || drop(e));
         }
     }
 
@@ -457,10 +468,7 @@ impl Intervals {
         self.exec.buckets.take_all(&mut chunks);
         self.spread = self.spread.min(self.released_spread);
         for e in chunks.into_iter().flatten() {
-            self.exec.stats.ended_unreleased();
-            self.exec.stats.rejected();
-            self.exec
-                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+            self.end_rejected(e);
         }
     }
 
@@ -471,6 +479,10 @@ impl Intervals {
         chunks.push(std::mem::take(&mut self.waiting));
         self.exec.buckets.take_all(&mut chunks);
         for e in chunks.into_iter().flatten() {
+            if !e.job.is_live() {
+                self.end_rejected(e); // cancelled: counted so, nothing to hand back
+                continue;
+            }
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();
             // A repetition gives nothing back: its handle was told `Rejected`. What is

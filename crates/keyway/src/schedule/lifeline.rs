@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::thread::ThreadId;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -20,6 +20,9 @@ pub(crate) struct Lifeline {
     pub(crate) shared: Arc<Shared>,
     pub(crate) execs: Vec<Arc<ExecCore>>,
     pub(crate) driver_thread: OnceLock<ThreadId>,
+    /// Joined by the first shutdown that waits for the driver, so that it returns once the
+    /// thread is gone (its thread-local destructors run as it exits).
+    pub(crate) driver_join: Mutex<Option<JoinHandle<()>>>,
     pub(crate) handed_back: Arc<Mutex<Vec<PendingTask>>>,
 }
 
@@ -54,6 +57,13 @@ impl Lifeline {
                 }
                 None => cv.wait(&mut exited),
             }
+        }
+        drop(exited);
+        // Done; then gone. The lock is held while joining: a concurrent shutdown returns once
+        // the thread is gone too.
+        let mut join = self.driver_join.lock();
+        if let Some(thread) = join.take() {
+            let _ = thread.join();
         }
         true
     }

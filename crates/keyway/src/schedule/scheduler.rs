@@ -400,9 +400,10 @@ impl Scheduler {
 
     /// Stops intake (later tasks are refused with [`ScheduleError::Shutdown`]) and ends
     /// repeating tasks (their handles say `Rejected`); every one-shot task already scheduled
-    /// still runs when due, under its executor's limit. Waits until they have all ended,
-    /// unless called on the scheduler's own thread (a hook) or on a thread of the pool (from a
-    /// scheduled task), where it returns at once. Calling it again is harmless.
+    /// still runs when due, under its executor's limit. Waits until they have all ended and the
+    /// scheduler's thread has exited, unless called on the scheduler's own thread (a hook) or
+    /// on a thread of the pool (from a scheduled task), where it returns at once. Calling it
+    /// again is harmless.
     ///
     /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
     /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no

@@ -345,7 +345,7 @@ where
         if !self.shared.transition_to_running() {
             return None; // cancelled while queued
         }
-        Some(match catch_unwind(AssertUnwindSafe(f)) {
+        let outcome = match catch_unwind(AssertUnwindSafe(f)) {
             Ok(value) => {
                 self.shared.transition_to_finished(Ok(value));
                 Ok(())
@@ -356,7 +356,11 @@ where
                     .transition_to_finished(Err(TaskError::panicked(payload)));
                 Err(report)
             }
-        })
+        };
+        // With no handle left, this is the last owner of the result or panic payload: its drop
+        // is user code, contained so that the caller learns how the task ended.
+        drop_quietly(self);
+        Some(outcome)
     }
 
     /// False once the handle was cancelled (or the task otherwise finished).
