@@ -443,6 +443,36 @@ fn coordinator_join_panic_in_build_is_an_error() {
     });
 }
 
+/// Found by the `pool_mixed` fuzz target: an executor built paused (0 TPS) whose coordinator's
+/// `share` always panics. The panic kept the last share, 0, through `set_tps(1000)`: the task
+/// never ran and the graceful shutdown waited for it for ever. Now a panicking `share` keeps
+/// the last fraction of the limit, or the whole limit when there was none.
+#[test]
+fn a_paused_executor_whose_share_panics_resumes_after_set_tps() {
+    struct PanickingShare;
+    impl Coordinator for PanickingShare {
+        fn join(&self, _executor: &str, _limit: f64) {}
+        fn leave(&self, _executor: &str) {}
+        fn share(&self, _executor: &str, _limit: f64) -> f64 {
+            panic!("share panics")
+        }
+    }
+    finishes("a paused executor whose share panics, resumed", || {
+        let pool = Pool::new().unwrap();
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("jobs", ExecutorConfig::with_tps(0.0))
+            .coordinator(PanickingShare)
+            .build()
+            .unwrap();
+        let h = s.schedule("jobs", Duration::ZERO, || 7).unwrap();
+        s.set_tps("jobs", 1000.0).unwrap();
+        assert_eq!(h.join().unwrap(), 7);
+        s.shutdown();
+        pool.shutdown();
+    });
+}
+
 // ---- decided: a handle waker's panic after a scheduled task ran ------------------------------
 
 /// Decided: a scheduled task that ran is counted `ran`, even when the waker of whoever awaits

@@ -13,7 +13,10 @@
 /// its last share (never more than `limit`).
 ///
 /// The scheduler clamps what it gets to `0.0..=limit` (NaN counts as `0.0`), so a faulty
-/// coordinator can slow an executor down but never push it over its limit.
+/// coordinator can slow an executor down but never push it over its limit. A `share` that
+/// panics is contained: the executor keeps the fraction of the limit the coordinator last gave
+/// (of the limit as it is now, after a [`set_tps`](crate::Scheduler::set_tps)), or the whole
+/// limit if it never gave one, so a paused executor resumed by `set_tps` runs again.
 ///
 /// ```
 /// use keyway::{Coordinator, LocalCoordinator};

@@ -37,7 +37,9 @@ pub(crate) struct Intervals {
     interval: u64,
     quota: Option<u64>,
     credit: f64,
-    last_share: f64,
+    /// The fraction of the limit the coordinator last gave, while the limit was positive and
+    /// finite; `None` before it gave one.
+    last_fraction: Option<f64>,
     timed_out: u64,
     dispatched: u64,
     worst_dispatched: Option<i64>,
@@ -49,7 +51,6 @@ pub(crate) struct Intervals {
 
 impl Intervals {
     pub(crate) fn new(exec: Arc<ExecCore>) -> Self {
-        let last_share = exec.tps().unwrap_or(0.0);
         Intervals {
             exec,
             carry: Vec::new(),
@@ -62,7 +63,7 @@ impl Intervals {
             interval: 0,
             quota: None,
             credit: 0.0,
-            last_share,
+            last_fraction: None,
             timed_out: 0,
             dispatched: 0,
             worst_dispatched: None,
@@ -136,10 +137,17 @@ impl Intervals {
                 coordinator.share(&exec.name, limit)
             }));
             let share = match asked {
-                Ok(s) => clamp_share(s, limit),
-                Err(_) => self.last_share.min(limit), // a panicking coordinator: keep the last
+                Ok(s) => {
+                    let share = clamp_share(s, limit);
+                    if limit > 0.0 && limit.is_finite() {
+                        self.last_fraction = Some(share / limit);
+                    }
+                    share
+                }
+                // A panicking coordinator: the last fraction it gave, of the limit as it is
+                // now (set_tps may have changed it); none yet: the whole limit, as alone.
+                Err(_) => clamp_share(self.last_fraction.map_or(limit, |f| f * limit), limit),
             };
-            self.last_share = share;
             self.pace.set_rate(share);
             let budget = exec.budget(share, clock.interval()) + self.credit;
             let whole = budget.floor();
