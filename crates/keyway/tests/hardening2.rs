@@ -9,7 +9,7 @@ mod common;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -470,6 +470,66 @@ fn a_paused_executor_whose_share_panics_resumes_after_set_tps() {
         assert_eq!(h.join().unwrap(), 7);
         s.shutdown();
         pool.shutdown();
+    });
+}
+
+/// Found by the `pool_mixed` fuzz target: a `schedule_sequential` refused (the scheduler shut
+/// down) with a key whose `Drop` panics. The key was dropped as the call returned, after the
+/// refusal was formed: the panic unwound past the error and the task leaked. Now the call
+/// returns the error, and the task in it is dropped once, by whoever drops the error.
+#[test]
+fn a_refused_scheduled_task_whose_key_drop_panics_is_handed_back() {
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    struct Key(bool);
+    impl Drop for Key {
+        fn drop(&mut self) {
+            if self.0 && !std::thread::panicking() {
+                panic!("key drop panics");
+            }
+        }
+    }
+    struct Probe(Arc<AtomicUsize>);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    finishes("a refused scheduled task with a panicking key drop", || {
+        let pool = Pool::new().unwrap();
+        let s = scheduler(&pool);
+        let _ = pool.shutdown_now(); // shuts the scheduler down too
+        for repeating in [false, true] {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let probe = Probe(drops.clone());
+            let err = if repeating {
+                let f = move || {
+                    let _ = &probe;
+                };
+                let every = Duration::from_millis(1);
+                s.schedule_sequential_at_fixed_rate(
+                    "jobs",
+                    Timing::after(Duration::ZERO),
+                    every,
+                    Key(true),
+                    f,
+                )
+                .map(drop)
+                .unwrap_err()
+                .to_string()
+            } else {
+                let f = move || drop(probe);
+                s.schedule_sequential("jobs", Timing::after(Duration::ZERO), Key(true), f)
+                    .map(drop)
+                    .unwrap_err()
+                    .to_string()
+            };
+            assert!(err.contains("shut down"), "{err}");
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "repeating {repeating}: the refused task leaked"
+            );
+        }
     });
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::config::Timing;
 use super::entry::Entry;
-use super::error::ScheduleError;
+use super::error::{refused, ScheduleError};
 use super::job_kinds::{Anywhere, InContext, Place, Repeat, Repeating};
 use super::scheduled_job::InlineJob;
 use super::scheduler::Scheduler;
@@ -181,13 +181,16 @@ impl Scheduler {
         F: FnMut() + Send + 'static,
     {
         let Some(exec) = self.executor(executor) else {
-            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+            return refused(
+                place,
+                ScheduleError::UnknownExecutor(executor.to_owned(), f),
+            );
         };
         if period.is_zero() {
-            return Err(ScheduleError::ZeroPeriod(f));
+            return refused(place, ScheduleError::ZeroPeriod(f));
         }
         let Some(seq) = exec.admit() else {
-            return Err(ScheduleError::Shutdown(f));
+            return refused(place, ScheduleError::Shutdown(f));
         };
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let due = self.due(first);

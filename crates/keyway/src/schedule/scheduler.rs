@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
 use super::entry::Entry;
-use super::error::{ConfigError, ScheduleError};
+use super::error::{refused, ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
 use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
 use super::lifeline::Lifeline;
@@ -254,10 +254,13 @@ impl Scheduler {
         T: Send + 'static,
     {
         let Some(exec) = self.executor(executor) else {
-            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
+            return refused(
+                place,
+                ScheduleError::UnknownExecutor(executor.to_owned(), f),
+            );
         };
         let Some(seq) = exec.admit() else {
-            return Err(ScheduleError::Shutdown(f));
+            return refused(place, ScheduleError::Shutdown(f));
         };
         let due = self.due(timing);
         let (handle, job) = Once::new(place, f);
