@@ -94,13 +94,7 @@ fn a_member_expired_and_back_starts_at_zero() {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    // An old group (as after a long run), so members settle at once.
-    let _: () = redis::cmd("HSET")
-        .arg(format!("rejoin:{{{EXECUTOR}}}:clock"))
-        .arg("created")
-        .arg(0)
-        .query(&mut server.connection())
-        .unwrap();
+    age_group(&server, "rejoin");
     // Long heartbeats make the window between the return and the others' next count wide.
     let build = || {
         RedisCoordinator::builder(server.url())

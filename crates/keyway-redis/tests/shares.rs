@@ -25,12 +25,7 @@ fn leave_hands_over_the_share_at_once() {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    let _: () = redis::cmd("HSET")
-        .arg(format!("keyway:{{{EXECUTOR}}}:clock"))
-        .arg("created")
-        .arg(0)
-        .query(&mut server.connection())
-        .unwrap();
+    age_group(&server, "keyway");
     let build = || {
         RedisCoordinator::builder(server.url())
             .heartbeat(HEARTBEAT)

@@ -201,6 +201,17 @@ pub fn let_time_pass(d: Duration) {
     }
 }
 
+/// Makes `namespace`'s group of [`EXECUTOR`] old, as after a long run: members settle at once
+/// (the first member of a new group waits one TTL before it takes a share).
+pub fn age_group(server: &RedisServer, namespace: &str) {
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{namespace}:{{{EXECUTOR}}}:clock"))
+        .arg("created")
+        .arg(0)
+        .query(&mut server.connection())
+        .expect("HSET created");
+}
+
 /// Redis `TIME` in µs.
 pub fn redis_time_us(conn: &mut redis::Connection) -> f64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
