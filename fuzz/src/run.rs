@@ -140,7 +140,12 @@ impl Run<'_> {
                     self.settle(&meta, outcome);
                 }
             }
-            Op::Shutdown => self.pool.shutdown(),
+            Op::Shutdown => {
+                if let Some(s) = &mut self.sched {
+                    s.resume_if_paused();
+                }
+                self.pool.shutdown()
+            }
             Op::ShutdownNow => {
                 self.unbounded_join_ok = false;
                 let back = self.pool.shutdown_now();

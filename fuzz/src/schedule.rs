@@ -253,17 +253,26 @@ impl Sched {
         }
     }
 
+    /// Resumes a paused executor: a graceful shutdown of the scheduler (its own, or the pool's,
+    /// which shuts its schedulers down first) waits for a paused executor's tasks for ever while
+    /// a `Scheduler` handle could still resume it, as documented.
+    pub fn resume_if_paused(&mut self) {
+        if self.paused && self.scheduler.set_tps(EXECUTOR, 1000.0).is_ok() {
+            self.paused = false;
+        }
+    }
+
     /// Shuts the scheduler down as the input says (resuming a paused executor first for a
     /// graceful shutdown: it would wait for its tasks for ever, as documented), meanwhile
     /// running or dropping what tasks hand back through `drain` (a graceful shutdown waits for
     /// tasks the pool handed back to be dropped); then runs or drops what `shutdown_now`
     /// handed back.
     pub fn shut_down(&mut self, mut drain: impl FnMut()) {
-        let s = &self.scheduler;
         let now = self.settings.shutdown_now;
-        if !now && self.paused {
-            let _ = s.set_tps(EXECUTOR, 1000.0);
+        if !now {
+            self.resume_if_paused();
         }
+        let s = &self.scheduler;
         let back = std::thread::scope(|scope| {
             let t = scope.spawn(move || {
                 if now {

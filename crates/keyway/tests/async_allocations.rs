@@ -132,9 +132,10 @@ fn fire_and_forget_futures_allocate_no_handle() {
                 "on the pool"
             },
         );
-        // A handle is one allocation: at least that many fewer, one per future.
+        // A handle is one allocation: one fewer per future. (A few allocations of the pool's
+        // own, a queue growing, may fall in either round: 1% of slack for them.)
         assert!(
-            detached + FUTURES <= with_handles,
+            detached + FUTURES - FUTURES / 100 <= with_handles,
             "in_lane {in_lane}: {detached} allocations without handles, {with_handles} with"
         );
     }
