@@ -592,13 +592,6 @@ fn scheduled_task_whose_result_or_payload_drop_panics_is_counted_as_it_ended() {
 #[cfg(target_os = "linux")]
 #[test]
 fn scheduler_shutdown_returns_once_its_thread_is_gone() {
-    fn alive(name: &str) -> bool {
-        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
-        tasks.flatten().any(|t| {
-            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            comm.trim_end() == name
-        })
-    }
     finishes("scheduler threads gone at shutdown", || {
         let pool = Pool::new().unwrap();
         for i in 0..200 {
@@ -615,11 +608,51 @@ fn scheduler_shutdown_returns_once_its_thread_is_gone() {
                 assert!(s.shutdown_now().is_empty());
             }
             assert!(
-                !alive(&name),
+                !thread_alive(&name),
                 "{name} still runs after its shutdown returned"
             );
         }
         pool.shutdown();
+    });
+}
+
+/// Whether a thread of this process has the name `name` (Linux: `/proc/self/task/*/comm`).
+#[cfg(target_os = "linux")]
+fn thread_alive(name: &str) -> bool {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks.flatten().any(|t| {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        comm.trim_end() == name
+    })
+}
+
+/// `Pool::shutdown` called in a pool task, with a scheduler attached, cannot wait there: a
+/// thread finishes it in the background. A later `Pool::shutdown` that waits returns once that
+/// thread is gone, not only done (found by the `pool_mixed` fuzz target: LeakSanitizer saw the
+/// finishing thread still alive after the run had ended).
+#[cfg(target_os = "linux")]
+#[test]
+fn pool_shutdown_returns_once_a_background_finisher_is_gone() {
+    finishes("background shutdown finishers gone", || {
+        for _ in 0..50 {
+            let pool = Pool::new().unwrap();
+            let s = scheduler(&pool);
+            let h = s.schedule("jobs", Duration::from_millis(5), || 1).unwrap();
+            let (tx, rx) = channel();
+            let p = pool.clone();
+            pool.execute(move || {
+                p.shutdown(); // on a pool thread: finished in the background
+                tx.send(()).unwrap();
+            })
+            .unwrap();
+            rx.recv().unwrap();
+            pool.shutdown();
+            assert!(
+                !thread_alive("keyway-shutdown"),
+                "the background finisher still runs after pool.shutdown() returned"
+            );
+            assert_eq!(h.join().unwrap(), 1);
+        }
     });
 }
 

@@ -8,6 +8,7 @@
 //! not yet due, runs before the drop returns.
 
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -35,6 +36,9 @@ pub(crate) trait Attached: Send + Sync {
 pub(crate) struct Users {
     registry: Arc<Registry>,
     attached: Mutex<Vec<Weak<dyn Attached>>>,
+    /// Threads finishing a shutdown started where it could not wait: joined by the next
+    /// shutdown that waits, so that it returns once they are gone, not only done.
+    finishers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Users {
@@ -42,6 +46,7 @@ impl Users {
         Users {
             registry,
             attached: Mutex::new(Vec::new()),
+            finishers: Mutex::new(Vec::new()),
         }
     }
 
@@ -71,10 +76,12 @@ impl Users {
     ) -> Result<(), ShutdownTimedOut> {
         let live = self.live();
         let can_wait = !self.registry.on_own_thread() && live.iter().all(|a| a.can_wait());
-        if live.is_empty() {
-            return self.registry.close_and_wait(deadline);
-        }
         if can_wait && live.iter().all(|a| a.shut_down(deadline)) {
+            self.registry.close_and_wait(deadline)?;
+            self.join_finishers();
+            return Ok(());
+        }
+        if live.is_empty() {
             return self.registry.close_and_wait(deadline);
         }
         // Not done in time (or not waitable here): finish in the background.
@@ -89,16 +96,26 @@ impl Users {
             }
             let _ = users.registry.close_and_wait(None);
         };
-        if std::thread::Builder::new()
+        match std::thread::Builder::new()
             .name("keyway-shutdown".into())
             .spawn(finish)
-            .is_err()
         {
+            Ok(thread) => self.finishers.lock().push(thread),
             // No thread to finish in: close now (what the schedulers still hold is refused,
             // and ends rejected, counted).
-            self.registry.close();
+            Err(_) => self.registry.close(),
         }
         Err(ShutdownTimedOut::new(self.registry.pending()))
+    }
+
+    /// Joins the threads finishing earlier shutdowns (each is done or about to be: the caller
+    /// has just waited for everything they wait for). The lock is held while joining, so that
+    /// a concurrent shutdown also returns once they are gone.
+    fn join_finishers(&self) {
+        let mut finishers = self.finishers.lock();
+        for thread in finishers.drain(..) {
+            let _ = thread.join();
+        }
     }
 
     /// `Pool::shutdown_now`: every attached scheduler hands back what it holds, then the pool.
