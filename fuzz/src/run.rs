@@ -383,7 +383,9 @@ impl Run<'_> {
         // Every future dropped exactly once, completed or not.
         check_dropped_once(&self.futures, "futures");
         if let Some(s) = self.sched {
-            s.check();
+            // `!unbounded_join_ok`: a `Pool::shutdown_now` may have run (outside, or in a
+            // task), handing back the scheduler's unreleased tasks among the pool's own.
+            s.check(!self.unbounded_join_ok);
         }
     }
 }
