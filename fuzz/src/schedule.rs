@@ -300,7 +300,8 @@ impl Sched {
     /// After a `Pool::shutdown_now` (`pool_shutdown_now`), which hands back the scheduler's
     /// unreleased tasks (counted `rejected`) mixed with the pool's own released ones (counted as
     /// they end when run), the two cannot be told apart once run from that list: each task is
-    /// then checked counted exactly once, and `ran`/`panicked` bounded by what did run.
+    /// then checked counted exactly once, and `ran`/`panicked` bounded by what did run; and a
+    /// handle may be cancelled after its task was handed back (counted `rejected`).
     pub fn check(mut self, pool_shutdown_now: bool) {
         for (meta, outcome) in self.handles.join_all() {
             self.settle(&meta, outcome);
@@ -352,7 +353,13 @@ impl Sched {
                 "{stats:?} {o:?}"
             );
         }
-        assert_eq!(stats.cancelled, o.cancelled, "{stats:?} {o:?}");
+        if pool_shutdown_now {
+            // A task handed back mid-run (counted `rejected` then) whose handle is cancelled
+            // afterwards says `Cancelled`: the handles may count more cancels.
+            assert!(stats.cancelled <= o.cancelled, "{stats:?} {o:?}");
+        } else {
+            assert_eq!(stats.cancelled, o.cancelled, "{stats:?} {o:?}");
+        }
         assert!(stats.timed_out >= o.timed_out && stats.rejected >= o.rejected);
         assert!(o.ok <= all(RETURNED) && o.panicked <= all(PANICKED));
     }
