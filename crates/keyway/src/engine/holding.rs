@@ -5,8 +5,9 @@
 //! * **the chunk it runs.** A lane runner takes a chunk of entries from its lane and runs them
 //!   one by one. While one of them runs, the others are in no queue: a `shutdown_now` called from
 //!   that very task would never see them. So the runner registers its chunk ([`hold`]) for the
-//!   time each entry runs, and the drain, on the same thread, first puts the registered chunk
-//!   back at the front of its lane ([`put_back_held`]; lane rule 5).
+//!   time each entry runs, and `shutdown_now`, on the same thread, puts the registered chunk
+//!   back at the front of its lane ([`put_back_held`]; lane rule 5) before it counts itself
+//!   inside, so no other caller drains that lane before the chunk is back.
 //! * **the futures it is launching.** In a future's first poll the thread holds two admissions:
 //!   the launched entry's (counted finished by its launcher once the first poll returns) and the
 //!   future's own. A `shutdown_now` called inside it allows for the first ([`launching`],

@@ -189,6 +189,12 @@ impl Registry {
     pub(crate) fn shutdown_now(&self) -> Vec<PendingTask> {
         self.stop();
         let own = worker::own_thread(self);
+        // Step 4 for the chunk this thread's lane runner holds (called from inside a lane
+        // task): back to its lane first (lane rule 5), before this caller counts as inside.
+        // Another caller drains only once every pool thread is inside, so it finds the chunk
+        // in its lane; put back later, it could land in a lane that caller had already
+        // drained and taken out of its table, and never be handed back.
+        holding::put_back_held();
         // Inside a future's first poll, its launcher's entry is still pending too.
         let _inside = self.stoppers.enter(own, holding::launching_here());
         if own != OwnThread::None {
@@ -199,9 +205,7 @@ impl Registry {
         let mut pending = Vec::new();
         loop {
             let before = pending.len();
-            // Step 4: called from inside a lane task, the chunk its runner holds goes back to
-            // its lane first (lane rule 5); then the queues, the lanes, the waiting futures.
-            holding::put_back_held();
+            // Step 4: the queues, the lanes, the waiting futures.
             self.drain_queues(|job| {
                 if let Work::Task(task) = job {
                     pending.push(PendingTask::new(task));
