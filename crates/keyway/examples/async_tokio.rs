@@ -1,30 +1,16 @@
 //! Per-key ordered async processing: keyway futures await tokio timers and a tokio socket
-//! (through a runtime handle) while each connection's messages stay in order.
+//! while each connection's messages stay in order.
+//!
+//! With keyway's `tokio` cargo feature on (as for this example), a future spawned from inside a
+//! tokio runtime's context is polled inside it, wherever keyway polls it: tokio's timers and
+//! sockets work in it with no wrapper.
 //!
 //! Run with `cargo run -p keyway --example async_tokio`; it checks its own result.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Polls `fut` inside the tokio runtime's context, as tokio's timers and sockets require,
-/// wherever it is polled (here: on keyway's workers).
-struct InRuntime<F> {
-    rt: tokio::runtime::Handle,
-    fut: Pin<Box<F>>,
-}
-
-impl<F: Future> Future for InRuntime<F> {
-    type Output = F::Output;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let _enter = self.rt.enter();
-        self.fut.as_mut().poll(cx)
-    }
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Runtime::new()?;
@@ -45,11 +31,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let pool = keyway::Pool::new()?;
+    // Spawned inside the runtime's context: keyway captures it for each future.
+    let in_runtime = rt.enter();
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut handles = Vec::new();
     for msg in 0..12u32 {
         let conn = msg % 3;
-        let (log, h) = (log.clone(), rt.handle().clone());
+        let log = log.clone();
         let work = async move {
             // A timer that makes later messages finish first, were order not kept.
             tokio::time::sleep(Duration::from_millis(u64::from(12 - msg))).await;
@@ -60,12 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             log.lock().unwrap().push((conn, u32::from_le_bytes(back)));
             Ok::<_, std::io::Error>(())
         };
-        let fut = InRuntime {
-            rt: h,
-            fut: Box::pin(work),
-        };
-        handles.push(pool.spawn_sequential(conn, fut)?);
+        handles.push(pool.spawn_sequential(conn, work)?);
     }
+    drop(in_runtime);
     // Handles are futures: await them from tokio.
     rt.block_on(async {
         for h in handles {
