@@ -416,6 +416,78 @@ fn scheduler_shutdown_now_contains_a_key_drop_panic() {
     });
 }
 
+/// A key whose `Drop` panics, while its clones' do not: only the scheduler's own copy panics.
+#[derive(PartialEq, Eq, Hash)]
+struct SchedulerKeyBomb {
+    id: u32,
+    bomb: bool,
+}
+
+impl Clone for SchedulerKeyBomb {
+    fn clone(&self) -> Self {
+        SchedulerKeyBomb {
+            id: self.id,
+            bomb: false,
+        }
+    }
+}
+
+impl Drop for SchedulerKeyBomb {
+    fn drop(&mut self) {
+        if self.bomb && !std::thread::panicking() {
+            panic!("the scheduler's key dropped");
+        }
+    }
+}
+
+/// Scheduled sequential tasks whose key's `Drop` panics where the scheduler drops it: once the
+/// task is released to the pool (one-shot tasks), and when a repeating task ends. Every task
+/// runs and is counted as it ended, the scheduler keeps releasing, and both shutdowns return.
+#[test]
+fn scheduled_keys_whose_drop_panics_end_contained_on_every_path() {
+    finishes("key drop panics on the run and cancel paths", || {
+        let pool = Pool::new().unwrap();
+        let s = scheduler(&pool);
+        let key = |id| SchedulerKeyBomb { id, bomb: true };
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                s.schedule_sequential(
+                    "jobs",
+                    Timing::after(Duration::from_millis(1)),
+                    key(i % 3),
+                    move || i,
+                )
+                .unwrap()
+            })
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), i as u32);
+        }
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = ticks.clone();
+        let every = s
+            .schedule_sequential_at_fixed_rate(
+                "jobs",
+                Timing::after(Duration::ZERO),
+                Duration::from_millis(1),
+                key(7),
+                move || {
+                    t.fetch_add(1, Ordering::SeqCst);
+                },
+            )
+            .unwrap();
+        eventually("the repeating task ran", || {
+            ticks.load(Ordering::SeqCst) >= 3
+        });
+        assert!(every.cancel());
+        s.shutdown();
+        let st = s.stats("jobs").unwrap();
+        assert_eq!((st.pending, st.panicked, st.rejected), (0, 0, 0), "{st:?}");
+        assert!(st.ran >= 23, "{st:?}");
+        pool.shutdown();
+    });
+}
+
 /// A coordinator whose `join` panics.
 struct PanickingJoin;
 
@@ -616,13 +688,28 @@ fn scheduler_shutdown_returns_once_its_thread_is_gone() {
     });
 }
 
-/// Whether a thread of this process has the name `name` (Linux: `/proc/self/task/*/comm`).
+/// Whether a thread of this process named `name` is still in user space (Linux:
+/// `/proc/self/task/*`). A thread that has entered the kernel's exit (`PF_EXITING` in its
+/// flags) is done with everything a join waits for (its thread-local destructors ran), though
+/// it may stay listed a little longer, most of all under load: the joiner it woke can run
+/// before it is gone from the list. Such a thread does not count.
 #[cfg(target_os = "linux")]
 fn thread_alive(name: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
     let tasks = std::fs::read_dir("/proc/self/task").unwrap();
     tasks.flatten().any(|t| {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        comm.trim_end() == name
+        if comm.trim_end() != name {
+            return false;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // After the name in parentheses: state, ppid, pgrp, session, tty_nr, tpgid, flags.
+        let flags = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+            .and_then(|f| f.parse::<u64>().ok());
+        // Gone from the list meanwhile (no stat), or exiting: not alive.
+        flags.is_some_and(|f| f & PF_EXITING == 0)
     })
 }
 

@@ -141,11 +141,3 @@ impl<F> fmt::Display for ScheduleError<F> {
 }
 
 impl<F> std::error::Error for ScheduleError<F> {}
-
-/// Refuses a task: drops what it was placed with (a context key: user code whose `Drop` may
-/// panic) with the panic contained, then gives `err`, which hands the task back. Were the key
-/// dropped as the caller returns, its panic would unwind past the error and leak the task.
-pub(crate) fn refused<P, T, F>(place: P, err: ScheduleError<F>) -> Result<T, ScheduleError<F>> {
-    crate::task::drop_quietly(place);
-    Err(err)
-}

@@ -120,13 +120,37 @@ impl Place for Anywhere {
     }
 }
 
-/// As a sequential task of the context's lane.
-pub(crate) struct InContext<K>(pub(crate) K);
+/// As a sequential task of the context's lane. The key is user code whose `Drop` may panic:
+/// wherever the job ends (run, refused, handed back, timed out, dropped), the key is dropped
+/// with the panic contained, so it can neither unwind past a refusal that hands the task back
+/// nor through the scheduler's bookkeeping.
+pub(crate) struct InContext<K>(Option<K>);
+
+impl<K> InContext<K> {
+    pub(crate) fn new(key: K) -> Self {
+        InContext(Some(key))
+    }
+
+    fn key(&self) -> &K {
+        match &self.0 {
+            Some(key) => key,
+            None => unreachable!("the key is taken only by the drop"),
+        }
+    }
+}
+
+impl<K> Drop for InContext<K> {
+    fn drop(&mut self) {
+        if let Some(key) = self.0.take() {
+            drop_quietly(key);
+        }
+    }
+}
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Place for InContext<K> {
     fn submit<F: FnOnce() + Send + 'static>(&self, shared: &Shared, f: F) -> Result<(), F> {
         submit_waiting(shared, f, |f| {
-            shared.pool.execute_sequential(self.0.clone(), f)
+            shared.pool.execute_sequential(self.key().clone(), f)
         })
     }
 }
@@ -194,8 +218,8 @@ where
     }
 
     fn into_pending(self) -> Option<PendingTask> {
-        let Once { place, task } = self;
-        drop_quietly(place);
+        // The place (a context key) is dropped contained (`InContext`).
+        let Once { task, .. } = self;
         Some(PendingTask::new(Task::new(task)))
     }
 }
@@ -250,8 +274,8 @@ impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
     fn abandon(self, _why: Abandon) {}
 
     fn into_pending(self) -> Option<PendingTask> {
-        let Detached { place, f } = self;
-        drop_quietly(place);
+        // The place (a context key) is dropped contained (`InContext`).
+        let Detached { f, .. } = self;
         Some(PendingTask::new(Task::new(Plain(f))))
     }
 }

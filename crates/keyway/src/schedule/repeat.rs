@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::config::Timing;
 use super::entry::Entry;
-use super::error::{refused, ScheduleError};
+use super::error::ScheduleError;
 use super::job_kinds::{Anywhere, InContext, Place, Repeat, Repeating};
 use super::scheduled_job::InlineJob;
 use super::scheduler::Scheduler;
@@ -128,7 +128,14 @@ impl Scheduler {
         K: Hash + Eq + Clone + Send + Sync + 'static,
         F: FnMut() + Send + 'static,
     {
-        self.repeat(executor, first, period, InContext(ctx), f, Repeat::Rate)
+        self.repeat(
+            executor,
+            first,
+            period,
+            InContext::new(ctx),
+            f,
+            Repeat::Rate,
+        )
     }
 
     /// Like [`schedule_with_fixed_delay`](Scheduler::schedule_with_fixed_delay), but every
@@ -164,7 +171,14 @@ impl Scheduler {
         K: Hash + Eq + Clone + Send + Sync + 'static,
         F: FnMut() + Send + 'static,
     {
-        self.repeat(executor, first, delay, InContext(ctx), f, Repeat::Delay)
+        self.repeat(
+            executor,
+            first,
+            delay,
+            InContext::new(ctx),
+            f,
+            Repeat::Delay,
+        )
     }
 
     fn repeat<P, F>(
@@ -181,16 +195,13 @@ impl Scheduler {
         F: FnMut() + Send + 'static,
     {
         let Some(exec) = self.executor(executor) else {
-            return refused(
-                place,
-                ScheduleError::UnknownExecutor(executor.to_owned(), f),
-            );
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
         };
         if period.is_zero() {
-            return refused(place, ScheduleError::ZeroPeriod(f));
+            return Err(ScheduleError::ZeroPeriod(f));
         }
         let Some(seq) = exec.admit() else {
-            return refused(place, ScheduleError::Shutdown(f));
+            return Err(ScheduleError::Shutdown(f));
         };
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let due = self.due(first);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::config::{check_tps, Due, Timing};
 use super::coordinator::Coordinator;
 use super::entry::Entry;
-use super::error::{refused, ConfigError, ScheduleError};
+use super::error::{ConfigError, ScheduleError};
 use super::executor::{ExecCore, Shared};
 use super::job_kinds::{Anywhere, Detached, InContext, Once, Place};
 use super::lifeline::Lifeline;
@@ -238,7 +238,7 @@ impl Scheduler {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.place_once(executor, timing, InContext(ctx), f)
+        self.place_once(executor, timing, InContext::new(ctx), f)
     }
 
     fn place_once<P, F, T>(
@@ -254,13 +254,10 @@ impl Scheduler {
         T: Send + 'static,
     {
         let Some(exec) = self.executor(executor) else {
-            return refused(
-                place,
-                ScheduleError::UnknownExecutor(executor.to_owned(), f),
-            );
+            return Err(ScheduleError::UnknownExecutor(executor.to_owned(), f));
         };
         let Some(seq) = exec.admit() else {
-            return refused(place, ScheduleError::Shutdown(f));
+            return Err(ScheduleError::Shutdown(f));
         };
         let due = self.due(timing);
         let (handle, job) = Once::new(place, f);
