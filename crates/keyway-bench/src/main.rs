@@ -93,6 +93,8 @@ SYSTEMS (row names; pick some with --systems a,b):
                       key order)
   raw                 stream: one thread, a pipelined XREADGROUP COUNT 100 over
                       every shard + batched XACK written on the redis client
+  floor               stream, open loop: one thread, one blocking XREADGROUP NOACK
+                      per wake-up, no acks: the machine's latency floor
   distributed         keyway alone: K processes of this command, each running its
                       share of one limit G learned through Redis (keyway-redis)
 

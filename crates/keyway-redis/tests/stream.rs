@@ -256,29 +256,6 @@ fn a_full_window_pauses_only_its_shard() {
     assert_eq!(consumer.stats().unwrap().shards[0].lag, Some(0));
 }
 
-/// The acks of a burst go out as soon as all of it has finished: not when the ack interval
-/// (an hour here) has passed, nor when the reader's blocking read times out.
-#[test]
-fn the_acks_of_a_finished_burst_go_out_at_once() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let topic = Topic::new("burst", 2).unwrap();
-    let pool = keyway::Pool::builder().core_threads(4).build().unwrap();
-    let consumer = builder(&server, &topic)
-        .ack_batch(1_000, Duration::from_secs(3600))
-        .build(&pool, |_, _| Ok(()))
-        .unwrap();
-    let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
-    producer
-        .send_batch((0..10).map(|i| (format!("k{i}"), "x")))
-        .unwrap();
-    wait_for("the burst acknowledged", || {
-        consumer.stats().unwrap().acked == 10
-    });
-    assert_eq!(pending(&server, &topic), 0);
-}
-
 /// Without key order, one key's entries run in parallel: four entries of one key are all
 /// running at once (with key order the second would wait for the first, which waits for the
 /// latch), then all are acknowledged and nothing stays pending.

@@ -10,6 +10,9 @@
 //!   redis client).
 //! * open loop: a producer appends 10,000 msg/s on a fixed schedule while the consumer
 //!   runs; latency counts from each message's slot in the schedule (no coordinated omission).
+//!   Beside `raw` and `keyway`, `floor` (one blocking `XREADGROUP … NOACK` per wake-up, no
+//!   acks) gives the machine's own floor; each latency also splits at the append: the
+//!   producer's lateness (slot to send), which no consumer can win back, and the delivery.
 //!
 //! Each run ends when every message was acknowledged; then every message is checked to have
 //! run exactly once and, for the systems that keep key order, each key's messages to have
@@ -33,6 +36,7 @@ use crate::harness::options::RunOptions;
 use crate::harness::stats::median;
 use crate::harness::{measure, ready_step, threads, Contender, Stopwatch, VariantReport};
 use crate::systems::stream::batched::{PerShard, Raw};
+use crate::systems::stream::floor::Floor;
 use crate::systems::stream::keyway::{KeywayOrdered, KeywayUnordered, THREADS};
 use crate::systems::stream::naive::Naive;
 use crate::systems::stream::{connect, StreamSystem};
@@ -81,6 +85,10 @@ struct Figures {
     p50_ms: f64,
     p99_ms: f64,
     p999_ms: f64,
+    /// Open loop: p99.9 of the producer's lateness (slot to send), which no consumer can
+    /// win back, and of the delivery (send to the end of the handling); 0 otherwise.
+    late_p999_ms: f64,
+    delivery_p999_ms: f64,
     commands_per_message: f64,
 }
 
@@ -216,6 +224,7 @@ fn produce_on_schedule(
         // Messages 0..due are due by now.
         let due = (start.elapsed().as_nanos() as u64 / period + 1).min(row.messages);
         if due > next {
+            run.sent(next..due, Instant::now());
             append(producer, row, next..due)?;
             next = due;
         } else {
@@ -280,22 +289,31 @@ fn run_once<S: StreamSystem>(
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut admin)
         .map_err(|e| format!("FLUSHALL: {e}"))?;
-    // Microseconds, from 1 µs to an hour, 3 significant digits.
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
-        .map_err(|e| format!("a latency histogram: {e}"))?;
-    for us in run.latencies_us() {
-        histogram.saturating_record(us);
-    }
-    let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1_000.0;
+    let total = histogram(run.latencies_us())?;
+    let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
+    let (late, delivery) = run.split_latencies_us();
+    let (late, delivery) = (histogram(late)?, histogram(delivery)?);
     Ok((
         elapsed,
         Figures {
-            p50_ms: ms(0.5),
-            p99_ms: ms(0.99),
-            p999_ms: ms(0.999),
+            p50_ms: ms(&total, 0.5),
+            p99_ms: ms(&total, 0.99),
+            p999_ms: ms(&total, 0.999),
+            late_p999_ms: ms(&late, 0.999),
+            delivery_p999_ms: ms(&delivery, 0.999),
             commands_per_message: used as f64 / row.messages as f64,
         },
     ))
+}
+
+/// A histogram of latencies in microseconds (1 µs to an hour, 3 significant digits).
+fn histogram(us: Vec<u64>) -> Result<Histogram<u64>, String> {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| format!("a latency histogram: {e}"))?;
+    for v in us {
+        h.saturating_record(v);
+    }
+    Ok(h)
 }
 
 /// The median of each figure over a system's counted runs (its warm-up run left out).
@@ -315,6 +333,8 @@ fn medians(collected: &Collected, system: &str) -> Option<Figures> {
         p50_ms: of(|f| f.p50_ms),
         p99_ms: of(|f| f.p99_ms),
         p999_ms: of(|f| f.p999_ms),
+        late_p999_ms: of(|f| f.late_p999_ms),
+        delivery_p999_ms: of(|f| f.delivery_p999_ms),
         commands_per_message: of(|f| f.commands_per_message),
     })
 }
@@ -378,7 +398,10 @@ fn report(
             f.p50_ms, f.p99_ms
         ));
         if open {
-            title.push_str(&format!(", p99.9 {:.3} ms", f.p999_ms));
+            title.push_str(&format!(
+                ", p99.9 {:.3} ms (producer late p99.9 {:.3} ms, send to handled p99.9 {:.3} ms)",
+                f.p999_ms, f.late_p999_ms, f.delivery_p999_ms
+            ));
         }
         title.push_str(&format!(
             ", {:.4} Redis commands/msg",
@@ -391,6 +414,8 @@ fn report(
                 "p50_ms": f.p50_ms,
                 "p99_ms": f.p99_ms,
                 "p999_ms": f.p999_ms,
+                "producer_late_p999_ms": open.then_some(f.late_p999_ms),
+                "delivery_p999_ms": open.then_some(f.delivery_p999_ms),
                 "commands_per_message": f.commands_per_message,
             }),
         );
@@ -460,6 +485,7 @@ fn open_row(url: &str, row: Row, opts: &RunOptions) -> Result<VariantReport, Str
     let collected = Collected::default();
     let t = opts.timeout;
     let contenders = vec![
+        contender::<Floor>(url, row, t, &collected),
         contender::<Raw>(url, row, t, &collected),
         contender::<KeywayOrdered>(url, row, t, &collected),
     ];
@@ -528,7 +554,7 @@ mod tests {
             ..zero
         };
         let report = open_row(&url, open, &opts).unwrap();
-        assert_every_system_ready(&report, &["raw", "keyway"]);
+        assert_every_system_ready(&report, &["floor", "raw", "keyway"]);
         assert!(report.title.contains("p99.9"), "{}", report.title);
     }
 }

@@ -6,6 +6,7 @@
 //! threads.
 
 pub mod batched;
+pub mod floor;
 pub mod keyway;
 pub mod naive;
 

@@ -54,6 +54,9 @@ pub struct StreamRun {
     cells: Box<[OrderCell]>,
     /// Nanoseconds from the start to the end of each message's handling (0: not yet).
     finished_ns: Box<[AtomicU64]>,
+    /// Open loop: nanoseconds from the start to when the producer sent each message
+    /// (0: not recorded).
+    sent_ns: Box<[AtomicU64]>,
     start: std::sync::OnceLock<Instant>,
     /// Opens when every message was acknowledged.
     pub done: Completion,
@@ -77,6 +80,7 @@ impl StreamRun {
             ran: TaskSet::new(messages),
             cells: (0..keys.max(1)).map(|_| OrderCell::default()).collect(),
             finished_ns: (0..messages).map(|_| AtomicU64::new(0)).collect(),
+            sent_ns: (0..messages).map(|_| AtomicU64::new(0)).collect(),
             start: std::sync::OnceLock::new(),
             done: Completion::new(messages as usize),
         }
@@ -126,6 +130,18 @@ impl StreamRun {
         Ok(())
     }
 
+    /// Records that the producer sent messages `range` at `at` (the open loop's appends), so
+    /// that each latency splits into the producer's lateness and what follows the append.
+    pub fn sent(&self, range: std::ops::Range<u64>, at: Instant) {
+        let Some(&start) = self.start.get() else {
+            return;
+        };
+        let ns = at.saturating_duration_since(start).as_nanos() as u64 + 1;
+        for i in range.filter(|&i| i < self.messages) {
+            self.sent_ns[i as usize].store(ns, Ordering::Release);
+        }
+    }
+
     /// Counts `n` messages acknowledged in Redis.
     pub fn acked(&self, n: usize) {
         for _ in 0..n {
@@ -155,11 +171,29 @@ impl StreamRun {
     /// handling ended.
     pub fn latencies_us(&self) -> Vec<u64> {
         (0..self.messages)
-            .map(|i| {
-                let finished = self.finished_ns[i as usize].load(Ordering::Acquire);
-                finished.saturating_sub(1).saturating_sub(self.due_ns(i)) / 1_000
-            })
+            .map(|i| self.finished_at(i).saturating_sub(self.due_ns(i)) / 1_000)
             .collect()
+    }
+
+    /// Open loop, each message's latency split at its append, in microseconds: the
+    /// producer's lateness (from the slot to the send) and the delivery (from the send to the
+    /// end of its handling). Empty when the sends were not recorded.
+    pub fn split_latencies_us(&self) -> (Vec<u64>, Vec<u64>) {
+        (0..self.messages)
+            .filter_map(|i| {
+                let sent = self.sent_ns[i as usize].load(Ordering::Acquire);
+                let sent = sent.checked_sub(1)?;
+                let late = sent.saturating_sub(self.due_ns(i)) / 1_000;
+                Some((late, self.finished_at(i).saturating_sub(sent) / 1_000))
+            })
+            .unzip()
+    }
+
+    /// Nanoseconds from the start to the end of message `i`'s handling.
+    fn finished_at(&self, i: u64) -> u64 {
+        self.finished_ns[i as usize]
+            .load(Ordering::Acquire)
+            .saturating_sub(1)
     }
 }
 
@@ -213,5 +247,26 @@ mod tests {
         let run = StreamRun::new(3, 1, Duration::ZERO, Some(Duration::from_millis(1)), false);
         let start = Instant::now();
         assert_eq!(run.due(start, 2), start + Duration::from_millis(2));
+    }
+
+    #[test]
+    fn an_open_loop_latency_splits_at_the_send() {
+        let period = Duration::from_millis(1);
+        let run = StreamRun::new(2, 1, Duration::ZERO, Some(period), false);
+        // Started 10 ms ago, so both messages end after their send.
+        let start = Instant::now() - Duration::from_millis(10);
+        run.started(start);
+        assert_eq!(run.split_latencies_us(), (vec![], vec![]));
+        // Message 1 is sent 3 ms late (4 ms after the start), both in one batch.
+        run.sent(0..2, start + Duration::from_millis(4));
+        for i in 0..2 {
+            run.handle(payload_of(i).as_bytes()).unwrap();
+        }
+        let (late, delivery) = run.split_latencies_us();
+        assert_eq!(late, vec![4_000, 3_000]);
+        let total = run.latencies_us();
+        for i in 0..2 {
+            assert_eq!(late[i] + delivery[i], total[i], "message {i}");
+        }
     }
 }

@@ -1,12 +1,10 @@
 //! Acknowledging: each shard's finished entries are acked (or dead-lettered) in batches,
 //! fenced by the epoch that delivered them, on a connection of the shard's own that only acks
 //! use. Its lock is held from taking a batch until it is settled in the shard's state, so a
-//! hand-off that holds it sees no batch in flight. Both the shard's reader and the entry tasks
-//! flush: the reader when a batch is due by count or interval, and a task when its entry
-//! brings the batch to its count or leaves nothing running or queued in the shard (so the
-//! last acks of a burst go out at once, not when the reader's blocking read times out, which
-//! Redis rounds up to its `hz` tick: 100 ms by default). A task finding another thread
-//! sending leaves its ack to it: the sender looks again before it lets go of the lock.
+//! hand-off that holds it sees no batch in flight. A full batch is sent by the task whose
+//! entry fills it (or, if another thread is sending, by that thread: the sender looks again
+//! before it lets go of the lock; the shard's reader also looks between reads); a batch that
+//! is not full waits for the [ack timer](crate::stream::ack_timer), at most the interval.
 
 use std::collections::HashMap;
 
@@ -48,24 +46,27 @@ pub(crate) fn flush(
         Err(e) => {
             *conn = None;
             shard.state.lock().requeue_acks(acks);
+            // Whoever sends next, the timer tries again after an interval at the latest.
+            ctx.ack_timer
+                .arm(std::time::Instant::now() + ctx.cfg.ack_interval);
             Err(e)
         }
     }
 }
 
-/// Whether the acks waiting in `st` should go now: a full batch, or nothing else in the window.
-pub(crate) fn urgent(st: &ShardState<DeadInfo>, batch: usize) -> bool {
-    st.acks_waiting() >= batch || st.all_done()
+/// Whether the acks waiting in `st` make a full batch, to be sent now.
+pub(crate) fn full(st: &ShardState<DeadInfo>, batch: usize) -> bool {
+    st.acks_waiting() >= batch
 }
 
-/// Sends batches while they are [`urgent`] (the caller holds the ack connection's lock).
-pub(crate) fn flush_urgent(
+/// Sends batches while they are [`full`] (the caller holds the ack connection's lock).
+pub(crate) fn flush_full(
     ctx: &Ctx,
     shard: &Shard,
     conn: &mut Option<Connection>,
 ) -> Result<(), StreamError> {
     let batch = ctx.cfg.ack_batch;
-    while flush(ctx, shard, conn, |st| urgent(st, batch))? {}
+    while flush(ctx, shard, conn, |st| full(st, batch))? {}
     Ok(())
 }
 

@@ -196,9 +196,10 @@ impl StreamConsumerBuilder {
         self
     }
 
-    /// Acks are sent when `count` entries are waiting or `interval` passed (defaults 256 and
-    /// 20 ms), and at once when every entry delivered from a shard has finished; one script
-    /// call per batch.
+    /// Acks are sent when `count` entries are waiting, or at most `interval` after the first
+    /// of them finished (defaults 256 and 20 ms), whether or not more entries come; one script
+    /// call per shard per batch. Entries that finish one after another within the interval
+    /// share a batch, so a slow trickle costs one round trip per interval, not one per entry.
     ///
     /// ```
     /// # use std::time::Duration;

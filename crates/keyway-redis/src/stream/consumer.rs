@@ -9,6 +9,7 @@ use keyway::Pool;
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Value};
 
+use crate::stream::ack_timer::{AckTimer, AckTimerThread};
 use crate::stream::config::Config;
 use crate::stream::context::{Ctx, Shard, Totals};
 use crate::stream::control::Control;
@@ -31,6 +32,8 @@ static INSTANCES: AtomicU64 = AtomicU64::new(1);
 pub struct StreamConsumer {
     ctx: Arc<Ctx>,
     control: Mutex<Option<JoinHandle<()>>>,
+    /// Stopped once the control thread has handed every shard off (and flushed its acks).
+    ack_timer: Mutex<Option<AckTimerThread>>,
 }
 
 impl StreamConsumer {
@@ -86,9 +89,11 @@ impl StreamConsumer {
             stopping: Mutex::new(false),
             stop_cv: Condvar::new(),
             stopped: AtomicBool::new(false),
+            ack_timer: AckTimer::default(),
             cfg,
         });
         let conn = ctx.connect()?;
+        let ack_timer = AckTimerThread::start(&ctx)?;
         let control = Control::new(Arc::clone(&ctx), conn);
         let thread = std::thread::Builder::new()
             .name("keyway-stream-control".to_owned())
@@ -97,6 +102,7 @@ impl StreamConsumer {
         Ok(Self {
             ctx,
             control: Mutex::new(Some(thread)),
+            ack_timer: Mutex::new(Some(ack_timer)),
         })
     }
 
@@ -226,6 +232,9 @@ impl StreamConsumer {
         if let Some(thread) = self.control.lock().take() {
             let _ = thread.join();
         }
+        // The hand-offs flushed their acks; the timer has nothing left to send.
+        let timer = self.ack_timer.lock().take();
+        drop(timer);
     }
 }
 

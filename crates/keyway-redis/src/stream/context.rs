@@ -8,6 +8,7 @@ use keyway::{Contexts, Pool};
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Cmd, Connection, Script};
 
+use crate::stream::ack_timer::AckTimer;
 use crate::stream::config::Config;
 use crate::stream::delivery::Handler;
 use crate::stream::scripts::Scripts;
@@ -87,6 +88,8 @@ pub(crate) struct Ctx {
     pub(crate) stop_cv: Condvar,
     /// Set once the control thread has left the group.
     pub(crate) stopped: AtomicBool,
+    /// Sends the acks that wait for their interval.
+    pub(crate) ack_timer: AckTimer,
 }
 
 impl Ctx {

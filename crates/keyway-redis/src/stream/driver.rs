@@ -24,7 +24,6 @@ pub(crate) struct Driver {
     /// Where the replay of pending entries continues; `None` once it is done.
     replay: Option<EntryId>,
     replayed: u64,
-    last_flush: Instant,
     backoff: Duration,
     outage: bool,
 }
@@ -38,7 +37,6 @@ impl Driver {
             conn: None,
             replay: Some(EntryId::default()),
             replayed: 0,
-            last_flush: Instant::now(),
             backoff: Duration::from_millis(10),
             outage: false,
         }
@@ -111,7 +109,7 @@ impl Driver {
         self.backoff = (self.backoff * 2).min(self.ctx.cfg.heartbeat());
     }
 
-    /// One round: flush due acks, then read (or replay) as much as the window allows.
+    /// One round: flush full batches of acks, then read (or replay) as much as the window allows.
     fn step(&mut self) -> Result<(), StreamError> {
         self.conn()?; // (re)connecting may find that Redis lost its data, and the lease
         self.flush(false)?;
@@ -279,29 +277,22 @@ impl Driver {
         }
     }
 
-    /// Sends the waiting acks and dead letters if due (or `now`), fenced by the epoch, on the
-    /// shard's ack connection. Unless `now`, a task sending acks meanwhile is left to it (it
-    /// looks again before it lets go), and the reader goes on reading.
+    /// Sends the waiting acks and dead letters: all of them if `now`, else the full batches
+    /// (those waiting for their interval are the [ack timer](crate::stream::ack_timer)'s),
+    /// fenced by the epoch, on the shard's ack connection. Unless `now`, a thread sending
+    /// acks meanwhile is left to it (it looks again before it lets go), and the reader goes
+    /// on reading.
     fn flush(&mut self, now: bool) -> Result<(), StreamError> {
-        let (batch, interval) = (self.ctx.cfg.ack_batch, self.ctx.cfg.ack_interval);
-        let last = self.last_flush;
         let shard = Arc::clone(&self.shard);
-        let mut conn = if now {
-            shard.acks.lock()
-        } else {
-            match shard.acks.try_lock() {
-                Some(conn) => conn,
-                None => return Ok(()),
-            }
-        };
-        let sent = acks::flush(&self.ctx, &self.shard, &mut conn, |st| {
-            now || st.acks_waiting() >= batch || last.elapsed() >= interval
-        })?;
-        if sent {
-            self.last_flush = Instant::now();
+        if now {
+            let mut conn = shard.acks.lock();
+            acks::flush(&self.ctx, &shard, &mut conn, |_| true)?;
+            return Ok(());
         }
-        // A task that found the lock taken left its urgent acks to this thread.
-        acks::flush_urgent(&self.ctx, &self.shard, &mut conn)
+        let Some(mut conn) = shard.acks.try_lock() else {
+            return Ok(());
+        };
+        acks::flush_full(&self.ctx, &shard, &mut conn)
     }
 
     /// Release: nothing new starts (the queued entries stay pending for the next owner); wait

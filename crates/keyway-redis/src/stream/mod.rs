@@ -36,9 +36,9 @@
 //!   scripts that check the owner and the epoch, so a former owner can never ack.
 //! - **Window**: at most `window` entries per shard are delivered and not acknowledged in a
 //!   member (default 1,000); a full window pauses reading that shard only.
-//! - **Acks** are sent in batches (every `ack_batch` entries or interval, and as soon as all
-//!   that a shard delivered has finished), only after the handler succeeded, or after the
-//!   entry was dead-lettered.
+//! - **Acks** are sent in batches (every `ack_batch` entries, or at most the ack interval after
+//!   the first of a batch finished, whether or not more entries come), only after the handler
+//!   succeeded, or after the entry was dead-lettered.
 //! - **Failures** retry in place with exponential backoff while the key's later entries wait
 //!   (other keys go on). After `max_attempts` attempts, counting Redis's delivery count, the
 //!   entry is copied to the shard's dead-letter stream and acknowledged in one script, and the
@@ -96,6 +96,7 @@
 //! | Entries trimmed while pending | Reported ([`trimmed_while_pending`](StreamStats::trimmed_while_pending) and a `warn` event with their ids). |
 //! | A shard makes no progress | The stall detector reports it ([`stalls`](StreamStats::stalls), a `warn` event). |
 
+mod ack_timer;
 mod acks;
 mod config;
 mod consumer;

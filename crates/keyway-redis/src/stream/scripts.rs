@@ -75,9 +75,8 @@ const RENEW: &str = r"
 local now = group_now(KEYS[1], tonumber(ARGV[2]))
 local out = {}
 for i = 2, #KEYS do
-  local owner = redis.call('HGET', KEYS[i], 'owner')
-  local epoch = redis.call('HGET', KEYS[i], 'epoch')
-  if owner == ARGV[1] and epoch == ARGV[i + 2] then
+  local held = redis.call('HMGET', KEYS[i], 'owner', 'epoch')
+  if held[1] == ARGV[1] and held[2] == ARGV[i + 2] then
     redis.call('HSET', KEYS[i], 'expires', string.format('%.0f', now + tonumber(ARGV[3])))
     out[#out + 1] = 1
   else
@@ -89,7 +88,8 @@ return out
 
 /// KEYS: lease. ARGV: member, epoch. Frees the lease if held at that epoch; 1 or 0.
 const RELEASE: &str = r"
-if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] and redis.call('HGET', KEYS[1], 'epoch') == ARGV[2] then
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] == ARGV[1] and held[2] == ARGV[2] then
   redis.call('HSET', KEYS[1], 'owner', '', 'expires', '0')
   return 1
 end
@@ -99,7 +99,8 @@ return 0
 /// KEYS: lease, stream. ARGV: group, member, epoch, ids...
 /// Acks the ids if this member holds the lease at that epoch: the count acked, or -1 (fenced).
 const ACK: &str = r"
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
   return -1
 end
 if #ARGV < 4 then
@@ -112,7 +113,8 @@ return redis.call('XACK', KEYS[2], ARGV[1], unpack(ARGV, 4))
 /// attempts, reason. Copies the entry to the dead letters and acks it in one step, if this
 /// member holds the lease at that epoch: 1, or -1 (fenced).
 const DEAD_LETTER: &str = r"
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
   return -1
 end
 redis.call('XADD', KEYS[3], '*', 'k', ARGV[5], 'p', ARGV[6], 'id', ARGV[4], 'attempts', ARGV[7], 'reason', ARGV[8], 'epoch', ARGV[3])
@@ -124,7 +126,8 @@ return 1
 /// A releasing owner gives back the delivery counts of the entries it never started (the next
 /// owner's claim counts them again), if it still holds the lease at that epoch: 1, or -1.
 const GIVE_BACK: &str = r"
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[3] then
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
   return -1
 end
 for i = 4, #ARGV - 1, 2 do

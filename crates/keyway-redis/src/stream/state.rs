@@ -131,12 +131,6 @@ impl<D> ShardState<D> {
         self.to_ack.len()
     }
 
-    /// Whether every entry in the window has finished and waits for its ack (nothing queued
-    /// or running, no batch in flight): the moment to send the acks without waiting for more.
-    pub(crate) fn all_done(&self) -> bool {
-        self.running == 0 && !self.to_ack.is_empty() && self.entries.len() == self.to_ack.len()
-    }
-
     /// Whether a new epoch may be activated now (rule 4).
     pub(crate) fn can_activate(&self) -> bool {
         self.running == 0 && matches!(self.phase, Phase::Idle | Phase::Lost)

@@ -70,11 +70,17 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         tracing::debug!(shard = shard.index, id = %delivery.id, epoch, "finished after the lease was lost: not acknowledged");
     }
     shard.progress.fetch_add(1, Ordering::Relaxed);
-    let flush = acks::urgent(&st, ctx.cfg.ack_batch);
+    let flush = acks::full(&st, ctx.cfg.ack_batch);
+    // This entry's ack starts the queue: the timer sends it (and those joining it) at most
+    // an interval from now.
+    let first = st.acks_waiting() == 1 && !flush;
     let wake = flush || st.running() == 0; // a hand-off waits for the running ones
     drop(st);
     if wake {
         shard.cv.notify_all();
+    }
+    if first {
+        ctx.ack_timer.arm(Instant::now() + ctx.cfg.ack_interval);
     }
     if flush {
         // The reader may be blocked in a read for a while: send the batch from here, unless
@@ -82,8 +88,8 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         let Some(mut conn) = shard.acks.try_lock() else {
             return;
         };
-        if let Err(e) = keyway::blocking(|| acks::flush_urgent(ctx, shard, &mut conn)) {
-            tracing::debug!(shard = shard.index, error = %e, "acks not sent; the reader retries");
+        if let Err(e) = keyway::blocking(|| acks::flush_full(ctx, shard, &mut conn)) {
+            tracing::debug!(shard = shard.index, error = %e, "acks not sent; the timer retries");
         }
     }
 }
