@@ -121,9 +121,17 @@ fn idle_lanes_zero_frees_a_lane_as_soon_as_it_is_idle() {
         let pool = b.build().unwrap();
         let counts = Counts::default();
         let lanes = counted_lanes(&pool, &counts);
-        touch(&pool, &lanes, 1000, 2);
-        assert_eq!(counts.made.load(Ordering::Relaxed), 2000, "{keep:?}");
-        eventually("every idle lane freed", || pool.stats().live_lanes == 0);
+        for round in 1..=2 {
+            touch(&pool, &lanes, 1000, 1);
+            // `wait_idle` returns once the tasks are done; a lane's runner frees the lane just
+            // after (it failed here once as 1,999 states: one lane not yet freed was touched).
+            eventually("every idle lane freed", || pool.stats().live_lanes == 0);
+            assert_eq!(
+                counts.made.load(Ordering::Relaxed),
+                1000 * round,
+                "{keep:?}"
+            );
+        }
         pool.shutdown();
     }
 }
