@@ -32,7 +32,8 @@ const BATCH: usize = 32;
 /// depot of 1,024 cells the cells beyond went back to the allocator at the end of the burst, so
 /// the next burst allocated them again (measured with callgrind, `throughput --keys 2`: 61% of
 /// the tasks allocated their cell, ~200 instructions and ~3 D1 misses each). A cell is about
-/// 100 bytes: the depot holds at most ~1.6 MB, only after such a burst.
+/// 120 bytes: the depot holds at most ~2 MB, only after such a burst, and only while a thread
+/// that filled it lives (`SUPPLIERS`).
 const DEPOT_MAX: usize = 512 * BATCH;
 
 thread_local! {
