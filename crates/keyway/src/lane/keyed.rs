@@ -60,10 +60,12 @@ impl MultiTask {
     }
 
     /// One of the task's lanes reached it (its runner found it at the head). The last arrival
-    /// runs it and lets its lanes go on.
-    pub(crate) fn arrive(self: &Arc<Self>, worker: &WorkerCtx) {
+    /// runs it and lets its lanes go on. The runner's reference is given up here, not after the
+    /// run: the cell is recycled only when the worker holds the last one (`cells::recycle`), and
+    /// a reference kept across the run made most cells go back to the allocator.
+    pub(crate) fn arrive(self: Arc<Self>, worker: &WorkerCtx) {
         if self.arrived(1) {
-            run_ready(self.clone(), worker);
+            run_ready(self, worker);
         }
     }
 

@@ -207,3 +207,73 @@ fn two_key_look_up_panics_hand_the_task_back() {
     pool.shutdown();
     assert_eq!(pool.stats().live_lanes, 0, "lanes outlived shutdown");
 }
+
+/// A multi-key task made ready by a lane's runner (its key was busy) goes back to the running
+/// worker's stash once done: the runner gives up its reference before the run, so the worker
+/// holds the last one (a reference kept across the run sent most cells back to the allocator).
+#[test]
+fn a_task_a_runner_made_ready_is_recycled() {
+    // One thread, never more: every task below runs on it, one after the other.
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let before = pool.submit(super::cells::stashed).unwrap().join().unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    pool.execute_sequential("busy", move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap();
+    // Lane "busy" reaches the task through its runner, after lane "idle" arrived at submission.
+    let ran = pool.submit_keyed(["busy", "idle"], || ()).unwrap();
+    release.send(()).unwrap();
+    ran.join().unwrap();
+    let after = pool.submit(super::cells::stashed).unwrap().join().unwrap();
+    assert_eq!(after, before + 1, "the cell went back to the allocator");
+    pool.shutdown();
+}
+
+/// The cells of a burst of multi-key tasks queued behind a busy key (thousands in flight) are
+/// reused by the next burst: the depot keeps them instead of freeing all but 1,024.
+#[test]
+fn the_cells_of_a_burst_are_reused_by_the_next_one() {
+    const BURST: usize = 4096;
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let burst = |pool: &Pool| {
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        pool.execute_sequential("busy", move || {
+            started_tx.send(()).unwrap();
+            gate.recv().unwrap();
+        })
+        .unwrap();
+        started.recv().unwrap();
+        // The worker is held: no cell comes back while the burst is submitted.
+        let fresh = super::cells::fresh();
+        let mut last = None;
+        for _ in 0..BURST {
+            last = Some(pool.submit_keyed(["busy", "other"], || ()).unwrap());
+        }
+        let fresh = super::cells::fresh() - fresh;
+        release.send(()).unwrap();
+        last.unwrap().join().unwrap();
+        // The last cell is recycled after its handle completes: a task behind it waits for it.
+        pool.submit_keyed(["busy"], || ()).unwrap().join().unwrap();
+        fresh
+    };
+    burst(&pool);
+    let again = burst(&pool);
+    assert!(
+        again < BURST / 4,
+        "{again} of {BURST} cells allocated again"
+    );
+    pool.shutdown();
+}
