@@ -361,7 +361,12 @@ fn one_seed(seed: u64) {
         pool.shutdown();
     }
     let ran_total: u32 = ledger.ran.iter().map(|r| r.load(Ordering::SeqCst)).sum();
-    assert!(ran_total > 0, "seed {seed}: nothing ran");
+    // Only where everything accepted runs: an odd seed's `shutdown_now` may come before the
+    // workers ran anything on a loaded machine (seen once at load average 13), and hands it
+    // all back.
+    if !now {
+        assert!(ran_total > 0, "seed {seed}: nothing ran");
+    }
     for id in 0..TASKS {
         let ran = ledger.ran[id].load(Ordering::SeqCst);
         let dropped = ledger.dropped[id].load(Ordering::SeqCst);
