@@ -33,6 +33,8 @@ pub(crate) mod typed_async;
 mod loom_keyed;
 #[cfg(all(test, loom))]
 mod loom_lane;
+#[cfg(all(test, loom))]
+mod loom_pins;
 #[cfg(test)]
 mod test;
 #[cfg(test)]

@@ -85,7 +85,7 @@ impl<S: LaneKind> LaneCore<S> {
             // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
             // empty under the lane lock.
             st.keep_spare(std::mem::take(chunk));
-            return Taken::Empty(st.table.take());
+            return Taken::Empty(st.turn_idle(self.pinned()));
         };
         if let Some(multi) = S::barrier(front) {
             // Rule 6: the lane parks at a multi-key task; it stays scheduled.
@@ -130,13 +130,15 @@ impl<S: LaneKind> Resume for LaneCore<S> {
                 return; // drained by `shutdown_now`
             }
             if st.queue.is_empty() {
-                st.table.take()
+                // Turned idle: a pinned lane may keep its table reference (nothing to release).
+                Some(st.turn_idle(self.pinned()))
             } else {
                 None
             }
         };
         match idle {
-            Some(table) => self.release(table),
+            Some(Some(table)) => self.release(table),
+            Some(None) => {}
             None => registry.schedule_next(Work::Lane(self)),
         }
     }
@@ -296,14 +298,15 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
             // The batch is used up and the chunk is empty: its buffer is the lane's spare again.
             st.keep_spare(running.chunk.take());
             if st.queue.is_empty() {
-                st.table.take()
+                Some(st.turn_idle(lane.pinned()))
             } else {
                 None
             }
         };
         let lane = running.finish();
         match idle {
-            Some(table) => lane.release(table),
+            Some(Some(table)) => lane.release(table),
+            Some(None) => {} // a pinned lane kept its table reference
             None => worker.requeue_lane(Work::Lane(lane)),
         }
     }

@@ -120,3 +120,33 @@ fn quiesce(pool: &Pool) {
         std::thread::yield_now();
     }
 }
+
+/// Ownership: a pinned lane keeps its table reference across its idle turns (so activating it
+/// touches no count on the table's shared `Arc`), and drops it when its last handle goes, so no
+/// cycle keeps the table alive.
+#[test]
+fn a_pinned_lane_keeps_its_table_reference_until_unpinned() {
+    let pool = pool();
+    let table: Arc<LaneTable<Closures>> = pool.handle.lanes.clone();
+    let lane = pool.lane(1u8);
+    let base = Arc::strong_count(&table);
+    for _ in 0..5 {
+        lane.submit(|| ()).unwrap().join().unwrap();
+        quiesce(&pool);
+        assert_eq!(Arc::strong_count(&table), base + 1, "one reference, kept");
+    }
+    let other = lane.clone();
+    drop(lane);
+    assert_eq!(
+        Arc::strong_count(&table),
+        base + 1,
+        "still pinned by the clone"
+    );
+    drop(other);
+    assert_eq!(Arc::strong_count(&table), base, "the last unpin dropped it");
+    // An unpinned lane (submitted by key) keeps none once idle.
+    pool.submit_sequential(2u8, || ()).unwrap().join().unwrap();
+    quiesce(&pool);
+    assert_eq!(Arc::strong_count(&table), base);
+    pool.shutdown();
+}

@@ -236,7 +236,7 @@ where
             return Next::Drained;
         }
         match st.queue.front() {
-            None => Next::Idle(st.table.take()),
+            None => Next::Idle(st.turn_idle(self.pinned())),
             Some(Entry::Message { .. }) => match st.queue.pop_front() {
                 Some(Entry::Message { msg, .. }) => Next::Message(msg),
                 _ => unreachable!("the head was just seen"),
