@@ -2,8 +2,9 @@
 //!
 //! Cells: 16 and 1,024 contexts × work 10 and 1,000. In each cell every system's sustained rate
 //! is measured first (a short closed-loop burst of the `contexts` workload: the producer
-//! submits as fast as it can), then the system is offered 25%, 50% and 80% of its own rate on
-//! an open-loop schedule (arrivals at fixed times, round robin over the contexts; delays
+//! submits as fast as it can), then the system is offered 25%, 50% and 80% of its own rate
+//! (with `--same-rate`: every system that share of the slowest one's rate, so the delays
+//! compare at one rate) on an open-loop schedule (arrivals at fixed times, round robin over the contexts; delays
 //! counted from each task's intended submit time, so a stall cannot hide as a lower rate: see
 //! `open_loop`). Each row reports p50, p99, p99.9 and max of submit-to-start and
 //! submit-to-finish (HDR histograms) and the achieved rate against the offered one. Per-context
@@ -60,6 +61,10 @@ pub struct LatencyArgs {
     /// Also draw the latency distributions as SVG plots into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Offer every system the same rate: the load in percent of the slowest system's sustained
+    /// rate in the cell (default: each system its own), so the delays compare at one rate.
+    #[arg(long)]
+    pub same_rate: bool,
 }
 
 /// One plot of latency distributions: a line of (1 / (1 − q), µs) points per system.
@@ -121,7 +126,15 @@ pub fn run(
         {
             continue; // a knob collapsed several cells into one
         }
-        plots.extend(run_cell(contexts, work, &loads, size, opts, emit)?);
+        plots.extend(run_cell(
+            contexts,
+            work,
+            &loads,
+            args.same_rate,
+            size,
+            opts,
+            emit,
+        )?);
     }
     Ok(plots)
 }
@@ -137,10 +150,21 @@ fn cell_file(contexts: usize, work: u64) -> String {
     format!("latency-c{contexts}-w{work}")
 }
 
+/// The rate each system is offered at `load` percent: of its own sustained rate, or (`same`)
+/// of the slowest one's, for all.
+fn offered_rates(rates: &[f64], load: u32, same: bool) -> Vec<f64> {
+    let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    rates
+        .iter()
+        .map(|&own| if same { slowest } else { own } * f64::from(load) / 100.0)
+        .collect()
+}
+
 fn run_cell(
     contexts: usize,
     work: u64,
     loads: &[u32],
+    same_rate: bool,
     size: Size,
     opts: &RunOptions,
     emit: &mut Emit<'_>,
@@ -165,13 +189,13 @@ fn run_cell(
     for &load in loads {
         let summaries: Vec<RefCell<Option<Summary>>> =
             chosen.iter().map(|_| RefCell::new(None)).collect();
+        let offered_each = offered_rates(&rates, load, same_rate);
         let mut contenders: Vec<Contender<'_>> = chosen
             .iter()
-            .zip(&rates)
+            .zip(&offered_each)
             .zip(&summaries)
-            .map(|((s, &rate), slot)| {
+            .map(|((s, &offered), slot)| {
                 let s = *s;
-                let offered = rate * f64::from(load) / 100.0;
                 Contender::new(s.name, move || {
                     let (elapsed, summary) =
                         open_run(s, contexts, work, offered, size.run_s, threads, timeout)?;
@@ -201,12 +225,18 @@ fn run_cell(
         params.insert("contexts".into(), json!(contexts));
         params.insert("work".into(), json!(work));
         params.insert("load_percent".into(), json!(load));
+        params.insert("same_rate".into(), json!(same_rate));
         params.insert("run_s".into(), json!(size.run_s));
         params.insert("probe_tasks".into(), json!(size.probe_tasks));
         params.insert("cores".into(), json!(cores()));
         params.insert("quick".into(), json!(opts.quick));
+        let basis = if same_rate {
+            "the slowest system's sustained rate, for all"
+        } else {
+            "each system's sustained rate"
+        };
         let title = format!(
-            "{} contexts, work {}, {load}% of each system's sustained rate, open loop \
+            "{} contexts, work {}, {load}% of {basis}, open loop \
              ({:.2} s; delays from the intended submit time, µs)",
             group_thousands(contexts as u64),
             group_thousands(work),
@@ -410,6 +440,18 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("order broken"), "{err}");
+    }
+
+    /// `--same-rate` offers every system the slowest one's rate; by default each its own.
+    #[test]
+    fn the_same_rate_is_the_slowest_systems_for_all() {
+        let rates = [4_000.0, 1_000.0, 2_000.0];
+        assert_eq!(
+            offered_rates(&rates, 50, false),
+            vec![2_000.0, 500.0, 1_000.0]
+        );
+        assert_eq!(offered_rates(&rates, 50, true), vec![500.0, 500.0, 500.0]);
+        assert_eq!(offered_rates(&rates, 100, true), vec![1_000.0; 3]);
     }
 
     /// Every system of the scenario runs a short open loop correctly, and its rows say what
