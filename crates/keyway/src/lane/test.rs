@@ -11,6 +11,20 @@ fn pool() -> Pool {
     Pool::builder().core_threads(1).build().unwrap()
 }
 
+/// Holds `key`'s lane busy: returns once a task of it runs, which waits until the returned
+/// sender sends. What is submitted to `key` meanwhile queues up behind it.
+pub(super) fn hold_lane(pool: &Pool, key: &'static str) -> std::sync::mpsc::Sender<()> {
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    pool.execute_sequential(key, move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap();
+    release
+}
+
 #[test]
 fn idle_lane_leaves_the_table_pinned_one_stays() {
     let pool = pool();
@@ -80,14 +94,7 @@ fn barrier_and_future_inside_a_taken_chunk_keep_their_order() {
     use std::sync::Mutex;
     let pool = pool();
     let log = Arc::new(Mutex::new(Vec::new()));
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    pool.execute_sequential("k", move || {
-        started_tx.send(()).unwrap();
-        gate.recv().unwrap();
-    })
-    .unwrap();
-    started.recv().unwrap(); // the lane is busy: what follows queues up behind it
+    let release = hold_lane(&pool, "k"); // what follows queues up behind it
     let push = |i: u32| {
         let log = log.clone();
         move || log.lock().unwrap().push(i)

@@ -220,14 +220,7 @@ fn a_task_a_runner_made_ready_is_recycled() {
         .build()
         .unwrap();
     let before = pool.submit(super::cells::stashed).unwrap().join().unwrap();
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    pool.execute_sequential("busy", move || {
-        started_tx.send(()).unwrap();
-        gate.recv().unwrap();
-    })
-    .unwrap();
-    started.recv().unwrap();
+    let release = super::test::hold_lane(&pool, "busy");
     // Lane "busy" reaches the task through its runner, after lane "idle" arrived at submission.
     let ran = pool.submit_keyed(["busy", "idle"], || ()).unwrap();
     release.send(()).unwrap();
@@ -248,14 +241,7 @@ fn the_cells_of_a_burst_are_reused_by_the_next_one() {
         .build()
         .unwrap();
     let burst = |pool: &Pool| {
-        let (started_tx, started) = std::sync::mpsc::channel();
-        let (release, gate) = std::sync::mpsc::channel::<()>();
-        pool.execute_sequential("busy", move || {
-            started_tx.send(()).unwrap();
-            gate.recv().unwrap();
-        })
-        .unwrap();
-        started.recv().unwrap();
+        let release = super::test::hold_lane(pool, "busy");
         // The worker is held: no cell comes back while the burst is submitted.
         let fresh = super::cells::fresh();
         let mut last = None;
