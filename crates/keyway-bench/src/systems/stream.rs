@@ -92,12 +92,14 @@ pub struct Entry {
 }
 
 /// An `XREADGROUP … STREAMS s0 s1 … > > …` command for `streams`, at most `count` entries per
-/// stream, waiting up to `block_ms` when given.
+/// stream, waiting up to `block_ms` when given; with `noack`, the group keeps no pending entry
+/// for what it delivers (nothing to acknowledge).
 pub fn read_cmd(
     consumer: &str,
     streams: &[String],
     count: usize,
     block_ms: Option<u64>,
+    noack: bool,
 ) -> redis::Cmd {
     let mut cmd = redis::cmd("XREADGROUP");
     cmd.arg("GROUP")
@@ -107,6 +109,9 @@ pub fn read_cmd(
         .arg(count);
     if let Some(ms) = block_ms {
         cmd.arg("BLOCK").arg(ms);
+    }
+    if noack {
+        cmd.arg("NOACK");
     }
     cmd.arg("STREAMS").arg(streams);
     for _ in streams {

@@ -38,7 +38,7 @@ fn batched_loop(
                 acks += 1;
             }
         }
-        pipe.add_command(read_cmd(&name, &streams, BATCH, None));
+        pipe.add_command(read_cmd(&name, &streams, BATCH, None, false));
         let replies: Vec<Value> = pipe.query(&mut conn).map_err(|e| e.to_string())?;
         for r in &replies[..acks] {
             if let Value::Int(n) = r {
@@ -48,7 +48,7 @@ fn batched_loop(
         done.iter_mut().for_each(Vec::clear);
         let mut entries = parse_read(&replies[acks], &streams)?;
         if entries.is_empty() {
-            let reply: Value = read_cmd(&name, &streams, BATCH, Some(BLOCK_MS))
+            let reply: Value = read_cmd(&name, &streams, BATCH, Some(BLOCK_MS), false)
                 .query(&mut conn)
                 .map_err(|e| e.to_string())?;
             entries = parse_read(&reply, &streams)?;

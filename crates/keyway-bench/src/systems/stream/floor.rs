@@ -10,7 +10,7 @@ use keyway_redis::stream::Topic;
 use redis::Value;
 
 use super::batched::BATCH;
-use super::{connect, parse_read, Plumbing, StreamSystem, BLOCK_MS, GROUP};
+use super::{connect, parse_read, read_cmd, Plumbing, StreamSystem, BLOCK_MS};
 use crate::work::stream::StreamRun;
 
 /// One thread, one blocking read per wake-up, no acks.
@@ -28,20 +28,7 @@ impl StreamSystem for Floor {
         let p = &mut self.0;
         let mut conn = connect(&p.url)?;
         let (run, streams) = (Arc::clone(&p.run), p.streams.clone());
-        let mut read = redis::cmd("XREADGROUP");
-        read.arg("GROUP")
-            .arg(GROUP)
-            .arg(Self::NAME)
-            .arg("COUNT")
-            .arg(BATCH)
-            .arg("BLOCK")
-            .arg(BLOCK_MS)
-            .arg("NOACK")
-            .arg("STREAMS")
-            .arg(&streams);
-        for _ in &streams {
-            read.arg(">");
-        }
+        let read = read_cmd(Self::NAME, &streams, BATCH, Some(BLOCK_MS), true);
         p.loops.spawn(Arc::clone(&run), move || {
             let reply: Value = read.query(&mut conn).map_err(|e| e.to_string())?;
             let entries = parse_read(&reply, &streams)?;

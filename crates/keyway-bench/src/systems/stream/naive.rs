@@ -25,7 +25,7 @@ impl StreamSystem for Naive {
         let p = &mut self.0;
         let mut conn = connect(&p.url)?;
         let (run, streams) = (Arc::clone(&p.run), p.streams.clone());
-        let read = read_cmd("naive", &streams, 1, Some(BLOCK_MS));
+        let read = read_cmd("naive", &streams, 1, Some(BLOCK_MS), false);
         p.loops.spawn(Arc::clone(&run), move || {
             let reply: Value = read.query(&mut conn).map_err(|e| e.to_string())?;
             for entry in parse_read(&reply, &streams)? {
