@@ -64,6 +64,51 @@ fn typed_and_closure_lanes_report_the_hash_pool_context_hash_gives() {
     pool.shutdown();
 }
 
+/// A runner takes its lane's whole queue at once and runs a batch of it a turn: the entries it
+/// took beyond that batch still count in the lane's depth while its first task runs.
+#[test]
+fn a_lane_whose_runner_took_a_long_queue_still_reports_its_depth() {
+    const BATCH: usize = 4;
+    let gate = Gate::new();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .lane_batch(BATCH)
+        .build()
+        .unwrap();
+    let (started, blocker_started) = (Latch::new(1), Latch::new(1));
+    let (s, g) = (started.clone(), gate.clone());
+    // Holds the only worker while the lane fills: its runner then takes all 101 entries.
+    pool.execute(move || {
+        s.count_down();
+        g.wait();
+    })
+    .unwrap();
+    started.wait();
+    let lane_gate = Gate::new();
+    let (b, lg) = (blocker_started.clone(), lane_gate.clone());
+    pool.execute_sequential("hot", move || {
+        b.count_down();
+        lg.wait();
+    })
+    .unwrap();
+    for _ in 0..100 {
+        pool.execute_sequential("hot", || ()).unwrap();
+    }
+    gate.open();
+    blocker_started.wait();
+    let deepest = pool.stats().largest_lanes[0];
+    assert_eq!(deepest.context_hash, pool.context_hash(&"hot"));
+    // 100 wait behind the running one; at most this turn's batch of them is not counted.
+    assert!(
+        deepest.queued >= 100 - BATCH && deepest.queued <= 100,
+        "depth {} of a lane with 100 tasks waiting",
+        deepest.queued
+    );
+    lane_gate.open();
+    pool.shutdown();
+}
+
 #[test]
 fn panic_reports_name_the_context_thread_and_payload_under_contention() {
     const SENDERS: u64 = 4;

@@ -1,10 +1,10 @@
 //! loom models of a runner taking its lane's queue in chunks (`README.md`, rules 1, 2, 4, 5 and
 //! the coalescing rule), on a miniature of `LaneState`: a queue, a spare buffer and a
-//! `scheduled` flag under one lock. The runner takes a queue no longer than its chunk whole, by
-//! swapping it with its empty chunk, gives back a coalescing last entry that is not alone, copies
-//! the front of a longer queue, and turns the lane idle only when it sees the queue empty under
-//! the lock. "Scheduling" a lane runs it later on the thread that scheduled it, so every
-//! interleaving of the runner and the pushers is explored.
+//! `scheduled` flag under one lock. The runner takes the whole queue by swapping it with its
+//! empty chunk, gives back a coalescing last entry that is not alone, runs at most its batch,
+//! gives the rest back in front of whatever was pushed meanwhile, and turns the lane idle only
+//! when it sees the queue empty under the lock. "Scheduling" a lane runs it later on the thread
+//! that scheduled it, so every interleaving of the runner and the pushers is explored.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
@@ -15,7 +15,9 @@
 //! the swapped chunk failed the coalescing model (the entry that was pending behind entry 0 when
 //! a newer one was pushed ran: `[0, 1, 2]`), and turning the lane idle under a second lock, after
 //! letting go of the one the runner saw the queue empty under, failed both models (a pusher
-//! started a second runner while the first was still on the lane).
+//! started a second runner while the first was still on the lane). Giving a runner's remainder
+//! back behind the entries pushed meanwhile, instead of in front of them, failed
+//! `loom_push_vs_chunked_drain_to_empty` and `loom_batches_vs_chunked_drain`.
 
 use std::collections::VecDeque;
 
@@ -41,7 +43,7 @@ struct World {
     runners: AtomicUsize,
     /// Every run, in order.
     ran: Mutex<Vec<u32>>,
-    /// Chunk size of the runner.
+    /// Batch of the runner: entries it runs per turn.
     max: usize,
 }
 
@@ -104,20 +106,31 @@ impl World {
             self.runners.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
-        if len <= self.max {
-            std::mem::swap(&mut st.queue, chunk);
-            if chunk.len() > 1 && chunk.back().is_some_and(|e| e.coalescing) {
-                if let Some(last) = chunk.pop_back() {
-                    st.queue.push_back(last);
-                }
+        std::mem::swap(&mut st.queue, chunk);
+        if len > 1 && chunk.back().is_some_and(|e| e.coalescing) {
+            if let Some(last) = chunk.pop_back() {
+                st.queue.push_back(last);
             }
-        } else {
-            chunk.extend(st.queue.drain(..self.max));
         }
         true
     }
 
-    /// `run_batch`, without a batch limit: chunks until the lane is empty.
+    /// `LaneState::give_back`: the chunk's remainder goes in front of what was pushed since.
+    fn give_back(&self, chunk: &mut VecDeque<Entry>) {
+        let mut st = self.lane.lock();
+        if chunk.len() >= st.queue.len() {
+            chunk.append(&mut st.queue);
+            std::mem::swap(&mut st.queue, chunk);
+        } else {
+            while let Some(entry) = chunk.pop_back() {
+                st.queue.push_front(entry);
+            }
+        }
+    }
+
+    /// `run_batch`: takes the queue, runs at most `max` entries, gives the rest back (the real
+    /// runner then requeues the lane; here it goes on at once, as the lane's only runner), until
+    /// it sees the lane empty.
     fn run_lane(&self) {
         assert_eq!(
             self.runners.fetch_add(1, Ordering::AcqRel),
@@ -125,12 +138,15 @@ impl World {
             "two runners on one lane"
         );
         let mut chunk = VecDeque::new();
-        loop {
-            if !self.take(&mut chunk) {
-                break;
-            }
-            while let Some(entry) = chunk.pop_front() {
+        while self.take(&mut chunk) {
+            for _ in 0..self.max {
+                let Some(entry) = chunk.pop_front() else {
+                    break;
+                };
                 self.ran.lock().push(entry.id);
+            }
+            if !chunk.is_empty() {
+                self.give_back(&mut chunk);
             }
         }
     }
@@ -160,8 +176,8 @@ fn coal(id: u32) -> Entry {
     }
 }
 
-/// Rules 1, 2, 4, 5: pushes race a runner that takes chunks of two (whole by swap, or the front
-/// of a longer queue by copy) and drains the lane to empty. Each entry runs exactly once, in
+/// Rules 1, 2, 4, 5: pushes race a runner that takes the whole queue, runs two entries a turn
+/// and gives the rest back, until it drains the lane to empty. Each entry runs exactly once, in
 /// order; the lane ends idle; never two runners.
 #[test]
 fn loom_push_vs_chunked_drain_to_empty() {
@@ -219,7 +235,7 @@ fn loom_coalescing_replace_vs_swap_take() {
 }
 
 /// A batch (`Lane::execute_all`) under rules 1, 2, 4 and 5: a batch and single pushes from one
-/// thread race another thread's batch and a runner taking chunks of two. Each entry runs once;
+/// thread race another thread's batch and a runner running two entries a turn. Each entry runs once;
 /// each thread's entries run in its order; a batch's entries run back to back (no entry of the
 /// other thread between them); never two runners; the lane ends idle.
 #[test]

@@ -19,6 +19,23 @@ use crate::future::Resume;
 const SPARE_MAX: usize = 1024;
 
 impl<S: LaneKind> super::table::LaneState<S> {
+    /// Rule 5: the entries of a runner's `chunk` that did not run go back in front of the queue,
+    /// in order, before every entry pushed since the chunk was taken; `chunk` is left empty.
+    /// The shorter of the two is moved: a runner that took a long queue and ran its batch
+    /// gives back its remainder by swapping buffers, copying only the few entries pushed
+    /// meanwhile.
+    fn give_back(&mut self, chunk: &mut VecDeque<S::Entry>) {
+        if chunk.len() >= self.queue.len() {
+            chunk.append(&mut self.queue);
+            std::mem::swap(&mut self.queue, chunk);
+        } else {
+            while let Some(entry) = chunk.pop_back() {
+                self.queue.push_front(entry);
+            }
+        }
+        self.held = 0;
+    }
+
     /// Rule 5: `buf` (empty) goes back to the lane: as its queue's buffer if the queue has none
     /// (a lane that goes idle keeps one buffer where the next push needs it, also when the idle
     /// cache drops its spare), else as its spare, unless it has one already or `buf` is larger
@@ -65,10 +82,11 @@ enum Taken<S: LaneKind> {
 }
 
 impl<S: LaneKind> LaneCore<S> {
-    /// Takes up to `max` entries from the front into `chunk` (empty, oldest first). A queue of
-    /// at most `max` entries is taken whole by swapping buffers with `chunk`: no entry is read or
-    /// copied under the lock. Rule 5: a coalescing entry last in the queue stays there unless it
-    /// is the very next to run, so `push` sees every pending coalescing entry that could be
+    /// Takes the whole queue into `chunk` (empty) by swapping buffers: no entry is read or
+    /// copied under the lock, which is what a producer pushing to this lane waits for. The
+    /// runner runs at most `max` of them this turn and gives the rest back in front of the queue
+    /// (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue stays there unless
+    /// it is the very next to run, so `push` sees every pending coalescing entry that could be
     /// replaced. Only the head is looked at for a barrier or an async entry; one further back
     /// is found by the runner, which puts it back with the rest (`Running::put_back_from`).
     /// Empty: the lane is turned off (rule 2). Whenever the runner leaves the lane (empty,
@@ -100,17 +118,13 @@ impl<S: LaneKind> LaneCore<S> {
                 None => unreachable!("the head was just seen"),
             };
         }
-        if len <= max {
-            std::mem::swap(&mut st.queue, chunk);
-            if chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
-                if let Some(last) = chunk.pop_back() {
-                    st.queue.push_back(last);
-                }
+        std::mem::swap(&mut st.queue, chunk);
+        if len > 1 && chunk.back().is_some_and(S::is_coalescing) {
+            if let Some(last) = chunk.pop_back() {
+                st.queue.push_back(last);
             }
-        } else {
-            // The rest stays behind the `max` taken: none of them is last in the queue.
-            chunk.extend(st.queue.drain(..max));
         }
+        st.held = chunk.len().saturating_sub(max);
         Taken::Entries
     }
 }
@@ -176,11 +190,8 @@ impl<S: LaneKind> Running<S> {
     /// `take_chunk` meets it at the head (rules 6 and 7).
     fn put_back_from(&self, first: S::Entry) {
         let mut chunk = self.chunk.borrow_mut();
-        let mut st = self.lane.state.lock();
-        for entry in chunk.drain(..).rev() {
-            st.queue.push_front(entry);
-        }
-        st.queue.push_front(first);
+        chunk.push_front(first);
+        self.lane.state.lock().give_back(&mut chunk);
     }
 }
 
@@ -189,10 +200,7 @@ impl<S: LaneKind> Held for Running<S> {
     fn put_back(&self) -> usize {
         let mut chunk = self.chunk.borrow_mut();
         if !chunk.is_empty() {
-            let mut st = self.lane.state.lock();
-            for entry in chunk.drain(..).rev() {
-                st.queue.push_front(entry);
-            }
+            self.lane.state.lock().give_back(&mut chunk);
         }
         self.ran.take()
     }
@@ -276,7 +284,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
                         (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
                     });
                     running.ran.set(running.ran.get() + 1);
-                    if worker.registry.is_stopping() {
+                    if running.ran.get() == left || worker.registry.is_stopping() {
                         break;
                     }
                 }
@@ -295,8 +303,11 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
         let idle = {
             let mut guard = lane.state.lock();
             let st = &mut *guard;
-            // The batch is used up and the chunk is empty: its buffer is the lane's spare again.
-            st.keep_spare(running.chunk.take());
+            // The batch is used up: what is left of the chunk goes back in front of the queue,
+            // and the chunk's buffer is the lane's spare again.
+            let mut chunk = running.chunk.take();
+            st.give_back(&mut chunk);
+            st.keep_spare(chunk);
             if st.queue.is_empty() {
                 Some(st.turn_idle(lane.pinned()))
             } else {

@@ -148,6 +148,9 @@ pub(super) struct LaneState<S: LaneKind> {
     /// the table alive anyway, so the cycle adds nothing, and it is cut when the last pin goes
     /// (`remove_if_idle`) or at the first idle turn after it.
     pub(super) kept: Option<Arc<LaneTable<S>>>,
+    /// Rule 5: entries the runner took with the whole queue beyond the batch it runs this turn
+    /// (they go back in front of the queue when it leaves): counted in the lane's depth.
+    pub(super) held: usize,
 }
 
 impl<S: LaneKind> LaneState<S> {
@@ -301,6 +304,7 @@ impl<S: LaneKind> LaneTable<S> {
                         spare: VecDeque::new(),
                         table: None,
                         kept: None,
+                        held: 0,
                     }),
                     pins: AtomicUsize::new(0),
                     cached: AtomicU64::new(0),
@@ -574,7 +578,10 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
         let start = out.len();
         for shard in self.shards() {
             for lane in shard.lock().lanes.iter() {
-                let queued = lane.state.lock().queue.len();
+                let queued = {
+                    let st = lane.state.lock();
+                    st.queue.len() + st.held
+                };
                 if queued > 0 {
                     out.push(LaneDepth {
                         context_hash: lane.hash,
