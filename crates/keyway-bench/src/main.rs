@@ -158,7 +158,8 @@ enum Scenario {
     /// 1,000 keys, zero work, and an open loop at 10,000 msg/s.
     Stream(StreamArgs),
     /// How long a task waits under an open-loop load (25/50/80% of each system's
-    /// sustained rate): p50/p99/p99.9/max submit-to-start and submit-to-finish.
+    /// sustained rate): p50/p99/p99.9/max submit-to-start and submit-to-finish, and p99/p99.9
+    /// of the producer's lateness.
     Latency(LatencyArgs),
     /// K processes of this command share one rate limit through Redis; one is killed.
     Distributed(DistributedArgs),

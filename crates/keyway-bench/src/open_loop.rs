@@ -8,7 +8,10 @@
 //!
 //! Delays are recorded in HDR histograms (nanoseconds, 3 significant digits), in a few stripes
 //! picked by context so that workers running different contexts rarely share one; a context's
-//! tasks run one at a time, so at 16 contexts no two tasks ever meet on a stripe.
+//! tasks run one at a time, so at 16 contexts no two tasks ever meet on a stripe. The producer
+//! keeps its own lateness (from a task's intended time to its submit) in a histogram of its own
+//! and hands it over once at the end ([`OpenLoop::add_late`]): it tells a system's own queueing
+//! from a producer that did not get the CPU in time.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -39,6 +42,8 @@ pub struct OpenLoop {
     start: OnceLock<Instant>,
     /// Taken out by [`summary`](Self::summary), so a leaked run keeps no histograms.
     stripes: Box<[Mutex<Option<Stripe>>]>,
+    /// The producer's lateness, handed over by [`add_late`](Self::add_late).
+    late: Mutex<Option<Histogram<u64>>>,
 }
 
 /// What one open-loop run measured.
@@ -48,6 +53,9 @@ pub struct Summary {
     pub start: Histogram<u64>,
     /// Delays from each task's intended submit time to its finish (ns).
     pub finish: Histogram<u64>,
+    /// Delays from each task's intended submit time to the producer's submit of it (ns): the
+    /// part of `start` the producer spent late.
+    pub late: Histogram<u64>,
     /// Tasks per second offered (the schedule's rate).
     pub offered: f64,
     /// Tasks per second achieved: tasks finished / time from the first intended submit to
@@ -64,8 +72,7 @@ impl OpenLoop {
             0.01
         };
         let stripe = || {
-            let h = Histogram::new_with_bounds(1, HIGHEST_NS, DIGITS)
-                .unwrap_or_else(|e| unreachable!("constant histogram bounds: {e}"));
+            let h = Self::histogram();
             Mutex::new(Some(Stripe {
                 start: h.clone(),
                 finish: h,
@@ -76,6 +83,22 @@ impl OpenLoop {
             period_ns: 1e9 / rate,
             start: OnceLock::new(),
             stripes: (0..STRIPES).map(|_| stripe()).collect(),
+            late: Mutex::new(Some(Self::histogram())),
+        }
+    }
+
+    /// An empty histogram of the delays' bounds.
+    pub fn histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, HIGHEST_NS, DIGITS)
+            .unwrap_or_else(|e| unreachable!("constant histogram bounds: {e}"))
+    }
+
+    /// Adds the producer's lateness (recorded with [`wait_turn`](Self::wait_turn)'s results).
+    pub fn add_late(&self, late: &Histogram<u64>) {
+        let mut mine = self.late.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mine) = mine.as_mut() {
+            // Same bounds (`histogram`): adding cannot fail.
+            let _ = mine.add(late);
         }
     }
 
@@ -88,15 +111,16 @@ impl OpenLoop {
     }
 
     /// The producer's wait for task `index`'s turn: returns at once when it is late (or when
-    /// its turn lies past the clock's range).
-    pub fn wait_turn(&self, index: u64) {
+    /// its turn lies past the clock's range). Returns how late it returned (ns; 0 past the
+    /// clock's range).
+    pub fn wait_turn(&self, index: u64) -> u64 {
         let Some(due) = self.intended(index) else {
-            return;
+            return 0;
         };
         loop {
             let now = Instant::now();
             if now >= due {
-                return;
+                return (now - due).as_nanos() as u64;
             }
             let ahead = due - now;
             if ahead > SLEEP_OVER {
@@ -149,7 +173,14 @@ impl OpenLoop {
             last = last.max(s.last_finish_ns);
         }
         let tasks = start.len() as f64;
+        let late = self
+            .late
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_else(Self::histogram);
         Summary {
+            late,
             offered: 1e9 / self.period_ns,
             achieved: if last == 0 {
                 0.0
@@ -186,6 +217,30 @@ mod tests {
         assert_eq!(s.offered, 1_000.0);
         // One task, finished 16 ms after the start.
         assert!((s.achieved - 62.5).abs() < 0.1, "{}", s.achieved);
+    }
+
+    /// `wait_turn` returns how late the producer came to a task; what `add_late` hands over
+    /// is in the summary.
+    #[test]
+    fn the_producers_lateness_is_kept_apart() {
+        let ol = OpenLoop::new(1_000.0); // 1 ms apart
+        let t0 = ol.intended(0).unwrap();
+        // Task 0 was due at the start: a late return, by the time since then.
+        while Instant::now() < t0 + Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        let late = ol.wait_turn(0);
+        assert!(late >= 2_000_000, "{late}");
+        // Task 1 is past due too (by 1 ms).
+        assert!(ol.wait_turn(1) >= 1_000_000);
+        let mut h = OpenLoop::histogram();
+        h.record_n(late, 3).unwrap();
+        ol.add_late(&h);
+        let s = ol.summary();
+        assert_eq!(s.late.len(), 3);
+        assert!(s.late.max() >= 2_000_000);
+        // Summarised once: a second summary has no lateness left.
+        assert_eq!(ol.summary().late.len(), 0);
     }
 
     #[test]

@@ -115,18 +115,28 @@ impl ContextsRun {
         &self,
         mut submit: impl FnMut(usize, RangeInclusive<u64>) -> Result<(), String>,
     ) -> Result<(), String> {
-        let mut first = 1;
-        while first <= self.tasks {
-            let last = first.saturating_add(self.batch - 1).min(self.tasks);
-            for ctx in 0..self.contexts() {
-                if let Some(schedule) = &self.open_loop {
-                    schedule.wait_turn(self.arrival(ctx, first));
+        // The producer's lateness, kept here and handed over once (no lock per submit).
+        let mut late = self.open_loop.as_ref().map(|_| OpenLoop::histogram());
+        let mut feed = || {
+            let mut first = 1;
+            while first <= self.tasks {
+                let last = first.saturating_add(self.batch - 1).min(self.tasks);
+                for ctx in 0..self.contexts() {
+                    if let (Some(schedule), Some(late)) = (&self.open_loop, late.as_mut()) {
+                        let ns = schedule.wait_turn(self.arrival(ctx, first));
+                        late.saturating_record_n(ns.max(1), last - first + 1);
+                    }
+                    submit(ctx, first..=last)?;
                 }
-                submit(ctx, first..=last)?;
+                first = last + 1;
             }
-            first = last + 1;
+            Ok(())
+        };
+        let fed = feed();
+        if let (Some(schedule), Some(late)) = (&self.open_loop, &late) {
+            schedule.add_late(late);
         }
-        Ok(())
+        fed
     }
 
     /// Checks that every context ran all its tasks, in order.

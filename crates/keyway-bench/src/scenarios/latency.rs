@@ -7,7 +7,9 @@
 //! compare at one rate) on an open-loop schedule (arrivals at fixed times, round robin over the contexts; delays
 //! counted from each task's intended submit time, so a stall cannot hide as a lower rate: see
 //! `open_loop`). Each row reports p50, p99, p99.9 and max of submit-to-start and
-//! submit-to-finish (HDR histograms) and the achieved rate against the offered one. Per-context
+//! submit-to-finish (HDR histograms), the achieved rate against the offered one, and p99 and
+//! p99.9 of the producer's lateness (intended time to submit: the part of the delay the
+//! producer spent not yet submitting, from a slow submit call or a producer without a CPU). Per-context
 //! order is checked as in `contexts` (crossbeam-pool keeps none: completeness only).
 //! One open-loop run per system and load, after an uncounted warm-up run; `--runs` is ignored.
 
@@ -317,6 +319,8 @@ fn figures(sustained: f64, s: &Summary) -> Vec<(&'static str, f64)> {
         ("finish p99", us(&s.finish, 0.99)),
         ("finish p99.9", us(&s.finish, 0.999)),
         ("finish max", s.finish.max() as f64 / 1e3),
+        ("late p99", us(&s.late, 0.99)),
+        ("late p99.9", us(&s.late, 0.999)),
     ]
 }
 
@@ -398,6 +402,19 @@ mod tests {
             "the stall lowered the rate to {} instead of showing as delay",
             s.achieved
         );
+        // The stall was the producer's (it blocked in its submit call): its lateness shows it,
+        // one record per task.
+        assert_eq!(s.late.len(), 10_000);
+        assert!(
+            s.late.max() >= stall_ns * 99 / 100,
+            "late max {}",
+            s.late.max()
+        );
+        let late_p99 = s.late.value_at_quantile(0.99);
+        assert!(
+            late_p99 >= stall_ns / 2,
+            "late p99 {late_p99} ns hides the stall"
+        );
     }
 
     /// A broken "executor" that runs each context's first two tasks the wrong way round.
@@ -466,6 +483,8 @@ mod tests {
                 assert!(summary.start.len() >= 400, "{}", s.name);
                 let names: Vec<_> = figures(1.0, &summary).iter().map(|f| f.0).collect();
                 assert!(names.contains(&"start p99.9") && names.contains(&"finish max"));
+                assert!(names.contains(&"late p99") && names.contains(&"late p99.9"));
+                assert_eq!(summary.late.len(), summary.start.len(), "{}", s.name);
                 assert_eq!(plotted(&summary).len(), PLOTTED.len());
             }
         }
