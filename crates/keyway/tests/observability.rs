@@ -7,16 +7,17 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::{Gate, Latch};
-use keyway::{PanicReport, Pool};
+use keyway::{PanicReport, Pool, PoolBuilder};
 
 /// One worker, no auxiliary thread: a task waiting at `gate` holds the only worker, so every
 /// lane task submitted after it stays queued where `Stats` can see it.
 fn held_pool(gate: &Gate) -> Pool {
-    let pool = Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .build()
-        .unwrap();
+    held_pool_with(gate, Pool::builder())
+}
+
+/// [`held_pool`] from `builder`'s other settings.
+fn held_pool_with(gate: &Gate, builder: PoolBuilder) -> Pool {
+    let pool = builder.core_threads(1).max_threads(1).build().unwrap();
     let started = Latch::new(1);
     let (s, g) = (started.clone(), gate.clone());
     pool.execute(move || {
@@ -70,21 +71,9 @@ fn typed_and_closure_lanes_report_the_hash_pool_context_hash_gives() {
 fn a_lane_whose_runner_took_a_long_queue_still_reports_its_depth() {
     const BATCH: usize = 4;
     let gate = Gate::new();
-    let pool = Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .lane_batch(BATCH)
-        .build()
-        .unwrap();
-    let (started, blocker_started) = (Latch::new(1), Latch::new(1));
-    let (s, g) = (started.clone(), gate.clone());
-    // Holds the only worker while the lane fills: its runner then takes all 101 entries.
-    pool.execute(move || {
-        s.count_down();
-        g.wait();
-    })
-    .unwrap();
-    started.wait();
+    // The only worker is held while the lane fills: its runner then takes all 101 entries.
+    let pool = held_pool_with(&gate, Pool::builder().lane_batch(BATCH));
+    let blocker_started = Latch::new(1);
     let lane_gate = Gate::new();
     let (b, lg) = (blocker_started.clone(), lane_gate.clone());
     pool.execute_sequential("hot", move || {
