@@ -288,7 +288,11 @@ impl<S: LaneKind> LaneTable<S> {
         let lane = match entry {
             Entry::Occupied(o) => {
                 let lane = o.into_mut();
-                if lane.cached.swap(0, Ordering::Relaxed) != 0 {
+                // Read first, written only when set (the shard lock is held, and only its
+                // holder writes the mark): a look-up of a lane in use leaves the mark's line
+                // shared instead of taking it exclusive with a swap on every task.
+                if lane.cached.load(Ordering::Relaxed) != 0 {
+                    lane.cached.store(0, Ordering::Relaxed);
                     *cached -= 1; // back in use
                 }
                 lane
