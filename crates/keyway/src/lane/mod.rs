@@ -5,6 +5,8 @@
 //!
 //! * `table` — one lane per context value, created on first use, freed when idle; pushing onto
 //!   a lane — the protocol is in `README.md` beside this file;
+//! * `sweep` — what the pool asks of a table: the drain of `shutdown_now`, the monitor's sweeps
+//!   of the idle cache, the counts `Stats` reads;
 //! * `runner` — how a lane runs on the pool: chunks, batches, multi-key and async entries;
 //! * `closures` — lanes of closures, and how a task is admitted and queued in them;
 //! * `spawn` — futures onto lanes;
@@ -25,6 +27,7 @@ mod pool_handle;
 mod runner;
 pub(crate) mod spawn;
 mod state;
+mod sweep;
 mod table;
 pub(crate) mod typed;
 pub(crate) mod typed_async;

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
 use super::keyed::MultiTask;
-use crate::engine::{Config, KeyHasher, LaneDepth, Registry, TableOps, Work};
+use crate::engine::{Config, KeyHasher, Registry, Work};
 use crate::task::{drop_quietly, Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
@@ -92,11 +92,11 @@ const CACHED_BUF_MAX: usize = 16;
 
 /// The lanes of one shard.
 pub(crate) struct ShardMap<S: LaneKind> {
-    lanes: HashTable<Arc<LaneCore<S>>>,
+    pub(super) lanes: HashTable<Arc<LaneCore<S>>>,
     /// Lanes kept idle in this shard (each with `cached` set).
-    cached: usize,
+    pub(super) cached: usize,
     /// The oldest `cached` mark among them (the monitor skips a shard with none old enough).
-    oldest: u64,
+    pub(super) oldest: u64,
 }
 
 pub(crate) struct LaneTable<S: LaneKind> {
@@ -105,12 +105,12 @@ pub(crate) struct LaneTable<S: LaneKind> {
     idle_keep: usize,
     /// Rule 3: how many monitor looks (sweeps) a cached lane outlives (`keep_idle` in periods;
     /// `u64::MAX`: until shutdown).
-    keep_sweeps: u64,
+    pub(super) keep_sweeps: u64,
     /// Rule 3: the monitor's looks so far; a lane cached now is marked with this count + 1.
-    sweeps: AtomicU64,
+    pub(super) sweeps: AtomicU64,
     hasher: KeyHasher,
     pub(crate) kind: Arc<S>,
-    live: AtomicUsize,
+    pub(super) live: AtomicUsize,
 }
 
 /// One context's lane. Its state is guarded by `state`; its presence in the table by the shard
@@ -125,10 +125,10 @@ pub(crate) struct LaneCore<S: LaneKind> {
     pub(super) state: Mutex<LaneState<S>>,
     /// `Lane` handles holding this lane in the table; changed only under the shard lock when it
     /// goes to or from zero.
-    pins: AtomicUsize,
+    pub(super) pins: AtomicUsize,
     /// Kept idle in the shard's cache since the table's sweep count was `cached - 1`; 0: not
     /// cached (changed only under the shard lock).
-    cached: AtomicU64,
+    pub(super) cached: AtomicU64,
 }
 
 pub(super) struct LaneState<S: LaneKind> {
@@ -417,7 +417,7 @@ impl<S: LaneKind> LaneTable<S> {
         }
     }
 
-    fn shards(&self) -> impl Iterator<Item = &Shard<S>> {
+    pub(super) fn shards(&self) -> impl Iterator<Item = &Shard<S>> {
         self.shards.iter()
     }
 }
@@ -528,112 +528,10 @@ impl<S: LaneKind> LaneCore<S> {
 impl<S: LaneKind> ShardMap<S> {
     /// Gives memory back after a burst: a table a quarter full halves (defect: a shard kept the
     /// size of its peak forever). Amortised O(1) per removal.
-    fn shrink(&mut self) {
+    pub(super) fn shrink(&mut self) {
         let len = self.lanes.len();
         if self.lanes.capacity() > 32 && len * 4 < self.lanes.capacity() {
             self.lanes.shrink_to(len * 2, |l| l.hash);
-        }
-    }
-}
-
-impl<S: LaneKind> TableOps for LaneTable<S> {
-    fn drain(&self, out: &mut Vec<PendingTask>) {
-        for shard in self.shards() {
-            let mut map = shard.lock();
-            for lane in map.lanes.iter() {
-                let mut st = lane.state.lock();
-                // Not the table's last reference: the caller holds one.
-                st.table = None;
-                for entry in st.queue.drain(..) {
-                    out.extend(S::pending(lane, entry));
-                }
-            }
-            let freed: Vec<_> = map
-                .lanes
-                .extract_if(|l| l.pins.load(Ordering::Acquire) == 0)
-                .collect();
-            map.cached = 0; // pinned lanes are never cached
-            map.oldest = u64::MAX;
-            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
-            map.shrink();
-            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
-            drop(map);
-            drop(freed);
-        }
-    }
-
-    fn sweep_idle(&self) {
-        self.free_cached(None);
-    }
-
-    fn sweep_expired(&self) {
-        if self.keep_sweeps == u64::MAX {
-            return; // kept until shutdown
-        }
-        let sweep = self.sweeps.fetch_add(1, Ordering::Relaxed) + 1;
-        self.free_cached(Some(sweep));
-    }
-
-    fn live_lanes(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
-    }
-
-    fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>) {
-        let start = out.len();
-        for shard in self.shards() {
-            for lane in shard.lock().lanes.iter() {
-                let queued = {
-                    let st = lane.state.lock();
-                    st.queue.len() + st.held
-                };
-                if queued > 0 {
-                    out.push(LaneDepth {
-                        context_hash: lane.hash,
-                        queued,
-                    });
-                }
-            }
-            // Keep only the deepest `n` of this table as we go.
-            if out.len() - start > 4 * n {
-                out[start..].sort_by_key(|d| std::cmp::Reverse(d.queued));
-                out.truncate(start + n);
-            }
-        }
-    }
-}
-
-impl<S: LaneKind> LaneTable<S> {
-    /// Rule 3: frees the cached lanes, every one (`sweep` `None`: shutdown), or those idle for
-    /// `keep_sweeps` whole periods at the monitor's look number `sweep`.
-    fn free_cached(&self, sweep: Option<u64>) {
-        // A lane marked `mark` has seen `sweep - mark + 1` looks, this one included.
-        let expired =
-            |mark: u64| sweep.map_or(true, |sweep| sweep.saturating_sub(mark) >= self.keep_sweeps);
-        for shard in self.shards() {
-            let mut map = shard.lock();
-            if map.cached == 0 || !expired(map.oldest) {
-                continue;
-            }
-            let (mut kept, mut oldest) = (0, u64::MAX);
-            let freed: Vec<_> = map
-                .lanes
-                .extract_if(|l| match l.cached.load(Ordering::Relaxed) {
-                    0 => false,
-                    mark if expired(mark) => true,
-                    mark => {
-                        kept += 1;
-                        oldest = oldest.min(mark);
-                        false
-                    }
-                })
-                .collect();
-            map.cached = kept;
-            map.oldest = oldest;
-            self.live.fetch_sub(freed.len(), Ordering::Relaxed);
-            map.shrink();
-            // A lane's key (and a typed lane's keyed state) is user code: dropped unlocked.
-            drop(map);
-            drop(freed);
         }
     }
 }
