@@ -62,6 +62,9 @@ SYSTEMS (row names; pick some with --systems a,b):
   thread-per-context  contexts: a std thread and a channel per context
   tokio-actor         contexts: a tokio task and an mpsc mailbox per context
                       (contexts --async: the task awaits in its loop)
+  tokio-actor-closure contexts: a tokio task per context whose mailbox carries
+                      boxed closures (Box<dyn FnOnce() + Send>): the shape of
+                      execute_sequential
   tokio-mutex         contexts --async: a tokio task per message holding its
                       context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one

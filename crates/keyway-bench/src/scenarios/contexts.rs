@@ -26,6 +26,7 @@ use crate::systems::keyway::{KeywayLanes, KeywayTyped};
 use crate::systems::thread_per_context::ThreadPerContext;
 pub use crate::systems::thread_per_context::THREAD_LIMIT;
 use crate::systems::tokio_actor::TokioActor;
+use crate::systems::tokio_actor_closure::TokioActorClosure;
 
 /// `--quick` divides the task counts by this.
 const QUICK_DIVISOR: u64 = 50;
@@ -136,6 +137,7 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
         contenders.push(contender::<ThreadPerContext>(v, threads, timeout));
     }
     contenders.push(contender::<TokioActor>(v, threads, timeout));
+    contenders.push(contender::<TokioActorClosure>(v, threads, timeout));
     contenders.push(contender::<Ideal>(v, threads, timeout));
     measure_variant(v, opts, None, contenders)
 }
@@ -222,6 +224,7 @@ mod tests {
         let timeout = Duration::from_secs(30);
         run_once::<ThreadPerContext>(&v, 2, timeout).unwrap();
         run_once::<TokioActor>(&v, 2, timeout).unwrap();
+        run_once::<TokioActorClosure>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
         run_once::<KeywayTyped>(&v, 2, timeout).unwrap();
@@ -241,6 +244,7 @@ mod tests {
                 "keyway-typed",
                 "thread-per-context",
                 "tokio-actor",
+                "tokio-actor-closure",
                 "ideal",
             ],
         );

@@ -18,6 +18,7 @@ pub mod strategy;
 pub mod stream;
 pub mod thread_per_context;
 pub mod tokio_actor;
+pub mod tokio_actor_closure;
 pub mod tokio_sleep;
 pub mod tokio_spawn;
 

@@ -65,9 +65,9 @@ pub(crate) fn send_to_mailboxes(
 }
 
 /// Closes every mailbox and waits until each actor has drained its own.
-pub(crate) fn close_mailboxes(
+pub(crate) fn close_mailboxes<M>(
     runtime: &Runtime,
-    senders: Vec<UnboundedSender<u64>>,
+    senders: Vec<UnboundedSender<M>>,
     actors: Vec<JoinHandle<()>>,
 ) -> Result<(), String> {
     drop(senders);
