@@ -2,12 +2,15 @@
 //! `shutdown_now` called on that very thread (from inside a task or a future's first poll) can
 //! see it (step 4 of the "Shutdown" section of `README.md`):
 //!
-//! * **the chunk it runs.** A lane runner takes a chunk of entries from its lane and runs them
-//!   one by one. While one of them runs, the others are in no queue: a `shutdown_now` called from
-//!   that very task would never see them. So the runner registers its chunk ([`hold`]) for the
-//!   time each entry runs, and `shutdown_now`, on the same thread, puts the registered chunk
-//!   back at the front of its lane ([`put_back_held`]; lane rule 5) before it counts itself
-//!   inside, so no other caller drains that lane before the chunk is back.
+//! * **what its lane turn holds.** A lane's turn takes a chunk of entries from its lane and runs
+//!   them one by one, and counts them finished in batches. While one of them runs, the others
+//!   are in no queue, and those that ran are not yet counted: a `shutdown_now` called from that
+//!   very task would never see them. So the turn registers itself ([`holding`]) for the time it
+//!   runs user code, and `shutdown_now`, on the same thread, puts the registered chunk back at
+//!   the front of its lane and counts what ran ([`put_back_held`]; lane rule 5) before it counts
+//!   itself inside, so no other caller drains that lane before the chunk is back. Turns nest (a
+//!   multi-key task's completion may go on with a lane inline): every registered turn is put
+//!   back.
 //! * **the futures it is launching.** In a future's first poll the thread holds two admissions:
 //!   the launched entry's (counted finished by its launcher once the first poll returns) and the
 //!   future's own. A `shutdown_now` called inside it allows for the first ([`launching`],
@@ -18,17 +21,26 @@ use std::ptr::NonNull;
 
 use super::worker;
 
-/// A chunk that can go back to the front of its lane, in order.
+/// What a lane's turn holds outside every queue: entries it took and has not started, and
+/// entries it ran and has not yet counted finished.
 pub(crate) trait Held {
-    /// Puts every entry not yet started back at the front of the lane, and returns how many of
-    /// the chunk's entries already ran without being counted finished yet (then counted here).
+    /// Puts every entry not yet started back at the front of its lane, in order, and returns
+    /// how many entries already ran without being counted finished yet (then counted here).
     fn put_back(&self) -> usize;
+}
+
+/// One registration: what a turn holds, and the registration it covers (turns nest: a
+/// multi-key task's completion may go on with one of its lanes inline). Lives on the frame of
+/// [`holding`], which unlinks it before it goes.
+struct Node {
+    held: NonNull<dyn Held>,
+    outer: Option<NonNull<Node>>,
 }
 
 /// The record: one per thread, const-initialised, no destructor.
 struct Holding {
-    /// The chunk of the lane runner on this thread, while one of its entries runs.
-    chunk: Cell<Option<NonNull<dyn Held>>>,
+    /// The innermost registration of this thread, while its turn runs user code.
+    innermost: Cell<Option<NonNull<Node>>>,
     /// How many futures this thread is in the first poll of.
     launching: Cell<u64>,
 }
@@ -36,48 +48,59 @@ struct Holding {
 thread_local! {
     static HOLDING: Holding = const {
         Holding {
-            chunk: Cell::new(None),
+            innermost: Cell::new(None),
             launching: Cell::new(0),
         }
     };
 }
 
-/// Registers `chunk` until the returned guard is dropped.
-pub(crate) fn hold(chunk: &(dyn Held + 'static)) -> HeldGuard {
-    let prev = HOLDING.with(|h| h.chunk.replace(Some(NonNull::from(chunk))));
-    HeldGuard { prev }
-}
-
-/// Restores the previous registration (none, unless runners nest) when dropped.
-pub(crate) struct HeldGuard {
-    prev: Option<NonNull<dyn Held>>,
-}
-
-impl Drop for HeldGuard {
-    fn drop(&mut self) {
-        let _ = HOLDING.try_with(|h| h.chunk.set(self.prev));
-    }
-}
-
-/// Puts the chunk of the runner on this thread (if any) back into its lane.
-pub(crate) fn put_back_held() {
-    if let Some(chunk) = HOLDING.try_with(|h| h.chunk.get()).ok().flatten() {
-        // SAFETY: `chunk` only ever holds a pointer that `hold` took from a live reference, and
-        // the guard `hold` returned clears it again before that reference's referent can go away
-        // (the runner keeps the chunk on its stack frame and drops the guard first, also when
-        // unwinding). The record is thread-local, so the referent lives on this very thread's
-        // stack, below the current call. `put_back` only takes a `RefCell` borrow of the chunk,
-        // which the runner never holds while an entry runs, so no `&mut` aliases it.
-        let ran = unsafe { chunk.as_ref() }.put_back();
-        // The runner counts finished tasks per chunk; `shutdown_now` waits for the count, so
-        // those of this chunk that already ran are counted now (the runner will not again).
-        if ran > 0 {
-            worker::with_current(|cx| {
-                if let Some(cx) = cx {
-                    cx.registry.count_finished(ran, Some(cx));
-                }
-            });
+/// Runs `f` with `held` registered, so that a `shutdown_now` called on this thread inside `f`
+/// puts back what it holds ([`put_back_held`]). Unregistered however `f` ends, unwinding
+/// included: the registration cannot outlive `held`.
+pub(crate) fn holding<R>(held: &dyn Held, f: impl FnOnce() -> R) -> R {
+    // SAFETY: only the lifetime is erased. The pointer is read only while this registration is
+    // linked (by `put_back_held`, on this thread, inside `f`), and `Unlink` unlinks it before
+    // this frame, and so `held`'s borrow, ends.
+    let held: &'static dyn Held =
+        unsafe { std::mem::transmute::<&dyn Held, &'static dyn Held>(held) };
+    let node = Node {
+        held: NonNull::from(held),
+        outer: HOLDING.with(|h| h.innermost.get()),
+    };
+    HOLDING.with(|h| h.innermost.set(Some(NonNull::from(&node))));
+    /// Restores the outer registration however `f` ends.
+    struct Unlink(Option<NonNull<Node>>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            let _ = HOLDING.try_with(|h| h.innermost.set(self.0));
         }
+    }
+    let _unlink = Unlink(node.outer);
+    f()
+}
+
+/// Puts back what every turn on this thread holds (innermost first) into its lane.
+pub(crate) fn put_back_held() {
+    let mut next = HOLDING.try_with(|h| h.innermost.get()).ok().flatten();
+    let mut ran = 0;
+    while let Some(node) = next {
+        // SAFETY: a linked node lives on the frame of a `holding` call below this one on this
+        // thread's stack (it unlinks itself before that frame ends), and so does what its `held`
+        // points to (see `holding`). `put_back` only takes `RefCell` borrows a turn never holds
+        // while user code runs, so no `&mut` aliases it.
+        let node = unsafe { node.as_ref() };
+        // SAFETY: as above.
+        ran += unsafe { node.held.as_ref() }.put_back();
+        next = node.outer;
+    }
+    // Turns count finished tasks in batches; `shutdown_now` waits for the count, so those that
+    // already ran are counted now (their turns will not count them again).
+    if ran > 0 {
+        worker::with_current(|cx| {
+            if let Some(cx) = cx {
+                cx.registry.count_finished(ran, Some(cx));
+            }
+        });
     }
 }
 

@@ -12,6 +12,7 @@
 //! * `elastic` — workers started, auxiliary threads added and retired;
 //! * `snapshot` — [`Stats`] read from the registry;
 //! * `holding` — the one per-thread record of what a pool thread holds outside any queue;
+//! * `on_pool` — the pool as a running thread sees it: stopping or not, where a finish counts;
 //! * `accounting` — admission and the one count of finished tasks;
 //! * `threads` — thread spawning, names, stack size and the user's hooks;
 //! * `worker`, `registry`, `work` — a worker's loop (and [`blocking`]); what the threads share
@@ -38,6 +39,7 @@ pub(crate) mod holding;
 mod lifecycle;
 mod live;
 mod monitor;
+mod on_pool;
 mod progress;
 mod registry;
 pub(crate) mod reserved;
@@ -68,6 +70,7 @@ mod loom_waiters;
 
 pub(crate) use config::Config;
 pub(crate) use hasher::KeyHasher;
+pub(crate) use on_pool::{on_pool, schedule_woken, with_pool, OnPool};
 pub(crate) use registry::Registry;
 pub use stats::{LaneDepth, Stats};
 pub(crate) use work::{LaneJob, PollTask, Refusal, TableOps, Work};

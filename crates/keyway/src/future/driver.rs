@@ -16,17 +16,18 @@ use std::task::{Context, Poll};
 
 use super::probe::poll_resuming;
 use super::runtime::Runtime;
-use super::wake::{spawn_on, with_pool};
+use super::wake::spawn_on;
 use crate::engine::holding::launching;
-use crate::engine::Registry;
+use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::{panic_message, panic_text, TaskError};
 use crate::task::{contain, drop_quietly, Abandon, Completer, PanicReport};
 
 /// What a future held while it ran, given back once it is done: the lane it suspended (a lane
 /// stays scheduled without a job meanwhile), or every lane of a multi-key future.
 pub(crate) trait Resume: Send + Sync {
-    /// The future is done: let the lane(s) go on.
-    fn resume(self: Arc<Self>, registry: &Arc<Registry>);
+    /// The future is done: let the lane(s) go on (unless the pool is stopping: `shutdown_now`'s
+    /// drain takes them).
+    fn resume(self: Arc<Self>, pool: &OnPool<'_>);
     /// The context hash its panic report carries, if it held one context.
     fn context_hash(&self) -> Option<u64>;
 }
@@ -84,10 +85,12 @@ impl<F: Future> Driver<F> {
             }
             drop(handle);
         });
-        let registry = registry.upgrade();
-        if let Some(registry) = &registry {
+        with_pool(&registry, |pool| {
+            let Some(pool) = pool else {
+                return;
+            };
             if let Some(id) = live {
-                registry.futures.remove(id);
+                pool.registry.futures.remove(id);
             }
             if let Some(report) = report {
                 let report = match &release {
@@ -97,15 +100,13 @@ impl<F: Future> Driver<F> {
                     },
                     Release::None => report,
                 };
-                registry.report_panic(report);
+                pool.registry.report_panic(report);
             }
-            if !registry.is_stopping() {
-                if let Release::Resume(held) = release {
-                    held.resume(registry);
-                }
+            if let Release::Resume(held) = release {
+                held.resume(&pool);
             }
-            registry.count_finished(1, None);
-        }
+            pool.finished(1);
+        });
     }
 }
 
@@ -148,21 +149,26 @@ impl<F: Future> Future for Driver<F> {
                 Poll::Ready(())
             }
             Ok((Poll::Pending, woke_itself)) => {
-                if let Some(finish) = this.finish.as_mut() {
-                    if let Some(registry) = finish.registry.upgrade() {
-                        if registry.is_stopping() {
-                            // Shutdown step 2 (engine README): `shutdown_now` may have cancelled
-                            // the waiting set already: this await point is where the future is
-                            // cancelled.
-                            this.done(Some(Err(TaskError::Cancelled)), None);
-                            return Poll::Ready(());
-                        }
-                        // A future that woke itself is queued again: only a real wait is
-                        // registered for `shutdown_now` (`probe.rs`).
-                        if finish.live.is_none() && !woke_itself {
-                            finish.live = Some(registry.futures.insert(cx.waker().clone()));
-                        }
+                let Some(finish) = this.finish.as_mut() else {
+                    return Poll::Pending;
+                };
+                let stopping = with_pool(&finish.registry, |pool| {
+                    let pool = pool?;
+                    if pool.stopping() {
+                        return Some(true);
                     }
+                    // A future that woke itself is queued again: only a real wait is
+                    // registered for `shutdown_now` (`probe.rs`).
+                    if finish.live.is_none() && !woke_itself {
+                        finish.live = Some(pool.registry.futures.insert(cx.waker().clone()));
+                    }
+                    Some(false)
+                });
+                if stopping == Some(true) {
+                    // Shutdown step 2 (engine README): `shutdown_now` may have cancelled the
+                    // waiting set already: this await point is where the future is cancelled.
+                    this.done(Some(Err(TaskError::Cancelled)), None);
+                    return Poll::Ready(());
                 }
                 Poll::Pending
             }

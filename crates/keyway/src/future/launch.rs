@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::driver::{self, Release};
 use super::runtime::Runtime;
-use crate::engine::{refused, worker, Registry, Work};
+use crate::engine::{refused, with_pool, Registry, Work};
 use crate::error::SubmitError;
 use crate::task::{Abandon, Completer, PanicReport, Runnable, Task, TaskHandle};
 
@@ -97,15 +97,19 @@ pub(crate) struct LaunchTask {
 
 impl Runnable for LaunchTask {
     fn run(self) -> Result<(), PanicReport> {
-        match self.registry.upgrade() {
-            // A worker that took the job just as `shutdown_now` began starts it as usual (it is
-            // then cancelled at its first await): blocking here would keep `shutdown_now`
-            // waiting for this worker, and the future for a wake-up, forever.
-            Some(registry) if !registry.is_stopping() || worker::is_worker_of(&registry) => {
-                self.launcher.launch(&registry, Release::None);
-                Ok(())
+        let LaunchTask { launcher, registry } = self;
+        // On the pool (a worker that took the job just as `shutdown_now` began included: it is
+        // then cancelled at its first await), or run to completion here.
+        let started = with_pool(&registry, |pool| match pool {
+            Some(pool) if pool.may_start_future() => {
+                launcher.launch(pool.registry, Release::None);
+                None
             }
-            _ => self.launcher.0.run_here(),
+            _ => Some(launcher),
+        });
+        match started {
+            None => Ok(()),
+            Some(launcher) => launcher.0.run_here(),
         }
     }
 

@@ -9,8 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Weak;
 
 use super::key::KeyPanicked;
-use super::keyed::MultiTask;
-use super::table::{LaneCore, LaneKind, LaneTable, Ran};
+use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use crate::engine::{refused, Registry};
 use crate::error::{panic_message, SubmitError};
 use crate::future::{Launcher, Release};
@@ -29,7 +28,7 @@ pub(crate) enum ClosureEntry {
     /// A task of this lane alone.
     One { task: Task, coalescing: bool },
     /// A multi-key task, standing in every lane of its keys (rule 6).
-    Many(Arc<MultiTask>),
+    Many(Arc<dyn Barrier>),
     /// A future of this lane alone (rule 7): it holds the lane until it is done.
     Async { fut: Launcher, coalescing: bool },
 }
@@ -95,10 +94,7 @@ impl LaneKind for Closures {
                 let context = lane.clone() as Arc<dyn ContextOf>;
                 Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
             }
-            ClosureEntry::Many(multi) => {
-                let task = multi.take_task()?;
-                Some(PendingTask::in_contexts(task, multi.contexts()))
-            }
+            ClosureEntry::Many(multi) => multi.hand_back(),
             // Handed back unstarted: run, it blocks on the future (no lane to hold any more).
             ClosureEntry::Async { fut, .. } => {
                 let context = lane.clone() as Arc<dyn ContextOf>;
@@ -108,7 +104,7 @@ impl LaneKind for Closures {
         }
     }
 
-    fn barrier(entry: &ClosureEntry) -> Option<&Arc<MultiTask>> {
+    fn barrier(entry: &ClosureEntry) -> Option<&Arc<dyn Barrier>> {
         match entry {
             ClosureEntry::Many(multi) => Some(multi),
             ClosureEntry::One { .. } | ClosureEntry::Async { .. } => None,

@@ -5,32 +5,32 @@
 //!
 //! * `table` — one lane per context value, created on first use, freed when idle; pushing onto
 //!   a lane — the protocol is in `README.md` beside this file;
+//! * `turn` — one activation of a lane: its budget, its stop check, what it holds, its finish
+//!   count and its end, for every kind of lane;
+//! * `runner` — how a lane of closures or messages runs its turn: chunks, and where it stops
+//!   (multi-key and async entries);
 //! * `sweep` — what the pool asks of a table: the drain of `shutdown_now`, the monitor's sweeps
 //!   of the idle cache, the counts `Stats` reads;
-//! * `runner` — how a lane runs on the pool: chunks, batches, multi-key and async entries;
 //! * `closures` — lanes of closures, and how a task is admitted and queued in them;
 //! * `spawn` — futures onto lanes;
-//! * `keyed`, `cells`, `multi` — multi-key tasks: submission and run, recycled task cells, and
-//!   the lane side (their push, and their pop once done);
-//! * `typed`, `typed_async` — lanes of messages for one handler, sync and async;
-//! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
+//! * `keyed/` — multi-key tasks: submission, their run, the lane side, recycled task cells;
+//! * `typed/` — lanes of messages for one handler, sync and async, with state per key
+//!   ([`KeyState`]);
 //! * `pool_handle` — what a `Pool` handle shares: the registry and the closure lanes;
 //! * `key` — a lane's key, with panics of its `Hash`, `Eq` and `Drop` contained;
-//! * `loom_lane`, `loom_keyed` — loom models of a runner against pushers, and of multi-key tasks.
+//! * `loom_lane`, `loom_keyed`, `loom_pins` — loom models of a runner against pushers, of
+//!   multi-key tasks, and of pinned lanes' table references.
 
-mod cells;
 pub(crate) mod closures;
 mod key;
 pub(crate) mod keyed;
-mod multi;
 mod pool_handle;
 mod runner;
 pub(crate) mod spawn;
-mod state;
 mod sweep;
 mod table;
+mod turn;
 pub(crate) mod typed;
-pub(crate) mod typed_async;
 
 #[cfg(all(test, loom))]
 mod loom_keyed;
@@ -44,6 +44,9 @@ mod test;
 mod test_keyed;
 
 pub(crate) use key::KeyPanicked;
+/// The multi-key task cells' counts, for the lane tests.
+#[cfg(test)]
+use keyed::cells;
 pub(crate) use pool_handle::PoolHandle;
-pub use state::KeyState;
 pub(crate) use table::LaneCore;
+pub use typed::KeyState;

@@ -1,16 +1,15 @@
-//! How a lane runs on the pool: a worker takes a chunk of entries under the lane lock, runs
-//! them, and stops at a multi-key task (rule 6) or an async entry (rule 7), or when the lane is
-//! empty (rule 2) or its batch is used up (fairness). See `README.md` beside this file.
+//! How a lane of closures or messages runs on the pool: its turn takes a chunk of entries under
+//! the lane lock and runs them, stopping at a multi-key task (rule 6) or an async entry (rule
+//! 7), or when the lane is empty (rule 2) or the turn's batch is used up (fairness). The turn
+//! itself (budget, count, holding record, end) is `turn.rs`; see `README.md` beside this file.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::keyed::MultiTask;
-use super::table::{LaneCore, LaneKind, LaneTable, Ran};
-use crate::engine::holding::{self, Held};
-use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
-use crate::future::Resume;
+use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
+use super::turn::{Again, Holds, OnUnwind, Turn};
+use crate::engine::{LaneJob, OnPool, WorkerCtx};
 
 /// The largest buffer (in entries) a lane keeps as its spare: a queue that grew long in a burst
 /// keeps its buffer, but the lane does not hold two of that size (measured with keyway-bench
@@ -24,7 +23,7 @@ impl<S: LaneKind> super::table::LaneState<S> {
     /// The shorter of the two is moved: a runner that took a long queue and ran its batch
     /// gives back its remainder by swapping buffers, copying only the few entries pushed
     /// meanwhile.
-    fn give_back(&mut self, chunk: &mut VecDeque<S::Entry>) {
+    pub(super) fn give_back(&mut self, chunk: &mut VecDeque<S::Entry>) {
         if chunk.len() >= self.queue.len() {
             chunk.append(&mut self.queue);
             std::mem::swap(&mut self.queue, chunk);
@@ -54,29 +53,12 @@ impl<S: LaneKind> super::table::LaneState<S> {
     }
 }
 
-/// Runs its closure if dropped, that is if what it guards unwinds: the normal path ends with
-/// [`disarm`](OnUnwind::disarm), which costs nothing.
-struct OnUnwind<F: FnMut()>(F);
-
-impl<F: FnMut()> OnUnwind<F> {
-    #[inline]
-    fn disarm(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl<F: FnMut()> Drop for OnUnwind<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
-}
-
 /// What `take_chunk` found.
 enum Taken<S: LaneKind> {
     Entries,
     /// The lane went idle; here is the table it held while scheduled.
     Empty(Option<Arc<LaneTable<S>>>),
-    Barrier(Arc<MultiTask>),
+    Barrier(Arc<dyn Barrier>),
     /// Rule 7: an async entry, taken out of the queue, to start alone.
     Launch(S::Entry),
 }
@@ -88,7 +70,7 @@ impl<S: LaneKind> LaneCore<S> {
     /// (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue stays there unless
     /// it is the very next to run, so `push` sees every pending coalescing entry that could be
     /// replaced. Only the head is looked at for a barrier or an async entry; one further back
-    /// is found by the runner, which puts it back with the rest (`Running::put_back_from`).
+    /// is found by the runner, which puts it back with the rest (`Chunk::put_back_from`).
     /// Empty: the lane is turned off (rule 2). Whenever the runner leaves the lane (empty,
     /// barrier, launch), the chunk's buffer goes back to the lane as its spare.
     fn take_chunk(&self, max: usize, chunk: &mut VecDeque<S::Entry>) -> Taken<S> {
@@ -129,196 +111,156 @@ impl<S: LaneKind> LaneCore<S> {
     }
 }
 
-/// Rule 7: a lane suspended on a future, resumed by that future once it is done (completed,
-/// panicked, cancelled). The lane is scheduled with no job; `resume` gives it back one (or turns
-/// it idle if its queue is empty).
-impl<S: LaneKind> Resume for LaneCore<S> {
-    fn context_hash(&self) -> Option<u64> {
-        Some(self.hash)
-    }
-
-    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
-        let idle = {
-            let mut st = self.state.lock();
-            if st.table.is_none() {
-                return; // drained by `shutdown_now`
-            }
-            if st.queue.is_empty() {
-                // Turned idle: a pinned lane may keep its table reference (nothing to release).
-                Some(st.turn_idle(self.pinned()))
-            } else {
-                None
-            }
-        };
-        match idle {
-            Some(Some(table)) => self.release(table),
-            Some(None) => {}
-            None => registry.schedule_next(Work::Lane(self)),
-        }
-    }
-}
-
-/// A runner's lane and the chunk it took from it (oldest first).
-struct Running<S: LaneKind> {
+/// A runner's lane and the chunk its turn took from it (oldest first).
+pub(crate) struct Chunk<S: LaneKind> {
     lane: Arc<LaneCore<S>>,
-    chunk: RefCell<VecDeque<S::Entry>>,
-    /// Entries of the chunk that ran and are not yet counted finished.
-    ran: Cell<usize>,
+    entries: RefCell<VecDeque<S::Entry>>,
 }
 
-impl<S: LaneKind> Running<S> {
+impl<S: LaneKind> Chunk<S> {
     /// The next entry of the chunk (no borrow is held while it runs).
+    #[inline]
     fn next(&self) -> Option<S::Entry> {
-        self.chunk.borrow_mut().pop_front()
-    }
-
-    /// The lane, once the runner leaves it with its chunk empty (most often with no buffer: it
-    /// went back to the lane); an empty chunk with no buffer skips the drop glue, an out-of-line
-    /// call on every lane turn.
-    fn finish(self) -> Arc<LaneCore<S>> {
-        let Running { lane, chunk, .. } = self;
-        let chunk = chunk.into_inner();
-        debug_assert!(chunk.is_empty());
-        if chunk.capacity() == 0 {
-            std::mem::forget(chunk);
-        }
-        lane
+        self.entries.borrow_mut().pop_front()
     }
 
     /// `first`, then the rest of the chunk, go back to the front of the lane, in order: a
     /// barrier or an async entry that was not at the head when the chunk was taken; the next
     /// `take_chunk` meets it at the head (rules 6 and 7).
     fn put_back_from(&self, first: S::Entry) {
-        let mut chunk = self.chunk.borrow_mut();
+        let mut chunk = self.entries.borrow_mut();
         chunk.push_front(first);
         self.lane.state.lock().give_back(&mut chunk);
     }
 }
 
-impl<S: LaneKind> Held for Running<S> {
+impl<S: LaneKind> Holds for Chunk<S> {
     /// Rule 5 under `shutdown_now`: the entries not started go back to the front, in order.
-    fn put_back(&self) -> usize {
-        let mut chunk = self.chunk.borrow_mut();
+    fn put_back(&self) {
+        let mut chunk = self.entries.borrow_mut();
         if !chunk.is_empty() {
             self.lane.state.lock().give_back(&mut chunk);
         }
-        self.ran.take()
+    }
+
+    /// The lane is queued again (its entries that did not run are back in front): it never
+    /// stays scheduled with no job.
+    fn unwound(&self, pool: &OnPool<'_>) {
+        if !pool.stopping() {
+            self.lane.clone().run_again(pool, Again::Yield);
+        }
     }
 }
 
 impl<S: LaneKind> LaneJob for LaneCore<S> {
     fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
-        let running = Running {
+        let chunk = Chunk {
             lane: self,
-            chunk: RefCell::new(VecDeque::new()),
-            ran: Cell::new(0),
+            entries: RefCell::new(VecDeque::new()),
         };
-        let lane = &running.lane;
-        let mut left = worker.registry.config.lane_batch;
-        while left > 0 {
+        Turn::new(OnPool::worker(worker), chunk).run_lane();
+    }
+}
+
+impl<S: LaneKind> Turn<'_, Chunk<S>> {
+    /// The turn: chunks until the lane is empty (idle), parks at a multi-key task, is handed to
+    /// a future, or the batch is used up (then what is left goes back and the lane is queued
+    /// again).
+    fn run_lane(self) {
+        while !self.used_up() {
             let taken = {
-                let mut chunk = running.chunk.borrow_mut();
-                lane.take_chunk(left, &mut chunk)
+                let mut chunk = self.held.entries.borrow_mut();
+                self.held.lane.take_chunk(self.left(), &mut chunk)
             };
             match taken {
-                Taken::Entries => {}
-                Taken::Empty(table) => {
-                    let lane = running.finish();
-                    if let Some(table) = table {
-                        lane.release(table);
+                Taken::Entries => {
+                    if !self.run_chunk() {
+                        return;
                     }
-                    return;
                 }
-                Taken::Barrier(multi) => {
-                    multi.arrive(worker);
+                Taken::Empty(table) => {
+                    self.flush();
+                    return self.held.lane.let_go(table);
+                }
+                Taken::Barrier(barrier) => {
+                    self.flush();
+                    if let Some(worker) = self.pool.worker {
+                        barrier.arrive(worker);
+                    }
                     return;
                 }
                 Taken::Launch(entry) => {
-                    let mut suspended = false;
-                    // Whatever unwinds out of the launch, the start is counted (below).
-                    let unwound = OnUnwind(|| worker.registry.count_finished(1, Some(worker)));
-                    worker.run_one(|| {
-                        match lane
-                            .kind
-                            .launch(lane, lane.key.get(), &worker.registry, entry)
-                        {
-                            Ran::Suspended => {
-                                suspended = true;
-                                Ok(())
-                            }
-                            Ran::Done(outcome) => outcome.map_err(|r| r.in_context(lane.hash)),
-                        }
-                    });
-                    unwound.disarm();
-                    // The start counts as the task; a future still running holds one more
-                    // admission until it is done (`Registry::extend_task`).
-                    worker.registry.count_finished(1, Some(worker));
-                    if suspended || worker.registry.is_stopping() {
-                        // Rule 7: the future owns the lane now; never touch it again here.
+                    if !self.launch(entry) {
                         return;
                     }
-                    left -= 1;
-                    continue;
                 }
-            }
-            {
-                // A `shutdown_now` called by one of these entries finds the rest of the chunk.
-                let _held = holding::hold(&running);
-                // Whatever unwinds out of an entry's run (user code in its bookkeeping), the
-                // entries that ran are counted, that one included, the rest go back to the
-                // front of the lane, and the lane is queued again: it never stays scheduled
-                // with no job.
-                let unwound = OnUnwind(|| {
-                    let ran = running.put_back() + 1;
-                    worker.registry.count_finished(ran, Some(worker));
-                    if !worker.registry.is_stopping() {
-                        worker.requeue_lane(Work::Lane(running.lane.clone()));
-                    }
-                });
-                while let Some(entry) = running.next() {
-                    if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
-                        running.put_back_from(entry);
-                        break;
-                    }
-                    worker.run_one(|| {
-                        (lane.kind.run(lane.key.get(), entry)).map_err(|r| r.in_context(lane.hash))
-                    });
-                    running.ran.set(running.ran.get() + 1);
-                    if running.ran.get() == left || worker.registry.is_stopping() {
-                        break;
-                    }
-                }
-                unwound.disarm();
-            }
-            let ran = running.ran.take();
-            left = left.saturating_sub(ran);
-            worker.registry.count_finished(ran, Some(worker));
-            if worker.registry.is_stopping() {
-                // Shutdown step 2 (engine README): the untouched entries go back, in order, for
-                // the drain (step 4, once this worker has exited).
-                running.put_back();
-                return;
             }
         }
-        let idle = {
-            let mut guard = lane.state.lock();
-            let st = &mut *guard;
-            // The batch is used up: what is left of the chunk goes back in front of the queue,
-            // and the chunk's buffer is the lane's spare again.
-            let mut chunk = running.chunk.take();
+        self.flush();
+        let pool = self.pool;
+        let Chunk { lane, entries } = self.held;
+        let mut chunk = entries.into_inner();
+        // The batch is used up: what is left of the chunk goes back in front of the queue, and
+        // the chunk's buffer is the lane's spare again.
+        lane.end_turn(&pool, Again::Yield, |st| {
             st.give_back(&mut chunk);
             st.keep_spare(chunk);
-            if st.queue.is_empty() {
-                Some(st.turn_idle(lane.pinned()))
-            } else {
-                None
+            true
+        });
+    }
+
+    /// Runs the chunk's entries while the batch lasts; false when `shutdown_now` began (the
+    /// entries not started went back, in order, for the drain: shutdown step 2).
+    fn run_chunk(&self) -> bool {
+        let lane = &self.held.lane;
+        self.holding(|| {
+            while let Some(entry) = self.held.next() {
+                if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
+                    self.held.put_back_from(entry);
+                    break;
+                }
+                self.run(Some(lane.hash), || lane.kind.run(lane.key.get(), entry));
+                if self.used_up() || self.stopping() {
+                    break;
+                }
             }
-        };
-        let lane = running.finish();
-        match idle {
-            Some(Some(table)) => lane.release(table),
-            Some(None) => {} // a pinned lane kept its table reference
-            None => worker.requeue_lane(Work::Lane(lane)),
+        });
+        if self.stopping() {
+            self.held.put_back();
+            self.flush();
+            return false;
         }
+        true
+    }
+
+    /// Rule 7: starts an async entry alone; false when the runner must leave the lane (the
+    /// future runs on and owns it, or the pool is stopping). The start counts as the task; a
+    /// future still running holds one more admission until it is done (`extend_task`).
+    fn launch(&self, entry: S::Entry) -> bool {
+        let lane = &self.held.lane;
+        self.flush();
+        // Whatever unwinds out of the launch, the start is counted (and the lane is not queued
+        // again: the future may own it).
+        let unwound = OnUnwind(|| self.flush());
+        let mut suspended = false;
+        self.run(Some(lane.hash), || {
+            match lane
+                .kind
+                .launch(lane, lane.key.get(), self.registry(), entry)
+            {
+                Ran::Suspended => {
+                    suspended = true;
+                    Ok(())
+                }
+                Ran::Done(outcome) => outcome,
+            }
+        });
+        unwound.disarm();
+        if suspended || self.stopping() {
+            // Rule 7: the future owns the lane now; never touch it again here.
+            self.flush();
+            return false;
+        }
+        true
     }
 }

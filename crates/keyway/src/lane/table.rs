@@ -13,8 +13,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
-use super::keyed::MultiTask;
-use crate::engine::{Config, KeyHasher, Registry, Work};
+use crate::engine::{on_pool, Config, KeyHasher, Registry, Work, WorkerCtx};
 use crate::task::{drop_quietly, Abandon, ContextOf, PanicReport, PendingTask};
 
 /// What a lane holds and how it runs it: closures for context lanes, messages for typed lanes.
@@ -28,7 +27,7 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     /// another lane, for a multi-key task).
     fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<PendingTask>;
     /// The multi-key task this entry stands for in the lane, if it is one (rule 6).
-    fn barrier(_entry: &Self::Entry) -> Option<&Arc<MultiTask>> {
+    fn barrier(_entry: &Self::Entry) -> Option<&Arc<dyn Barrier>> {
         None
     }
     /// Rule 7: whether `entry` runs as a future, which may outlive the runner's call.
@@ -57,6 +56,21 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     fn context_type<Q: 'static>() -> TypeId {
         TypeId::of::<Q>()
     }
+}
+
+/// A task standing in several lanes at once (rule 6), as a lane sees it: one entry, at whose
+/// head the lane parks until the task has run.
+pub(crate) trait Barrier: Send + Sync + 'static {
+    /// The lane's runner found it at the head: the lane arrives (and stays parked). The last
+    /// arrival runs the task on this worker.
+    fn arrive(self: Arc<Self>, worker: &WorkerCtx);
+    /// `shutdown_now`: the task, once, from whichever of its lanes is drained first (`None`
+    /// from the others).
+    fn hand_back(&self) -> Option<PendingTask>;
+    /// The task itself (for its own lanes' side of rule 6).
+    fn as_any(&self) -> &(dyn Any + Send + Sync);
+    /// [`as_any`](Barrier::as_any), owned.
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 /// What starting an async entry did (rule 7).
@@ -157,7 +171,7 @@ impl<S: LaneKind> LaneState<S> {
     /// Rule 1: the lane goes from idle to scheduled (its table reference: the kept one, or a new
     /// one).
     #[inline]
-    fn schedule(&mut self, table: &Arc<LaneTable<S>>) {
+    pub(super) fn schedule(&mut self, table: &Arc<LaneTable<S>>) {
         self.table = Some(match self.kept.take() {
             Some(kept) => kept,
             None => table.clone(),
@@ -364,7 +378,7 @@ impl<S: LaneKind> LaneTable<S> {
             if let Err(report) = self.kind.abandon(old, Abandon::Coalesced) {
                 registry.report_panic(report);
             }
-            registry.count_finished(1, None);
+            on_pool(registry, |pool| pool.finished(1));
         }
     }
 

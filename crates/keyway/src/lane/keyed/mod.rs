@@ -20,192 +20,29 @@
 //! * **Cells**: the task's `MultiTask` goes back to a per-thread stash once the worker holds its
 //!   last reference, and the next submission reuses it (`cells`): no allocation per task while
 //!   the tasks in flight fit the stashes and the depot.
+//!
+//! * this file — submission: the look-ups, the pushes under the shard locks, the fresh lanes'
+//!   arrivals;
+//! * `run` — the task as its lanes see it (a `Barrier`) and the run of a chain of ready tasks;
+//! * `multi` — the lane side: the push of a task, and its pop once done;
+//! * `cells` — recycled task cells.
+
+pub(super) mod cells;
+mod multi;
+mod run;
 
 use std::hash::Hash;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use super::cells;
 use super::closures::{admit_entry_then, ClosureEntry, Closures, MakeEntry};
 use super::key::{catch_key, KeyPanicked};
-use super::multi::Passed;
 use super::table::{LaneCore, LaneTable};
-use crate::engine::{LaneJob, Registry, Work, WorkerCtx};
+use crate::engine::{Registry, Work};
 use crate::error::SubmitError;
-use crate::future::{Launcher, Release, Resume};
 use crate::task::{drop_quietly, Task};
-
-/// What a multi-key task runs: a closure, or a future that holds the keys until it is done.
-pub(super) enum Body {
-    Run(Task),
-    Launch(Launcher),
-}
-
-/// A task waiting at the head of several lanes.
-pub(crate) struct MultiTask {
-    pub(super) task: Mutex<Option<Body>>,
-    /// Lanes that have not yet reached this task.
-    pub(super) waiting: AtomicUsize,
-    pub(super) lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
-}
-
-impl MultiTask {
-    /// `n` of the task's lanes reached it; true if these were the last (the caller then owns
-    /// the run). `n` is never 0.
-    pub(crate) fn arrived(&self, n: usize) -> bool {
-        self.waiting.fetch_sub(n, Ordering::AcqRel) == n
-    }
-
-    /// One of the task's lanes reached it (its runner found it at the head). The last arrival
-    /// runs it and lets its lanes go on. The runner's reference is given up here, not after the
-    /// run: the cell is recycled only when the worker holds the last one (`cells::recycle`), and
-    /// a reference kept across the run made most cells go back to the allocator.
-    pub(crate) fn arrive(self: Arc<Self>, worker: &WorkerCtx) {
-        if self.arrived(1) {
-            run_ready(self, worker);
-        }
-    }
-
-    /// The task, once: for the run, or for `shutdown_now` from whichever lane drains first.
-    pub(crate) fn take_task(&self) -> Option<Task> {
-        match self.task.lock().take()? {
-            Body::Run(task) => Some(task),
-            Body::Launch(fut) => Some(Task::new(fut.into_runnable(Weak::new()))),
-        }
-    }
-
-    /// The lanes of the task's keys, for the task handed back by `shutdown_now`.
-    pub(crate) fn contexts(&self) -> crate::task::LaneRefs {
-        self.lanes
-            .iter()
-            .map(|lane| lane.clone() as Arc<dyn crate::task::ContextOf>)
-            .collect()
-    }
-}
-
-/// Rule 7: the multi-key future is done: pop it from every lane and let the lanes go on (each
-/// on the pool: this may run on any thread).
-impl Resume for MultiTask {
-    fn resume(self: Arc<Self>, registry: &Arc<Registry>) {
-        for lane in self.lanes.iter() {
-            match lane.pass_multi(&self) {
-                Passed::Done => {}
-                Passed::Ready(next) => registry.schedule(Work::Lane(next)),
-                Passed::Restart(lane) => registry.schedule(Work::Lane(lane)),
-            }
-        }
-    }
-
-    /// A panic report names no single context for a task holding several.
-    fn context_hash(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// A multi-key task whose every lane arrived, queued by the thread whose arrivals completed the
-/// count (a submitter, or a worker that made several tasks ready at once).
-impl LaneJob for MultiTask {
-    fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
-        run_ready(self, worker);
-    }
-}
-
-/// Runs a multi-key task whose every lane arrived, pops it from its lanes and lets them go on.
-/// A lane whose next entry is another multi-key task arrives there at once (no job: it stays
-/// parked); a task that this makes ready runs next on this worker, up to `lane_batch` tasks
-/// (further ready tasks are queued). A lane with entries of its own is restarted: the last of
-/// them continues on this worker when no ready task does.
-fn run_ready(first: Arc<MultiTask>, worker: &WorkerCtx) {
-    let registry = &worker.registry;
-    let mut budget = registry.config.lane_batch.max(1);
-    let mut next = Some(first);
-    while let Some(multi) = next.take() {
-        if registry.is_stopping() {
-            return; // `shutdown_now` hands the task back from the lanes
-        }
-        let body = multi.task.lock().take();
-        match body {
-            Some(Body::Run(task)) => {
-                worker.run_one(|| task.run());
-                registry.count_finished(1, Some(worker));
-            }
-            Some(Body::Launch(fut)) => {
-                // Rule 7: the future holds every key until it is done; its end calls `release`.
-                worker.run_one(|| {
-                    fut.launch(registry, Release::Resume(multi.clone()));
-                    Ok(())
-                });
-                registry.count_finished(1, Some(worker));
-                return;
-            }
-            None => {}
-        }
-        if registry.is_stopping() {
-            // `shutdown_now` (maybe called by this very task) drains the lanes: they are not
-            // ours to pop any more.
-            return;
-        }
-        // Each lane's outcome is acted on at once (no vectors): a second ready task is queued
-        // (the one kept runs next), as is a restarted lane when another one comes after it. A
-        // task made ready here is at the head of all its lanes, so none of them is one of
-        // `multi`'s lanes not yet passed: queueing it early is safe.
-        budget -= 1;
-        let mut inline = None;
-        for lane in multi.lanes.iter() {
-            match lane.pass_multi(&multi) {
-                Passed::Done => {}
-                Passed::Ready(m) if budget > 0 => {
-                    if let Some(other) = next.replace(m) {
-                        registry.schedule(Work::Lane(other));
-                    }
-                }
-                Passed::Ready(m) => registry.schedule(Work::Lane(m)),
-                Passed::Restart(lane) => {
-                    if let Some(other) = inline.replace(lane) {
-                        registry.schedule(Work::Lane(other));
-                    }
-                }
-            }
-        }
-        cells::recycle(multi);
-        if let Some(lane) = inline {
-            if next.is_some() {
-                registry.schedule(Work::Lane(lane));
-            } else {
-                continue_inline(lane, worker);
-            }
-        }
-    }
-}
-
-thread_local! {
-    /// How many lanes this thread is running inline, one inside the other (`continue_inline`).
-    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// A completed multi-key task leaves `lane` scheduled with more work: run it on this worker at
-/// once (it may reach another multi-key task, whose completion may continue inline again —
-/// bounded, so the stack stays flat), or queue it when already nested deep.
-fn continue_inline(lane: Arc<LaneCore<Closures>>, worker: &WorkerCtx) {
-    const MAX_DEPTH: u32 = 4;
-    let depth = INLINE_DEPTH.with(|d| d.get());
-    if depth >= MAX_DEPTH || worker.registry.is_stopping() {
-        worker.registry.schedule(Work::Lane(lane));
-        return;
-    }
-    INLINE_DEPTH.with(|d| d.set(depth + 1));
-    struct Reset(u32);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            let _ = INLINE_DEPTH.try_with(|d| d.set(self.0));
-        }
-    }
-    let _reset = Reset(depth);
-    LaneJob::run_batch(lane, worker);
-}
+use run::{Body, MultiTask};
 
 /// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
 /// key's `Hash`, `Eq` or `Drop` is contained before anything is queued (lanes the look-up created

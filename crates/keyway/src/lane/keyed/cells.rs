@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::closures::Closures;
-use super::keyed::{Body, MultiTask};
-use super::table::LaneCore;
+use super::run::{Body, MultiTask};
+use crate::lane::closures::Closures;
+use crate::lane::table::LaneCore;
 
 /// Cells moved between a thread's stash and the depot at once.
 const BATCH: usize = 32;
@@ -163,12 +163,12 @@ thread_local! {
 
 /// How many cells this thread allocated so far.
 #[cfg(test)]
-pub(super) fn fresh() -> usize {
+pub(crate) fn fresh() -> usize {
     FRESH.with(|n| n.get())
 }
 
 /// How many cells this thread's stash holds.
 #[cfg(test)]
-pub(super) fn stashed() -> usize {
+pub(crate) fn stashed() -> usize {
     STASH.with(|stash| stash.borrow().cells.len())
 }

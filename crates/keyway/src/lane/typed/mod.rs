@@ -1,6 +1,11 @@
 //! Typed lanes: one handler for every key, messages queued as themselves (no boxed closure per
-//! message), optionally with state per key (`state.rs`). Same ordering, coalescing and fairness
-//! rules as the closure lanes.
+//! message), optionally with state per key. Same ordering, coalescing and fairness rules as the
+//! closure lanes.
+//!
+//! * this file — the kind (`Typed`): its entries, how they run, are abandoned or handed back;
+//!   sending to a key's lane;
+//! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
+//! * `asynchronous` — async handlers: one driver per lane activation.
 
 use std::any::{Any, TypeId};
 use std::hash::Hash;
@@ -10,16 +15,21 @@ use std::sync::Arc;
 
 use smallvec::smallvec;
 
-use super::closures::with_handle;
-use super::key::KeyPanicked;
-use super::state::{KeyState, Keyed};
-use super::table::{LaneCore, LaneKind, LaneTable, Ran};
+mod asynchronous;
+mod state;
+
+pub use state::KeyState;
+
 use crate::engine::{refused, Registry};
 use crate::error::{panic_message, SubmitError};
+use crate::lane::closures::with_handle;
+use crate::lane::key::KeyPanicked;
+use crate::lane::table::{LaneCore, LaneKind, LaneTable, Ran};
 use crate::task::{
     drop_quietly, Abandon, ContextOf, PanicReport, PendingMessage, PendingTask, Task, TaskHandle,
     Unstarted,
 };
+use state::Keyed;
 
 type SyncHandler<K, M, S> = dyn Fn(&K, &mut S, M) + Send + Sync + 'static;
 

@@ -16,12 +16,13 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
-use super::table::{LaneCore, LaneKind, LaneTable, Ran};
-use super::typed::{AsyncHandler, Entry, Typed, TypedHandler};
+use super::{AsyncHandler, Entry, Typed, TypedHandler};
 use crate::engine::holding::launching;
-use crate::engine::{Registry, Work};
+use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, spawn_on, with_pool, OnPool, Runtime};
+use crate::future::{poll_resuming, run_here, spawn_on, Runtime};
+use crate::lane::table::{LaneCore, LaneKind, LaneTable, Ran};
+use crate::lane::turn::{Again, Turn};
 use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
@@ -301,14 +302,15 @@ where
         true
     }
 
-    /// The current message is done (completed, or panicked with `report`): counted finished.
-    fn message_done(&mut self, pool: &OnPool<'_>, report: Option<PanicReport>) {
+    /// The current message is done (completed, or panicked with `report`): counted finished by
+    /// the turn.
+    fn message_done(&mut self, turn: &Turn<'_>, report: Option<PanicReport>) {
         self.drop_fut();
         if let Some(report) = report {
-            pool.registry
+            turn.registry()
                 .report_panic(report.in_context(self.lane.hash));
         }
-        pool.count_finished();
+        turn.done(1);
     }
 
     /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
@@ -321,96 +323,111 @@ where
 
     /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
     /// await point and counted finished; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self, registry: Option<&Registry>) {
+    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
         if self.drop_fut() {
-            if let Some(registry) = registry {
-                registry.count_finished(1, None);
+            if let Some(pool) = pool {
+                pool.finished(1);
             }
         }
-        self.end(registry);
+        self.end(pool.map(|p| &**p.registry));
     }
 
-    /// One poll of the driver, on `pool`: the current future, then the lane's next messages
-    /// while they complete at once (at most a lane batch of them).
-    fn poll_on(&mut self, pool: &OnPool<'_>, cx: &mut Context<'_>) -> Poll<()> {
-        let registry = pool.registry;
-        // Fairness: at most a lane batch of messages per poll, then back through the queue.
-        let mut budget = registry.config.lane_batch;
+    /// One poll of the driver, on `pool`: one turn of its lane, registered as held while the
+    /// handler's futures run (a `shutdown_now` called from one of them counts the messages
+    /// this turn finished).
+    fn poll_on(&mut self, pool: OnPool<'_>, cx: &mut Context<'_>) -> Poll<()> {
+        let turn = Turn::new(pool, ());
+        let polled = turn.holding(|| self.poll_turn(&turn, cx));
+        turn.flush();
+        polled
+    }
+
+    /// The turn: the current future, then the lane's next messages while they complete at once
+    /// (at most the turn's batch of them: fairness, then back through the queue).
+    fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            if let Some(fut) = self.fut.as_mut() {
-                // SAFETY: `fut` is structurally pinned (see `Driver::poll`).
-                let mut fut = unsafe { Pin::new_unchecked(fut) };
-                // A self-wake (a yield) is resumed here while the worker's streak allows.
-                let polled = catch_unwind(AssertUnwindSafe(|| {
-                    poll_resuming(cx, || pool.may_resume(), |cx| fut.as_mut().poll(cx))
-                }));
-                match polled {
-                    Ok((Poll::Pending, queued)) => {
-                        if registry.is_stopping() {
-                            // `shutdown_now` may have cancelled the waiting set already: this
-                            // await point is where the future is cancelled.
-                            self.cancel(Some(registry));
-                            return Poll::Ready(());
-                        }
-                        // A real wait joins the waiting set, once per activation; a future
-                        // queued again by its own wake needs no entry (`future::probe`).
-                        if self.live.is_none() && !queued {
-                            self.live = Some(registry.futures.insert(cx.waker().clone()));
-                        }
-                        return Poll::Pending;
-                    }
-                    Ok((Poll::Ready(out), _)) => {
-                        let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-                        C::done(keyed, self.lane.kind.key_state(), out);
-                        self.message_done(pool, None)
-                    }
-                    Err(p) => self.message_done(pool, Some(PanicReport::from_payload(p))),
+            if self.fut.is_some() {
+                if let Some(waits) = self.poll_fut(turn, cx) {
+                    return waits;
                 }
-                budget = budget.saturating_sub(1);
             }
-            if registry.is_stopping() {
+            if turn.stopping() {
                 // `shutdown_now`: the drain takes the lane's messages; nothing is resumed.
-                self.end(Some(registry));
+                self.end(Some(turn.registry()));
                 return Poll::Ready(());
             }
-            if budget == 0 {
+            if turn.used_up() {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            match self.lane.next_message() {
-                Next::Message(msg) => {
-                    let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-                    match self
-                        .handler
-                        .call
-                        .call(keyed, self.lane.kind.key_state(), msg)
-                    {
-                        // The slot is empty: the new future is pinned from here on.
-                        Ok(fut) => self.fut = Some(fut),
-                        Err(report) => {
-                            let report = report.in_context(self.lane.hash);
-                            registry.report_panic(report);
-                            pool.count_finished();
-                            budget = budget.saturating_sub(1);
-                        }
-                    }
+            let next = self.lane.next_message();
+            if let Next::Message(msg) = next {
+                self.start(turn, msg);
+                continue;
+            }
+            self.end(Some(turn.registry()));
+            match next {
+                Next::Idle(table) => self.lane.let_go(table),
+                Next::Other => self.lane.clone().run_again(&turn.pool, Again::Next),
+                Next::Message(_) | Next::Drained => {}
+            }
+            return Poll::Ready(());
+        }
+    }
+
+    /// Polls the current future; `None` once its message is done (completed or panicked),
+    /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
+    fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        let fut = self.fut.as_mut()?;
+        // SAFETY: `fut` is structurally pinned (see `Driver::poll`).
+        let mut fut = unsafe { Pin::new_unchecked(fut) };
+        // A self-wake (a yield) is resumed here while the worker's streak allows.
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            poll_resuming(cx, || turn.pool.may_resume(), |cx| fut.as_mut().poll(cx))
+        }));
+        match polled {
+            Ok((Poll::Pending, queued)) => {
+                if turn.stopping() {
+                    // `shutdown_now` may have cancelled the waiting set already: this await
+                    // point is where the future is cancelled.
+                    self.cancel(Some(&turn.pool));
+                    return Some(Poll::Ready(()));
                 }
-                Next::Idle(table) => {
-                    self.end(Some(registry));
-                    if let Some(table) = table {
-                        self.lane.release(table);
-                    }
-                    return Poll::Ready(());
+                // A real wait joins the waiting set, once per activation; a future queued again
+                // by its own wake needs no entry (`future::probe`).
+                if self.live.is_none() && !queued {
+                    self.live = Some(turn.registry().futures.insert(cx.waker().clone()));
                 }
-                Next::Other => {
-                    self.end(Some(registry));
-                    registry.schedule_next(Work::Lane(self.lane.clone()));
-                    return Poll::Ready(());
-                }
-                Next::Drained => {
-                    self.end(Some(registry));
-                    return Poll::Ready(());
-                }
+                Some(Poll::Pending)
+            }
+            Ok((Poll::Ready(out), _)) => {
+                let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+                C::done(keyed, self.lane.kind.key_state(), out);
+                self.message_done(turn, None);
+                None
+            }
+            Err(p) => {
+                self.message_done(turn, Some(PanicReport::from_payload(p)));
+                None
+            }
+        }
+    }
+
+    /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
+    /// the handler (or of the state's `init`) ends the message at once.
+    fn start(&mut self, turn: &Turn<'_>, msg: M) {
+        let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+        match self
+            .handler
+            .call
+            .call(keyed, self.lane.kind.key_state(), msg)
+        {
+            // The slot is empty: the new future is pinned from here on.
+            Ok(fut) => self.fut = Some(fut),
+            Err(report) => {
+                turn.registry()
+                    .report_panic(report.in_context(self.lane.hash));
+                turn.done(1);
             }
         }
     }
@@ -439,7 +456,7 @@ where
         // handler making the next messages' futures.
         handler.runtime.enter(|| {
             with_pool(&this.registry, |pool| match pool {
-                Some(pool) => act.poll_on(&pool, cx),
+                Some(pool) => act.poll_on(pool, cx),
                 None => {
                     act.cancel(None);
                     Poll::Ready(())
@@ -461,9 +478,7 @@ where
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.over {
             let act = &mut self.act;
-            with_pool(&self.registry, |pool| {
-                act.cancel(pool.as_ref().map(|p| &**p.registry))
-            });
+            with_pool(&self.registry, |pool| act.cancel(pool.as_ref()));
         }
     }
 }
