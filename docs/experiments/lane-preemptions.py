@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where keyway's workers were when they left the CPU (issue 23).
+"""Where keyway's workers were when they left the CPU (the open-loop tail study).
 
 Reads `perf script -F comm,tid,trace,ip,sym` of a `perf record -e sched:sched_switch
 --call-graph dwarf,8192` run and counts the switch-outs of keyway worker threads by state (R:

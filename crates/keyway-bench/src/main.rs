@@ -1,4 +1,4 @@
-//! `keyway-bench`: keyway against its peers (SPEC §9).
+//! `keyway-bench`: keyway against its peers.
 //!
 //! `cargo run --release -p keyway-bench -- <scenario>|curves|all [--quick] [--runs N]
 //! [--json|--csv] [--systems a,b] [--out DIR]`

@@ -1,6 +1,6 @@
 //! The work every system runs. Each task body is one `#[inline(never)]`
 //! function shared by all systems, so code generation cannot decide a
-//! comparison (SPEC §9).
+//! comparison.
 
 pub mod strategy;
 pub mod stream;

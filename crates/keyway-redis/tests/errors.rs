@@ -1,4 +1,4 @@
-//! Done-when 5: bad URL, wrong password, unreachable host and bad settings are typed errors at
+//! Bad URL, wrong password, unreachable host and bad settings are typed errors at
 //! construction, never a panic.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Done-when 3: Redis killed (and restarted empty) or paused mid-run. Every member keeps its
+//! Redis killed (and restarted empty) or paused mid-run. Every member keeps its
 //! last share the whole time — a monitor samples all shares every 2 ms and fails on any other
 //! value — logs one outage, and recovers by itself: afterwards the shares still follow the
 //! live members.

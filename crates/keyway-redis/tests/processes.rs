@@ -1,4 +1,4 @@
-//! Done-when 1 and 2 with separate processes: this test binary runs itself as the members
+//! The shared limit with separate processes: this test binary runs itself as the members
 //! (the ignored `member_process` test, steered through environment, stdin and stdout).
 
 mod common;
@@ -171,7 +171,7 @@ fn three_at_a_third(server: &RedisServer, slots: usize) -> (Vec<Member>, Said, S
     (members, said, shares)
 }
 
-/// Done-when 1: three processes on one limit get a third each (sum = the limit), and a
+/// Three processes on one limit get a third each (sum = the limit), and a
 /// fourth joining lowers them to a quarter, the sum never above the limit on the way.
 #[test]
 fn three_processes_get_a_third_each() {
@@ -193,7 +193,7 @@ fn three_processes_get_a_third_each() {
     stop(members);
 }
 
-/// Done-when 2: a member killed with SIGKILL is dropped once its last heartbeat is a TTL old
+/// A member killed with SIGKILL is dropped once its last heartbeat is a TTL old
 /// (by Redis's clock), and then the others share its part; a member stopped cleanly is
 /// removed from Redis before its process even exits, and the last one takes the whole limit.
 #[test]

@@ -1,4 +1,4 @@
-//! Done-when 3, with tasks: a keyway `Scheduler` whose executor's share comes from a
+//! The Redis outage rule, with tasks: a keyway `Scheduler` whose executor's share comes from a
 //! `RedisCoordinator` keeps running tasks at its last share while Redis is killed (and
 //! restarted empty) and while it is paused, and no task is lost or run twice.
 

@@ -17,7 +17,7 @@ fn wait_shares(what: &str, all: &[&RedisCoordinator], each: f64) {
     wait_for(what, || shares(all).iter().all(|&s| close(s, each)));
 }
 
-/// Done-when 2 (clean stop): `leave` removes the member at once. The TTL is a minute, so only
+/// Clean stop: `leave` removes the member at once. The TTL is a minute, so only
 /// the leave can explain the others' larger share. (The group is made old beforehand, as after
 /// a long run: the first member of a new group waits one TTL before it takes a share.)
 #[test]
@@ -52,7 +52,7 @@ fn leave_hands_over_the_share_at_once() {
     wait_shares("a half each again", &[&a, &b], LIMIT / 2.0);
 }
 
-/// Done-when 4: members whose clocks are an hour slow and an hour fast get the same share as
+/// Members whose clocks are an hour slow and an hour fast get the same share as
 /// the one with the right time, and when one leaves the others' shares still follow.
 #[test]
 fn clocks_do_not_matter() {

@@ -1,4 +1,4 @@
-//! Issue 8 "done when" 4: no heap allocation per task on the sequential, coalescing and plain
+//! No heap allocation per task on the sequential, coalescing and plain
 //! paths. A counting global allocator counts every allocation in the process while 100,000
 //! small tasks go through one warm lane (or the plain path).
 

@@ -1,4 +1,4 @@
-//! Done-when 4: a worker blocked in one task does not hold back the work queued behind it.
+//! A worker blocked in one task does not hold back the work queued behind it.
 //! Blocked tasks wait on a gate that only the other tasks open: if the pool failed to move the
 //! work, the gate would time out and the test fail (no wall-clock assertion).
 
@@ -62,7 +62,7 @@ fn monitor_moves_work_from_blocked_workers() {
     pool.shutdown();
 }
 
-/// The case: 2 core threads, one task that sleeps (2 s here) on one context; tasks
+/// The reference case: 2 core threads, one task that sleeps (2 s here) on one context; tasks
 /// queued behind it on other contexts finish before it wakes.
 #[test]
 fn sleeping_task_does_not_hold_back_other_contexts() {

@@ -1,4 +1,4 @@
-//! Done-when 2: coalescing tasks replace the pending one, the newest always runs, order with
+//! Coalescing tasks replace the pending one, the newest always runs, order with
 //! sequential tasks is kept, and replaced handles say `Coalesced`.
 
 mod common;

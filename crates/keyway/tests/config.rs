@@ -1,4 +1,4 @@
-//! Done-when 9: bad configuration is a typed error naming the setting, never a panic.
+//! Bad configuration is a typed error naming the setting, never a panic.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Done-when 5: auxiliary threads come when work is stuck, retire after `keep_alive`, the core
+//! Auxiliary threads come when work is stuck, retire after `keep_alive`, the core
 //! grows after repeated need, and `max_threads` is never exceeded.
 
 mod common;

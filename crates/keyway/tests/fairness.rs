@@ -1,4 +1,4 @@
-//! Done-when 3: a context with 100,000 queued tasks does not keep another context's task from
+//! A context with 100,000 queued tasks does not keep another context's task from
 //! running within a few batches (counted in tasks, not time).
 
 mod common;

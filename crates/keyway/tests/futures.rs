@@ -1,4 +1,4 @@
-//! Futures on keyway lanes (issue 12): per-context order across awaits, panics and cancellation
+//! Futures on keyway lanes: per-context order across awaits, panics and cancellation
 //! release the context, no busy polling, multi-key futures, shutdown, tokio timers and sockets.
 //!
 //! The tests run one at a time (`SERIAL`): one of them measures the process's CPU time.
@@ -57,7 +57,7 @@ struct Checker {
     next: AtomicUsize,
 }
 
-/// Done-when 1: 100 contexts x 1,000 futures, each awaiting a random short wait (a yield, a
+/// 100 contexts x 1,000 futures, each awaiting a random short wait (a yield, a
 /// wake-up from the tokio runtime's thread, or a tokio timer), over 20 seeds.
 #[test]
 fn per_context_order_holds_across_awaits() {
@@ -147,7 +147,7 @@ fn a_lane_orders_closures_and_futures_together() {
     assert_eq!(*log.lock().unwrap(), (0..2_000).collect::<Vec<_>>());
 }
 
-/// Done-when 2: a panicking future is reported (panic hook, stats) and releases its context.
+/// A panicking future is reported (panic hook, stats) and releases its context.
 #[test]
 fn a_panicking_future_is_reported_and_releases_its_context() {
     let _s = serial();
@@ -239,7 +239,7 @@ where
     assert!(matches!(running.join(), Err(TaskError::Cancelled)));
 }
 
-/// Done-when 3: cancelling the handle of a started future drops it at its await point and
+/// Cancelling the handle of a started future drops it at its await point and
 /// releases its context (single and multi-key); the next task runs.
 #[test]
 fn cancelling_a_started_future_releases_its_context() {
@@ -328,7 +328,7 @@ fn process_cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Done-when 4: a context whose future waits 1 s costs no CPU while it waits.
+/// A context whose future waits 1 s costs no CPU while it waits.
 #[test]
 fn a_waiting_future_costs_no_cpu() {
     let _s = serial();
@@ -360,7 +360,7 @@ fn a_waiting_future_costs_no_cpu() {
     pool.shutdown();
 }
 
-/// Done-when 5: multi-key futures sharing a key never overlap across awaits; disjoint ones run
+/// Multi-key futures sharing a key never overlap across awaits; disjoint ones run
 /// concurrently (both reach a barrier while the pool has one thread).
 #[test]
 fn multi_key_futures_exclude_shared_keys_and_run_disjoint_ones_concurrently() {

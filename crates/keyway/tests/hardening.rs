@@ -1,4 +1,4 @@
-//! Hostile but legal use of the public API (issue 9): each test is one reproduced defect. A hang
+//! Hostile but legal use of the public API: each test is one reproduced defect. A hang
 //! is turned into a failure by `finishes`, which runs the scenario on its own thread and gives up
 //! after `HANG`.
 

@@ -1,4 +1,4 @@
-//! Multi-key tasks (issue 4, done-when 1 and 2): exclusion and order per key, no deadlock, and a
+//! Multi-key tasks: exclusion and order per key, no deadlock, and a
 //! waiting task holds no thread.
 
 mod common;
@@ -113,7 +113,7 @@ fn run(seed: u64, threads: usize, submitters: usize, tasks: u64) {
     );
 }
 
-/// The issue's workload: 4 threads submit 200,000 tasks over random sets of 1–4 keys of 64.
+/// The reference workload: 4 threads submit 200,000 tasks over random sets of 1–4 keys of 64.
 #[test]
 fn four_submitters_two_hundred_thousand_tasks() {
     run(0, 2, 4, 200_000);

@@ -1,4 +1,4 @@
-//! Issue 9, lane side: `shutdown_now` from inside lane and multi-key tasks, and keys whose
+//! Lanes under hostile use: `shutdown_now` from inside lane and multi-key tasks, and keys whose
 //! `Hash`, `Eq` or `Drop` panic. Each test fails (hangs, loses a task or kills a worker) on the
 //! code before the fix.
 

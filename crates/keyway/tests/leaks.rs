@@ -1,4 +1,4 @@
-//! Issue 9 "done when" 4 and defects 7, 13: nothing of a pool (lane, key, table, task) is left
+//! Nothing of a pool (lane, key, table, task) is left
 //! once it is dropped, on every shutdown path; and after a burst of one-shot contexts the bytes
 //! the pool holds come back near where they were.
 //!
@@ -90,7 +90,7 @@ fn exercise(
         typed.send(Counted::new(i % 20), Counted::new(i)).unwrap();
         let c = Counted::new(i);
         lane.execute(move || drop(c)).unwrap();
-        // Futures (issue 12): each waits once, holding a counted capture across the await.
+        // Futures: each waits once, holding a counted capture across the await.
         let c = Counted::new(i);
         let fut = async move {
             YieldOnce(false).await;

@@ -1,4 +1,4 @@
-//! Done-when 6: lanes are freed when idle, so memory does not grow with contexts ever used.
+//! Lanes are freed when idle, so memory does not grow with contexts ever used.
 
 mod common;
 

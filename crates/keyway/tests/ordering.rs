@@ -1,4 +1,4 @@
-//! Done-when 1: per-context order and mutual exclusion under contention.
+//! Per-context order and mutual exclusion under contention.
 
 mod common;
 
@@ -138,7 +138,7 @@ fn run(
     checker.assert_clean(submitters as u64 * contexts as u64 * per_ctx);
 }
 
-/// The workload: 8 submitting threads × 100 contexts × 10,000 tasks per context and
+/// The reference workload: 8 submitting threads × 100 contexts × 10,000 tasks per context and
 /// submitter (8,000,000 tasks).
 #[test]
 fn eight_submitters_hundred_contexts_ten_thousand_each() {

@@ -1,4 +1,4 @@
-//! Done-when 7: a panicking task is reported (handle and hook), its worker survives, and the
+//! A panicking task is reported (handle and hook), its worker survives, and the
 //! next task of its context runs.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Reserved threads and `try_execute` (issue 5, done-when 2 and 4): never queues; hands the task
+//! Reserved threads and `try_execute`: never queues; hands the task
 //! to another thread when a reserved thread is idle; reserved threads retire after the idle
 //! timeout and come back on demand.
 

@@ -1,4 +1,4 @@
-//! Done-when 8: `shutdown` runs every accepted task; `shutdown_now` hands back exactly the
+//! `shutdown` runs every accepted task; `shutdown_now` hands back exactly the
 //! unstarted ones; refused work comes back to the caller. Drop counters prove every task is run
 //! or dropped exactly once.
 

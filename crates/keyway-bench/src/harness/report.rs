@@ -1,4 +1,4 @@
-//! Results and their output: the human table and the SPEC §9 JSON line.
+//! Results and their output: the human table and the JSON line (one object per result, fields described on `Report::json`).
 
 use serde_json::{json, Map, Value};
 
@@ -144,7 +144,7 @@ pub struct VariantReport {
 }
 
 impl VariantReport {
-    /// The SPEC §9 JSON object:
+    /// The JSON object:
     /// `{"scenario", "params", "results": [{"system", "median_s", "min_s", "max_s", "ops_per_s", "threads"}]}`.
     pub fn to_json(&self) -> Value {
         json!({

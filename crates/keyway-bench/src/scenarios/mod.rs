@@ -1,4 +1,4 @@
-//! The scenarios of SPEC §9 that this command implements.
+//! The benchmark scenarios this command implements.
 
 pub mod contexts;
 pub mod distributed;

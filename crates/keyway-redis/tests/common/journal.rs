@@ -1,5 +1,6 @@
 //! The stream tests' journal and checker. Each member (thread or process) appends one line per
-//! event to a file of its own; the checker reads them all and checks the done-when rules.
+//! event to a file of its own; the checker reads them all and checks the rules the consumer
+//! promises (no loss, no rerun of an acked entry, per-key order).
 //!
 //! Lines (times are `SystemTime` ns, one clock for every process on this machine):
 //! - `S key seq shard id epoch attempt t` — a handler started;

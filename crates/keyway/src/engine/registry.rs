@@ -26,7 +26,7 @@ use crate::task::{drop_quietly, PanicReport};
 /// One thread position: its deque and parker live here while no thread holds them.
 ///
 /// Unpadded (96 bytes): `progress.run_seq` of slot `k` and the `stealer` of slot `k + 1` can
-/// share a cache line. Measured (issue 9, 2 cores under load 4-8): an A/B against
+/// share a cache line. Measured (2 cores under load 4-8): an A/B against
 /// `CachePadded<Slot>` with keyway-bench `throughput` (keys 0 and 1) and `contexts --work 10`,
 /// 8 interleaved rounds, gave median ratios 1.13, 0.93 and 1.02 with pair ratios spread
 /// 0.66-1.38: no effect above the noise, so the padding is not taken.

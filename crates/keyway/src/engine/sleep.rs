@@ -10,7 +10,7 @@
 //! between its second look and its `park` still wakes.
 //!
 //! One mutex guards the idle stack. A producer takes it only when `sleepers > 0`; measured
-//! (issue 9, 2 cores, try-lock instrumentation): keyway-bench `throughput` and `contexts` runs
+//! (2 cores, try-lock instrumentation): keyway-bench `throughput` and `contexts` runs
 //! of 300,000-1,000,000 tasks took it 12-64 times per run, never contended; a worst case of 4
 //! threads each submitting and joining 20,000 tasks one at a time on 2 workers took it 7,551
 //! times, 40 of them contended. Not a bottleneck: no finer-grained structure is warranted.

@@ -47,7 +47,7 @@ fn sleep_wakes_the_most_recent_sleeper_once() {
     assert_eq!(s.sleepers(), 0);
 }
 
-/// Issue 9 (reasoned, confirmed): an unpark token left over from a wake-up the worker had already
+/// Reasoned, then confirmed: an unpark token left over from a wake-up the worker had already
 /// answered made `park_timeout` return at once, and the worker read that as `keep_alive`
 /// passing (an auxiliary thread retired at once). `park_idle` parks again for the time left.
 #[test]

@@ -117,7 +117,7 @@ fn capacity_rounds_up_to_a_power_of_two() {
 // ---------------------------------------------------------------------------------------------
 // Order
 
-/// Done-when 3: 8 threads share 1,000,000 tickets (100,000 in debug builds); each takes a ticket,
+/// 8 threads share 1,000,000 tickets (100,000 in debug builds); each takes a ticket,
 /// does a random amount of work, then runs a turn that checks and logs its number. The log is
 /// exactly 0, 1, 2, … and no two turns overlapped.
 #[test]
@@ -235,7 +235,7 @@ fn turns_may_hand_in_later_tickets() {
 // ---------------------------------------------------------------------------------------------
 // Skips
 
-/// Done-when 3: dropped tickets are skipped, whether dropped before their turn, in it, or by
+/// dropped tickets are skipped, whether dropped before their turn, in it, or by
 /// unwinding.
 #[test]
 fn dropped_tickets_are_skipped() {
@@ -278,7 +278,7 @@ fn dropped_tickets_are_skipped() {
 // ---------------------------------------------------------------------------------------------
 // Panics
 
-/// Done-when 3: a panicking turn is counted, logged and given to the hook, with its ticket
+/// a panicking turn is counted, logged and given to the hook, with its ticket
 /// number, whether it ran at once or was stored and run by another thread; the turns after it
 /// run.
 #[test]
@@ -336,7 +336,7 @@ fn a_panicking_hook_does_not_stop_later_turns() {
 // ---------------------------------------------------------------------------------------------
 // Far-ahead tickets
 
-/// Done-when 3: with capacity 4, a ticket 10,000 turns ahead, taken and run by another thread
+/// with capacity 4, a ticket 10,000 turns ahead, taken and run by another thread
 /// while the 10,000 before it are outstanding, is parked in an overflow list and runs last.
 #[test]
 fn a_ticket_far_past_capacity_completes() {
@@ -618,7 +618,7 @@ fn fast_path_does_not_allocate() {
 // ---------------------------------------------------------------------------------------------
 // Ordered map
 
-/// Done-when 4: 2,000 items (500 in debug) processed by four worker threads fed through a channel,
+/// 2,000 items (500 in debug) processed by four worker threads fed through a channel,
 /// each item sleeping a random 0–200 µs as its work; the sink sees the outputs in input order.
 #[test]
 fn ordered_map_keeps_input_order_under_random_delays() {

@@ -538,25 +538,25 @@ fn starvation_http2_window_update_on_keyway_pool() {
     }
 }
 
-/// SPEC §6 / issue 5 test 1, one pool thread.
+/// Never starve, one pool thread.
 #[test]
 fn starvation_http2_window_update_pool_of_1() {
     starvation(1);
 }
 
-/// SPEC §6 / issue 5 test 1, two pool threads.
+/// Never starve, two pool threads.
 #[test]
 fn starvation_http2_window_update_pool_of_2() {
     starvation(2);
 }
 
-/// SPEC §6 / issue 5 test 1, four pool threads.
+/// Never starve, four pool threads.
 #[test]
 fn starvation_http2_window_update_pool_of_4() {
     starvation(4);
 }
 
-/// Issue 9, defect 5: a bounded pool (`capacity(2)`, two threads, no reserved thread) refuses the
+/// A bounded pool (`capacity(2)`, two threads, no reserved thread) refuses the
 /// third blocking stream task while the window update is still unproduced. The owner must not
 /// run the refused task while it owns production (Rule 7d): it keeps producing — the window
 /// update runs in place — and runs the refused task only after it released production.
@@ -701,7 +701,7 @@ impl Producer for Instrumented {
     }
 }
 
-/// SPEC §6 / issue 5 test 3: 4 threads announce 1,000,000 tasks and call `dispatch()` or
+/// 4 threads announce 1,000,000 tasks and call `dispatch()` or
 /// `produce()`; `produce` calls never overlap, and every task is consumed (no lost wake-up).
 #[test]
 fn production_is_never_concurrent() {
@@ -759,7 +759,7 @@ fn production_is_never_concurrent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Counters: each invocation type goes the way SPEC §6 says.
+// 3. Counters: each invocation type goes the way the strategy's rules say (strategy/README.md).
 // ---------------------------------------------------------------------------------------------
 
 /// What a task saw when it ran.
@@ -821,7 +821,7 @@ impl Producer for Scripted {
     }
 }
 
-/// Issue 5 test 3 (counters): a run of only non-blocking tasks is all PC, on the producing
+/// Counters: a run of only non-blocking tasks is all PC, on the producing
 /// thread, whoever that is.
 #[test]
 fn non_blocking_tasks_all_go_pc() {
@@ -1107,7 +1107,7 @@ impl Producer for Racy {
     }
 }
 
-/// Issue 5 / brief test 4, forced: the owner has seen the queue empty and is about to go idle
+/// Forced: the owner has seen the queue empty and is about to go idle
 /// when data arrives and `dispatch()` (or `produce()`) is called; the call must find production
 /// busy and the new item must still be consumed.
 #[test]
@@ -1143,7 +1143,7 @@ fn wake_up_in_the_going_idle_window_is_not_lost() {
     exec.shutdown();
 }
 
-/// Issue 5 / brief test 4, random: one thread adds data in bursts and wakes production with
+/// Random: one thread adds data in bursts and wakes production with
 /// `dispatch()` or `produce()` at random moments, while production runs on other threads with
 /// random delays; every item is consumed, for many seeds.
 #[test]
