@@ -1,8 +1,17 @@
-//! # keyway-redis — one rate limit for a cluster of processes
+//! # keyway-redis — keyway across processes, through Redis
 //!
-//! When several processes run the same named keyway executor, [`RedisCoordinator`] (a
-//! [`keyway::Coordinator`]) gives each its share of the executor's limit: `limit / n` for `n`
-//! live processes, learned through Redis.
+//! Two halves, each usable without the other:
+//! - **A shared rate limit** ([`RedisCoordinator`], this page): when several processes run the
+//!   same named keyway executor, each gets its share of the executor's limit.
+//! - **Key-ordered consumption of Redis Streams** (the [`stream`] module, most of this crate):
+//!   a consumer group over sharded streams whose members lease shards, run each entry in its
+//!   key's lane on a keyway pool, and ack behind fences, so a key's entries run in order across
+//!   processes, with retries, dead letters and takeover of a dead member's shards.
+//!
+//! ## A shared rate limit
+//!
+//! [`RedisCoordinator`] (a [`keyway::Coordinator`]) gives each process its share of an
+//! executor's limit: `limit / n` for `n` live processes, learned through Redis.
 //!
 //! ```no_run
 //! use keyway::Coordinator;
@@ -16,8 +25,7 @@
 //! ```
 //!
 //! The [`stream`] module builds on the same ideas (Redis-timed membership, outages ridden
-//! out) for key-ordered parallel consumption of sharded Redis Streams by a consumer group, each
-//! entry run in its key's lane on a keyway pool.
+//! out).
 //!
 //! ## How it works
 //! - A background thread (keyway has no async runtime; the client is redis-rs's synchronous

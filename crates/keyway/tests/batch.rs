@@ -13,7 +13,7 @@ use common::{hold_workers, Latch};
 use keyway::{Pool, SubmitError};
 
 /// Appends `i` to `log` when run.
-fn logging(log: &Arc<Mutex<Vec<u64>>>, i: u64) -> impl FnOnce() + Send + 'static {
+fn logging(log: &Arc<Mutex<Vec<u64>>>, i: u64) -> impl FnOnce() + Send + 'static + use<> {
     let log = log.clone();
     move || log.lock().unwrap().push(i)
 }
@@ -28,7 +28,7 @@ struct Context {
 }
 
 impl Context {
-    fn task(self: &Arc<Self>, seq: u64) -> impl FnOnce() + Send + 'static {
+    fn task(self: &Arc<Self>, seq: u64) -> impl FnOnce() + Send + 'static + use<> {
         let cx = self.clone();
         move || {
             if cx.busy.swap(true, Ordering::AcqRel) {

@@ -197,11 +197,11 @@ fn a_panicking_future_is_reported_and_releases_its_context() {
 }
 
 /// `body` as a future that says when it started and when it is dropped.
-fn watched(
+fn watched<B: Future<Output = ()> + Send + 'static>(
     started: &Latch,
     dropped: &Latch,
-    body: impl Future<Output = ()> + Send + 'static,
-) -> impl Future<Output = ()> + Send + 'static {
+    body: B,
+) -> impl Future<Output = ()> + Send + 'static + use<B> {
     struct OnDrop(Latch);
     impl Drop for OnDrop {
         fn drop(&mut self) {
@@ -217,7 +217,7 @@ fn watched(
 }
 
 /// A future that waits forever and tells when it is dropped.
-fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send + 'static {
+fn forever(started: &Latch, dropped: &Latch) -> impl Future<Output = ()> + Send + 'static + use<> {
     watched(started, dropped, std::future::pending::<()>())
 }
 

@@ -24,7 +24,10 @@ fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static)
 }
 
 /// A task that calls `shutdown_now` on its own pool and sends out what it handed back.
-fn stopper(pool: &Pool, out: mpsc::Sender<Vec<keyway::PendingTask>>) -> impl FnOnce() + Send {
+fn stopper(
+    pool: &Pool,
+    out: mpsc::Sender<Vec<keyway::PendingTask>>,
+) -> impl FnOnce() + Send + use<> {
     let pool = pool.clone();
     move || {
         let _ = out.send(pool.shutdown_now());

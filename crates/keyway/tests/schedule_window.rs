@@ -97,8 +97,7 @@ fn client(pool: &Pool, name: &str, offset: Duration, calls: usize) -> Vec<Instan
         h.join().unwrap();
     }
     s.shutdown();
-    let started = started.lock().unwrap().clone();
-    started
+    started.lock().unwrap().clone()
 }
 
 #[test]

@@ -135,7 +135,7 @@ impl<F: Future> Future for Driver<F> {
         // A self-wake (a yield) is resumed here while the worker's streak allows, unless the
         // handle was cancelled meanwhile (the next poll drops the future then).
         let may_resume = || {
-            finish.handle.as_ref().map_or(true, Completer::is_live)
+            finish.handle.as_ref().is_none_or(Completer::is_live)
                 && with_pool(&finish.registry, |pool| {
                     pool.is_some_and(|p| p.may_resume())
                 })

@@ -80,7 +80,7 @@ impl<S: LaneKind> LaneTable<S> {
     fn free_cached(&self, sweep: Option<u64>) {
         // A lane marked `mark` has seen `sweep - mark + 1` looks, this one included.
         let expired =
-            |mark: u64| sweep.map_or(true, |sweep| sweep.saturating_sub(mark) >= self.keep_sweeps);
+            |mark: u64| sweep.is_none_or(|sweep| sweep.saturating_sub(mark) >= self.keep_sweeps);
         for shard in self.shards() {
             let mut map = shard.lock();
             if map.cached == 0 || !expired(map.oldest) {

@@ -299,7 +299,7 @@ impl<S: LaneKind> LaneTable<S> {
     {
         let ShardMap { lanes, cached, .. } = map;
         let entry = lanes.entry(hash, |l| l.key::<K>() == Some(&key), |l| l.hash);
-        let lane = match entry {
+        match entry {
             Entry::Occupied(o) => {
                 let lane = o.into_mut();
                 // Read first, written only when set (the shard lock is held, and only its
@@ -329,8 +329,7 @@ impl<S: LaneKind> LaneTable<S> {
                 }))
                 .into_mut()
             }
-        };
-        lane
+        }
     }
 
     /// Queues the entry `make` builds on the lane of `key` (the task was already admitted).

@@ -308,7 +308,7 @@ impl<F, S> OrderedMap<F, S> {
     /// first();
     /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [2, 3]);
     /// ```
-    pub fn task<I, O>(&self, item: I) -> impl FnOnce() + Send + 'static
+    pub fn task<I, O>(&self, item: I) -> impl FnOnce() + Send + 'static + use<I, O, F, S>
     where
         F: Fn(I) -> O + Send + Sync + 'static,
         S: FnMut(O) + Send + 'static,

@@ -799,7 +799,7 @@ impl Scripted {
     fn push(&self, invocation_type: InvocationType, n: usize) {
         self.tasks
             .lock()
-            .extend(std::iter::repeat(invocation_type).take(n));
+            .extend(std::iter::repeat_n(invocation_type, n));
     }
 
     fn wait_for(&self, n: usize) -> Vec<Seen> {

@@ -123,7 +123,7 @@ pub fn fixed_pool(n: usize) -> keyway::Pool {
 
 /// A task that counts `started` down, then waits at `gate` (at most `HANG`); it returns whether
 /// the gate opened (false: released by the timeout).
-pub fn held_task(gate: &Gate, started: &Latch) -> impl FnOnce() -> bool + Send + 'static {
+pub fn held_task(gate: &Gate, started: &Latch) -> impl FnOnce() -> bool + Send + 'static + use<> {
     let (gate, started) = (gate.clone(), started.clone());
     move || {
         started.count_down();
