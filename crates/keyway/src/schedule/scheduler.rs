@@ -316,7 +316,9 @@ impl Scheduler {
     }
 
     /// Changes executor `executor`'s limit while it runs, from its next interval on (`0.0`
-    /// pauses it: its tasks wait, and time out if they have a timeout).
+    /// pauses it: its tasks wait, and time out if they have a timeout). The spacing of the new
+    /// limit applies then too: raised from 0.2 to 100 per second, the next task goes at the
+    /// next interval, not the old 5 s after the last one.
     ///
     /// ```
     /// use keyway::{ConfigError, ExecutorConfig, Scheduler};
@@ -469,6 +471,14 @@ impl Scheduler {
     /// ```
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+impl Scheduler {
+    /// Tests: wakes the scheduler's thread (to see a time a test set).
+    pub(crate) fn wake_driver(&self) {
+        self.inner.shared.driver.unpark();
     }
 }
 

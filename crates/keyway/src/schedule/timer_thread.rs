@@ -97,6 +97,7 @@ impl Driver {
             {
                 wait = wait.min(STEP);
             }
+            clock.stepped();
             self.parker.park_timeout(wait);
         }
         for e in &mut self.executors {
