@@ -16,6 +16,7 @@
 //!   releases tasks through them;
 //! * `interval` — one executor's intervals as the timer thread runs them (select, spread,
 //!   carry);
+//! * `spread` — a limited executor's releases spread evenly over its interval;
 //! * `pace` — a limited executor's pace: one release per `1 / rate`, so that no second sees a
 //!   burst;
 //! * `batch` — released tasks handed to the pool in batches when many are due at once;
@@ -51,6 +52,7 @@ mod pace;
 mod repeat;
 mod scheduled_job;
 mod scheduler;
+mod spread;
 mod stats;
 mod timer_thread;
 

@@ -26,7 +26,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
 /// compete again in the next interval. A task scheduled for an interval already running
 /// competes with the admitted tasks not yet released for what is left of the quota. A limited
-/// executor releases its admitted tasks best first, evenly paced (`1 / limit` apart), and never
+/// executor releases its admitted tasks best first, spread evenly over the interval (over what
+/// is left of it for late arrivals) and at least `1 / limit` apart while it can, and never
 /// more than the limit (rounded up) in any sliding second (see "Rate limits: what is
 /// guaranteed" in the crate docs); an unlimited one spreads each interval's tasks over it.
 /// A task may start before its due time, by less than one interval, unless the executor

@@ -94,6 +94,73 @@ impl Manual {
         let log = self.log.lock().unwrap();
         log.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
     }
+
+    fn times(&self) -> Vec<u64> {
+        self.log.lock().unwrap().iter().map(|&(_, t)| t).collect()
+    }
+}
+
+/// Four tasks due together in one interval of 400 ms, on an executor limited to 100 per second:
+/// released spread evenly over the interval (one every 400 / 4 ms), not in one burst.
+#[test]
+fn tasks_due_together_are_spread_over_their_interval() {
+    let m = Manual::new(400, "x", ExecutorConfig::with_tps(100.0));
+    for _ in 0..4 {
+        let task = m.task("spread");
+        m.scheduler
+            .execute_with("x", Timing::after(Duration::from_millis(400)), task)
+            .unwrap();
+    }
+    m.advance_to(800, 1);
+    assert_eq!(m.times(), vec![400, 500, 600, 700]);
+    m.scheduler.shutdown();
+}
+
+/// Tasks arriving for the interval already running are spread over what is left of it; one
+/// that finds nothing held goes at once.
+#[test]
+fn late_arrivals_are_spread_over_what_is_left_of_the_interval() {
+    let m = Manual::new(400, "x", ExecutorConfig::with_tps(100.0));
+    m.advance_to(100, 10);
+    for _ in 0..3 {
+        let task = m.task("late");
+        m.scheduler
+            .execute_with("x", Timing::after(Duration::ZERO), task)
+            .unwrap();
+    }
+    m.advance_to(399, 1);
+    // At once (at 100, or at 101 if the scheduler's thread saw them only then), then spread
+    // over the 300 ms left: 100 ms apart.
+    let times = m.times();
+    assert!(matches!(times[..], [100 | 101, _, _]), "{times:?}");
+    assert_eq!((times[1] - times[0], times[2] - times[1]), (100, 100));
+    let alone = m.task("alone");
+    m.scheduler
+        .execute_with("x", Timing::after(Duration::ZERO), alone)
+        .unwrap();
+    let at = m.run_until("alone", 5, 1);
+    assert!(at.is_some_and(|t| t <= 400), "{at:?}"); // at 399, or the next step
+    m.scheduler.shutdown();
+}
+
+/// The spreading never goes faster than the limit: 40 tasks due together in an interval of
+/// 400 ms at 50 per second: 20 admitted (the interval's quota), 20 ms apart, the rest in the
+/// next interval.
+#[test]
+fn spreading_keeps_the_limit() {
+    let m = Manual::new(400, "x", ExecutorConfig::with_tps(50.0));
+    for _ in 0..40 {
+        let task = m.task("t");
+        m.scheduler
+            .execute_with("x", Timing::after(Duration::from_millis(400)), task)
+            .unwrap();
+    }
+    m.advance_to(1200, 1);
+    let times = m.times();
+    assert_eq!(times.len(), 40);
+    let expected: Vec<u64> = (0..40).map(|i| 400 + 20 * i).collect();
+    assert_eq!(times, expected);
+    m.scheduler.shutdown();
 }
 
 /// A limit raised by `set_tps` applies from the next interval: raised from 0.2 per second (one
