@@ -62,12 +62,15 @@
 //!   due or not yet due (it runs when due, under its limit), as [`Pool::shutdown`] does. So
 //!   returning from `main` loses nothing, whichever of `pool` and `scheduler` goes first. A
 //!   task scheduled [`Duration::MAX`](std::time::Duration::MAX) ahead (never due) is rejected
-//!   instead; a paused executor's tasks are rejected once no handle can resume it.
+//!   instead; so are the tasks of an executor paused at 0 TPS, as nobody can resume it.
 //! * [`Pool::shutdown`] shuts the pool's schedulers down gracefully first (intake stops; what
-//!   they hold still runs when due), then the pool; it returns when all of it has run.
+//!   they hold still runs when due, but the tasks of an executor paused at 0 TPS end
+//!   `Rejected`: the pool's shutdown does not wait for a pause no one will lift), then the
+//!   pool; it returns when all of it has run.
 //!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background).
 //! * [`Scheduler::shutdown`] shuts one scheduler down and waits for its tasks; the pool stays
-//!   open.
+//!   open (a paused executor's tasks wait for [`Scheduler::set_tps`], or for the pool's
+//!   shutdown).
 //! * [`Pool::shutdown_now`] and [`Scheduler::shutdown_now`] stop at once and hand back every
 //!   task not started (the pool's: the scheduler's too), for you to run or drop.
 //! * [`Pool::wait_idle`] waits for the tasks the pool has accepted; a scheduler's tasks are

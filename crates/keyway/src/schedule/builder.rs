@@ -272,7 +272,7 @@ impl SchedulerBuilder {
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             drop_handed_back: AtomicBool::new(false),
-            orphaned: AtomicBool::new(false),
+            pauses_end: AtomicBool::new(false),
             timed_out_hook: self.timed_out_hook,
             interval_hook: self.interval_hook,
             driver: parker.unparker().clone(),

@@ -91,7 +91,10 @@ impl Lifeline {
 }
 
 impl Attached for Lifeline {
+    /// The pool is shutting down: a pause no one will lift ends (its tasks end `Rejected`),
+    /// then as `Scheduler::shutdown`.
     fn shut_down(&self, deadline: Option<Instant>) -> bool {
+        self.shared.pauses_end.store(true, Ordering::SeqCst);
         self.close();
         self.may_wait() && self.wait_for_driver(deadline)
     }

@@ -46,8 +46,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// the last handle you held of the pool, the drop waits for every task of both (due or not
 /// yet due), as the pool's drop does; otherwise the pool's last drop (or
 /// [`Pool::shutdown`](crate::Pool::shutdown)) waits for it. The tasks of an executor paused
-/// at 0 TPS then end `Rejected`, as nobody can resume it. See "Shutting down" in the crate
-/// docs.
+/// at 0 TPS then end `Rejected`, as nobody can resume it; so do they when the pool is shut
+/// down. See "Shutting down" in the crate docs.
 ///
 /// ```
 /// use std::time::Duration;
@@ -83,7 +83,7 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.shared.orphaned.store(true, Ordering::SeqCst);
+        self.shared.pauses_end.store(true, Ordering::SeqCst);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.driver.unpark();
     }
@@ -410,8 +410,12 @@ impl Scheduler {
     ///
     /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
     /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no
-    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor;
-    /// [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back instead.
+    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor, or
+    /// until the pool shuts down ([`Pool::shutdown`](crate::Pool::shutdown),
+    /// [`shutdown_timeout`](crate::Pool::shutdown_timeout), or the drop of the last handle of
+    /// either), which ends it `Rejected`: a shutdown the pool starts does not wait for a pause
+    /// that no one will lift. [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back
+    /// instead.
     ///
     /// ```
     /// use std::time::Duration;
