@@ -33,8 +33,8 @@
 //!
 //! ## Rate-limited scheduler ([`Scheduler`], [`ExecutorConfig`], [`Timing`], [`Coordinator`])
 //! Tasks scheduled for a time (once, at a fixed rate or with a fixed delay) run on named
-//! executors at no more than each one's limit per second, evenly paced, best first when more
-//! are due than the limit allows; a task that cannot start within its timeout (its own,
+//! executors at no more than each one's limit per second, spread evenly over each interval,
+//! best first when more are due than the limit allows; a task that cannot start within its timeout (its own,
 //! [`Timing::timeout`], or its executor's) is timed out, never dropped silently. Tasks of one
 //! context ([`Scheduler::schedule_sequential`]) run in due order. A [`Coordinator`] shares a
 //! limit across a cluster.
@@ -42,8 +42,9 @@
 //! ## Rate limits: what is guaranteed
 //! A limit of `n` per second holds in *every* sliding second, not per fixed interval: an
 //! executor releases at most `ceil(n)` tasks in any window of one second, whenever its tasks
-//! arrive, and spaces them `1 / n`
-//! apart while it can. Measured from the release times, a 50 per second executor whose callers
+//! arrive. An interval's tasks are spread evenly over it (the `k` admitted at its start go every
+//! `interval / k`; tasks arriving for the interval already running, over what is left of it),
+//! spaced at least `1 / n` apart while it can. Measured from the release times, a 50 per second executor whose callers
 //! arrive in bursts at 0, 300, 700 and 950 ms into its interval released at most 50 in any
 //! sliding second (the bound tested: `n + 1`, 51), and three processes sharing 90 per second
 //! through Redis 90 or 91 (tested: 91, the limit + 2%; each process holds its own share, but
@@ -61,12 +62,15 @@
 //!   due or not yet due (it runs when due, under its limit), as [`Pool::shutdown`] does. So
 //!   returning from `main` loses nothing, whichever of `pool` and `scheduler` goes first. A
 //!   task scheduled [`Duration::MAX`](std::time::Duration::MAX) ahead (never due) is rejected
-//!   instead; a paused executor's tasks are rejected once no handle can resume it.
+//!   instead; so are the tasks of an executor paused at 0 TPS, as nobody can resume it.
 //! * [`Pool::shutdown`] shuts the pool's schedulers down gracefully first (intake stops; what
-//!   they hold still runs when due), then the pool; it returns when all of it has run.
+//!   they hold still runs when due, but the tasks of an executor paused at 0 TPS end
+//!   `Rejected`: the pool's shutdown does not wait for a pause no one will lift), then the
+//!   pool; it returns when all of it has run.
 //!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background).
 //! * [`Scheduler::shutdown`] shuts one scheduler down and waits for its tasks; the pool stays
-//!   open.
+//!   open (a paused executor's tasks wait for [`Scheduler::set_tps`], or for the pool's
+//!   shutdown).
 //! * [`Pool::shutdown_now`] and [`Scheduler::shutdown_now`] stop at once and hand back every
 //!   task not started (the pool's: the scheduler's too), for you to run or drop.
 //! * [`Pool::wait_idle`] waits for the tasks the pool has accepted; a scheduler's tasks are

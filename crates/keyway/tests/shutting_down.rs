@@ -191,3 +191,145 @@ fn pool_shutdown_timeout_with_a_scheduler_loses_nothing() {
     assert_eq!(ran.load(Ordering::Relaxed), 500);
     assert!(pool.shutdown_timeout(Duration::MAX).is_ok());
 }
+
+// ---- decided: the pool shuts down while an executor is paused at 0 TPS ------------------------
+//
+// A shutdown the pool starts (`Pool::shutdown`, `shutdown_timeout`, the drop of its last handle)
+// does not wait for a pause that no one will lift: the tasks of an executor paused at 0 TPS end
+// `Rejected` (counted so); every other task still runs. `Scheduler::shutdown` alone still waits
+// for `set_tps` to resume the executor.
+
+/// A scheduler with an executor paused at 0 TPS (no timeout) and an unlimited one.
+fn paused(pool: &Pool) -> Scheduler {
+    Scheduler::builder(pool)
+        .interval(Duration::from_millis(10))
+        .executor("paused", ExecutorConfig::with_tps(0.0))
+        .executor("any", ExecutorConfig::unlimited())
+        .build()
+        .unwrap()
+}
+
+/// The paused executor's `n` tasks ended `Rejected`, counted so, and nothing else was lost.
+fn all_rejected(s: &Scheduler, handles: Vec<keyway::TaskHandle<usize>>) {
+    let n = handles.len() as u64;
+    for h in handles {
+        assert!(matches!(h.join(), Err(keyway::TaskError::Rejected)));
+    }
+    let st = s.stats("paused").unwrap();
+    assert_eq!(
+        (st.scheduled, st.rejected, st.ran, st.pending),
+        (n, n, 0, 0),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn pool_shutdown_ends_a_paused_executors_tasks_rejected() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = pool();
+    let s = paused(&pool);
+    let waiting = counted(&s, "paused", 3, |_| Duration::ZERO, &ran);
+    let running = counted(&s, "any", 3, |i| Duration::from_millis(5 * i), &ran);
+    let p = pool.clone();
+    common::finishes("Pool::shutdown with a paused executor", move || {
+        p.shutdown()
+    });
+    assert!(running.into_iter().all(|h| h.join().is_ok()));
+    assert_eq!(ran.load(Ordering::Relaxed), 3);
+    all_rejected(&s, waiting);
+}
+
+/// With no bound (`Duration::MAX`), `shutdown_timeout` returns `Ok` too: nothing is left.
+#[test]
+fn pool_shutdown_timeout_unbounded_ends_a_paused_executors_tasks() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = pool();
+    let s = paused(&pool);
+    let waiting = counted(&s, "paused", 2, |i| Duration::from_millis(10 * i), &ran);
+    let p = pool.clone();
+    let done = common::finishes(
+        "Pool::shutdown_timeout(MAX) with a paused executor",
+        move || p.shutdown_timeout(Duration::MAX),
+    );
+    assert!(done.is_ok());
+    all_rejected(&s, waiting);
+}
+
+/// Several threads shut the pool down at once, one of them already blocked in
+/// `Scheduler::shutdown` (which waits for the pause): all return.
+#[test]
+fn pool_shutdown_from_several_threads_ends_a_pause() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = pool();
+    let s = paused(&pool);
+    let waiting = counted(&s, "paused", 4, |_| Duration::ZERO, &ran);
+    let s2 = s.clone();
+    let p = pool.clone();
+    common::finishes("several shutdowns with a paused executor", move || {
+        let blocked = std::thread::spawn(move || s2.shutdown());
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let callers: Vec<_> = (0..4)
+            .map(|_| {
+                let (p, start) = (p.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    p.shutdown();
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        blocked.join().unwrap();
+    });
+    all_rejected(&s, waiting);
+}
+
+/// From inside a task (a pool task, and a scheduled one): the shutdown cannot wait there and
+/// returns at once; the paused tasks still end `Rejected`, and a shutdown from outside returns.
+#[test]
+fn pool_shutdown_from_inside_a_task_ends_a_pause() {
+    for scheduled in [false, true] {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let pool = pool();
+        let s = paused(&pool);
+        let waiting = counted(&s, "paused", 2, |_| Duration::ZERO, &ran);
+        let p = pool.clone();
+        let inside = move || p.shutdown();
+        if scheduled {
+            s.schedule("any", Duration::from_millis(5), inside)
+                .unwrap()
+                .join()
+                .unwrap();
+        } else {
+            pool.submit(inside).unwrap().join().unwrap();
+        }
+        let s2 = s.clone();
+        common::finishes(
+            "the paused tasks after a shutdown inside a task",
+            move || all_rejected(&s2, waiting),
+        );
+        let p = pool.clone();
+        common::finishes("Pool::shutdown after one inside a task", move || {
+            p.shutdown()
+        });
+    }
+}
+
+/// `Scheduler::shutdown` alone waits for the pause: resumed by `set_tps`, the task runs.
+#[test]
+fn scheduler_shutdown_waits_for_set_tps_to_resume_a_pause() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let pool = pool();
+    let s = paused(&pool);
+    let waiting = counted(&s, "paused", 2, |_| Duration::ZERO, &ran);
+    let s2 = s.clone();
+    let shutting = std::thread::spawn(move || s2.shutdown());
+    s.set_tps("paused", 1000.0).unwrap();
+    common::finishes("Scheduler::shutdown after set_tps", move || {
+        shutting.join().unwrap()
+    });
+    assert!(waiting.into_iter().all(|h| h.join().is_ok()));
+    assert_eq!(ran.load(Ordering::Relaxed), 2);
+    pool.shutdown();
+}

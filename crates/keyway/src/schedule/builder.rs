@@ -72,6 +72,9 @@ pub struct SchedulerBuilder {
     timed_out_hook: Option<TimedOutHook>,
     interval_hook: Option<IntervalHook>,
     thread_name: String,
+    /// Tests: the scheduler's time is this one's.
+    #[cfg(test)]
+    manual_time: Option<&'static super::clock::ManualTime>,
 }
 
 impl SchedulerBuilder {
@@ -84,7 +87,24 @@ impl SchedulerBuilder {
             timed_out_hook: None,
             interval_hook: None,
             thread_name: "keyway-scheduler".into(),
+            #[cfg(test)]
+            manual_time: None,
         }
+    }
+
+    /// Tests: the scheduler's time moves only when `time` is set.
+    #[cfg(test)]
+    pub(crate) fn manual_time(mut self, time: &'static super::clock::ManualTime) -> Self {
+        self.manual_time = Some(time);
+        self
+    }
+
+    fn clock(&self) -> Clock {
+        #[cfg(test)]
+        if let Some(time) = self.manual_time {
+            return Clock::manual(self.interval, time);
+        }
+        Clock::new(self.interval)
     }
 
     /// The length of an interval (default 1 s; from 10 ms to one day): how often an executor
@@ -247,12 +267,12 @@ impl SchedulerBuilder {
         }
         let parker = Parker::new();
         let shared = Arc::new(Shared {
-            clock: Clock::new(self.interval),
+            clock: self.clock(),
             pool: self.pool.internal(),
             closed: AtomicBool::new(false),
             stop_now: AtomicBool::new(false),
             drop_handed_back: AtomicBool::new(false),
-            orphaned: AtomicBool::new(false),
+            pauses_end: AtomicBool::new(false),
             timed_out_hook: self.timed_out_hook,
             interval_hook: self.interval_hook,
             driver: parker.unparker().clone(),

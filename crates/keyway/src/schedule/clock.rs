@@ -1,7 +1,14 @@
 //! Monotonic time cut into intervals: nanoseconds since the scheduler started, and interval
 //! numbers. Only `Instant` is used, so a wall-clock jump changes nothing.
+//!
+//! The crate's own tests may give a scheduler a [`ManualTime`] instead: its `now` is what the
+//! test set, so that a test can say exactly when each release happened without measuring
+//! wall-clock time.
 
 use std::time::{Duration, Instant};
+
+#[cfg(test)]
+pub(crate) use manual::ManualTime;
 
 /// "Never due": a delay that overflowed.
 pub(crate) const NEVER: u64 = u64::MAX;
@@ -10,6 +17,9 @@ pub(crate) const NEVER: u64 = u64::MAX;
 pub(crate) struct Clock {
     epoch: Instant,
     interval: u64,
+    /// Tests: the time comes from here instead of `Instant::now()`.
+    #[cfg(test)]
+    manual: Option<&'static ManualTime>,
 }
 
 impl Clock {
@@ -18,6 +28,27 @@ impl Clock {
         Clock {
             epoch: Instant::now(),
             interval: interval.as_nanos() as u64,
+            #[cfg(test)]
+            manual: None,
+        }
+    }
+
+    /// Tests: a clock whose time is `manual`'s.
+    #[cfg(test)]
+    pub(crate) fn manual(interval: Duration, manual: &'static ManualTime) -> Self {
+        Clock {
+            manual: Some(manual),
+            ..Clock::new(interval)
+        }
+    }
+
+    /// The scheduler's thread finished one step (tests count them, to know that it has seen
+    /// the time they set).
+    #[inline]
+    pub(crate) fn stepped(&self) {
+        #[cfg(test)]
+        if let Some(m) = self.manual {
+            m.stepped();
         }
     }
 
@@ -38,6 +69,10 @@ impl Clock {
 
     #[inline]
     pub(crate) fn now(&self) -> u64 {
+        #[cfg(test)]
+        if let Some(m) = self.manual {
+            return m.now();
+        }
         self.at(Instant::now())
     }
 
@@ -67,6 +102,57 @@ impl Clock {
             return None;
         }
         self.epoch.checked_add(Duration::from_nanos(t))
+    }
+}
+
+#[cfg(test)]
+mod manual {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use parking_lot::{Condvar, Mutex};
+
+    /// A time that moves only when a test moves it (nanoseconds since the scheduler's epoch),
+    /// and the count of the scheduler thread's steps, so that the test can wait until the
+    /// thread has seen the time it set.
+    #[derive(Debug, Default)]
+    pub(crate) struct ManualTime {
+        now: AtomicU64,
+        steps: Mutex<u64>,
+        stepped: Condvar,
+    }
+
+    impl ManualTime {
+        /// A new one, for the rest of the test process (a clock is `Copy`).
+        pub(crate) fn leak() -> &'static ManualTime {
+            Box::leak(Box::default())
+        }
+
+        pub(crate) fn now(&self) -> u64 {
+            self.now.load(Ordering::SeqCst)
+        }
+
+        pub(crate) fn set(&self, t: u64) {
+            self.now.store(t, Ordering::SeqCst);
+        }
+
+        /// The scheduler's thread finished a step.
+        pub(crate) fn stepped(&self) {
+            *self.steps.lock() += 1;
+            self.stepped.notify_all();
+        }
+
+        /// Waits until the scheduler's thread has finished `n` more steps, calling `wake` (to
+        /// unpark it) until it has. Two steps after a [`set`](ManualTime::set): the second
+        /// began after it, so it saw the new time.
+        pub(crate) fn wait_steps(&self, n: u64, wake: impl Fn()) {
+            let mut steps = self.steps.lock();
+            let target = *steps + n;
+            while *steps < target {
+                wake();
+                self.stepped.wait_for(&mut steps, Duration::from_millis(1));
+            }
+        }
     }
 }
 

@@ -114,9 +114,8 @@ impl ExecutorConfig {
     }
 
     /// Whether a task may start before its due time, by less than one interval (default
-    /// `true`): the interval's tasks are then released from its start (at the executor's pace,
-    /// or spread over the interval if it has no limit). With `false` no task starts before its
-    /// due time.
+    /// `true`): the interval's tasks are then released from its start, spread over the
+    /// interval. With `false` no task starts before its due time.
     ///
     /// ```
     /// use std::time::{Duration, Instant};

@@ -32,8 +32,11 @@ pub(crate) struct Shared {
     /// `shutdown_now` was called on the driver's own thread: nobody takes what comes back,
     /// so it is dropped (handles say `Rejected`).
     pub(crate) drop_handed_back: AtomicBool,
-    /// The last `Scheduler` handle was dropped: nobody can resume a paused executor any more.
-    pub(crate) orphaned: AtomicBool,
+    /// Nobody will resume a paused executor: the last `Scheduler` handle was dropped, or the
+    /// pool is shutting down (`Pool::shutdown`, `shutdown_timeout`, the drop of its last
+    /// handle). Once intake is closed too, the tasks of an executor paused at 0 TPS end
+    /// `Rejected` instead of being waited for.
+    pub(crate) pauses_end: AtomicBool,
     pub(crate) timed_out_hook: Option<TimedOutHook>,
     pub(crate) interval_hook: Option<IntervalHook>,
     pub(crate) driver: Unparker,

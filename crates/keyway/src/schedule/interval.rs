@@ -13,6 +13,7 @@ use super::coordinator::{clamp_share, Coordinator};
 use super::entry::{better, Entry};
 use super::executor::ExecCore;
 use super::pace::Pace;
+use super::spread::Spread;
 use super::stats::IntervalReport;
 use crate::task::PendingTask;
 
@@ -34,6 +35,8 @@ pub(crate) struct Intervals {
     last_step: u64,
     /// A limited executor's pace: when the next task may be released.
     pace: Pace,
+    /// Limited: the admitted tasks spread over the interval.
+    spread_grid: Spread,
     interval: u64,
     quota: Option<u64>,
     credit: f64,
@@ -60,6 +63,7 @@ impl Intervals {
             waiting: Vec::new(),
             last_step: 0,
             pace: Pace::new(),
+            spread_grid: Spread::new(),
             interval: 0,
             quota: None,
             credit: 0.0,
@@ -174,6 +178,11 @@ impl Intervals {
         }
         self.order_for_release(&mut all);
         self.spread = all.len();
+        self.spread_grid.start(
+            clock.start_of(k),
+            clock.start_of(k.saturating_add(1)),
+            all.len(),
+        );
         self.admitted = vec![all];
         self.released_spread = 0;
         self.exec.stats.carried_over.store(
@@ -227,12 +236,14 @@ impl Intervals {
     }
 
     /// Limited: late arrivals compete with the admitted tasks not yet released for what is
-    /// left of the quota (the worst carry over); then the best are released while the pace
-    /// allows, each once due if the executor never releases early.
+    /// left of the quota (the worst carry over), and those kept are spread over what is left of
+    /// the interval; then the best are released while the spreading and the pace allow, each
+    /// once due if the executor never releases early.
     fn step_paced(&mut self, now: u64) {
         let mut late = Vec::new();
         self.exec.buckets.take_late(&mut late);
         if !late.is_empty() {
+            let before = self.held_for_release();
             let mut all: Vec<Entry> = std::mem::take(&mut self.admitted)
                 .into_iter()
                 .flatten()
@@ -248,6 +259,7 @@ impl Intervals {
                 all = kept;
             }
             self.order_for_release(&mut all);
+            self.spread_grid.arrived(now, before, all.len());
             self.admitted = vec![all];
             self.exec.stats.carried_over.store(
                 self.carry.len() as u64,
@@ -258,7 +270,7 @@ impl Intervals {
     }
 
     /// Releases the best admitted tasks (due, if the executor never releases early) while the
-    /// pace allows.
+    /// spreading and the pace allow.
     fn release_paced(&mut self, now: u64) {
         let early = self.exec.early;
         loop {
@@ -269,13 +281,19 @@ impl Intervals {
             // The time of this release itself (handing over the one before may have taken a
             // while): what the pace remembers is when each task really went.
             let at = self.exec.shared.clock.now();
-            if !self.pace.ready(at) {
+            if !self.spread_grid.allows(at) || !self.pace.ready(at) {
                 break;
             }
             let Some(e) = self.pop_admitted() else { break };
             self.pace.released(at);
+            self.spread_grid.released(at);
             self.release(e);
         }
+    }
+
+    /// Admitted tasks not yet released.
+    fn held_for_release(&self) -> usize {
+        self.admitted.iter().map(Vec::len).sum()
     }
 
     /// Unlimited: the interval's share of the admitted tasks, by how much of it has passed;

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::executor::{ExecCore, Shared};
-use crate::engine::worker;
 use crate::face::Attached;
 use crate::task::PendingTask;
 
@@ -39,8 +38,7 @@ impl Lifeline {
 
     /// Whether this thread may wait for the scheduler: not its own, nor one of the pool's.
     pub(crate) fn may_wait(&self) -> bool {
-        !self.on_driver()
-            && worker::own_thread(self.shared.pool.registry()) == worker::OwnThread::None
+        !self.on_driver() && !self.shared.pool.registry().on_own_thread()
     }
 
     /// Waits until the driver has exited (it has handed over or ended everything it held), or
@@ -91,7 +89,10 @@ impl Lifeline {
 }
 
 impl Attached for Lifeline {
+    /// The pool is shutting down: a pause no one will lift ends (its tasks end `Rejected`),
+    /// then as `Scheduler::shutdown`.
     fn shut_down(&self, deadline: Option<Instant>) -> bool {
+        self.shared.pauses_end.store(true, Ordering::SeqCst);
         self.close();
         self.may_wait() && self.wait_for_driver(deadline)
     }

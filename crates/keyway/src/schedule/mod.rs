@@ -2,8 +2,19 @@
 //! per second per named executor, best first when more are due than the limit allows, expired
 //! ones timed out.
 //!
-//! The top layer, beside `strategy` and `sequencer`: built on the pool's public face (`Pool`),
-//! never below it.
+//! The top layer, beside `strategy` and `sequencer`. It hands released tasks to the pool
+//! through the pool's own methods (`execute`, `execute_sequential`, waiting for room on a full
+//! pool), as a user would; but it is not built on the public API alone. It also uses, from the
+//! layers below:
+//!
+//! * `face`: a pool handle that does not count as the user's (`Pool::internal`), and the
+//!   attachment (`Pool::attach`, the `Attached` trait) through which the pool's shutdowns shut
+//!   the scheduler down first;
+//! * `engine`, through the pool's registry (`Pool::registry`), for two things: reporting a
+//!   scheduled task's panic to the pool's panic hook, and asking whether the calling thread is
+//!   one of the pool's (which cannot wait for a shutdown);
+//! * `task`: handles and outcomes (`TaskHandle`, `PendingTask`, how a task is abandoned), and
+//!   the inline task store that a scheduled job lives in (no allocation per small task).
 //!
 //! The files, each using only files below it in this list (one exception, at the end):
 //!
@@ -16,6 +27,7 @@
 //!   releases tasks through them;
 //! * `interval` — one executor's intervals as the timer thread runs them (select, spread,
 //!   carry);
+//! * `spread` — a limited executor's releases spread evenly over its interval;
 //! * `pace` — a limited executor's pace: one release per `1 / rate`, so that no second sees a
 //!   burst;
 //! * `batch` — released tasks handed to the pool in batches when many are due at once;
@@ -51,6 +63,7 @@ mod pace;
 mod repeat;
 mod scheduled_job;
 mod scheduler;
+mod spread;
 mod stats;
 mod timer_thread;
 

@@ -5,7 +5,10 @@
 //!
 //! * **spacing**: releases follow a grid one `gap = 1 s / rate` apart; a driver that woke late
 //!   catches up on the slots it missed, at most [`CATCH_UP`] of them (so a slow step loses no
-//!   capacity, and a long stall does not turn into a burst);
+//!   capacity, and a long stall does not turn into a burst). The grid is kept as the slot of the
+//!   last release, and the next slot is one `gap` after it *at the rate as it is now*: a new
+//!   rate applies from the next release on (raised from 0.2/s to 100/s, the next release may go
+//!   10 ms after the last one, not 5 s);
 //! * **the window**: releases are remembered for `window = max(1 s, cap / rate)`, where
 //!   `cap = ceil(rate)`, and one waits while `cap` of them are remembered. Releases within
 //!   [`MERGE`] of each other are remembered as one group, stamped with its *last* release, and
@@ -34,7 +37,8 @@ struct Group {
 
 /// When the next release may happen, in nanoseconds since the scheduler's epoch.
 pub(crate) struct Pace {
-    next: u64,
+    /// The grid slot of the last release (`None`: none yet); the next is one `gap` after it.
+    slot: Option<u64>,
     gap: u64,
     cap: u64,
     window: u64,
@@ -46,7 +50,7 @@ pub(crate) struct Pace {
 impl Pace {
     pub(crate) fn new() -> Self {
         Pace {
-            next: 0,
+            slot: None,
             gap: u64::MAX,
             cap: 1,
             window: u64::MAX,
@@ -77,7 +81,7 @@ impl Pace {
 
     /// May a task be released at `now`?
     pub(crate) fn ready(&mut self, now: u64) -> bool {
-        if self.gap == u64::MAX || now < self.next {
+        if self.gap == u64::MAX || now < self.next() {
             return false;
         }
         while let Some(g) = self.recent.front() {
@@ -90,13 +94,15 @@ impl Pace {
         self.remembered < self.cap
     }
 
+    /// The earliest time of the next release by the spacing rule.
+    fn next(&self) -> u64 {
+        self.slot.map_or(0, |slot| slot.saturating_add(self.gap))
+    }
+
     /// A task was released at `now`.
     pub(crate) fn released(&mut self, now: u64) {
         let catch_up = CATCH_UP.as_nanos() as u64;
-        self.next = self
-            .next
-            .max(now.saturating_sub(catch_up))
-            .saturating_add(self.gap);
+        self.slot = Some(self.next().max(now.saturating_sub(catch_up)));
         self.remembered += 1;
         match self.recent.back_mut() {
             Some(g) if now.saturating_sub(g.first) < MERGE => {
@@ -188,6 +194,29 @@ mod test {
             }
             assert!(n >= rate * 0.99, "{rate}/s: {n}");
         }
+    }
+
+    #[test]
+    fn a_new_rate_applies_from_the_next_release() {
+        let mut pace = Pace::new();
+        pace.set_rate(0.2); // one per 5 s
+        let t = 10 * SECOND;
+        assert!(pace.ready(t));
+        pace.released(t);
+        assert!(!pace.ready(t + SECOND));
+        // Raised: one gap of the new rate after the last release, not the old 5 s.
+        pace.set_rate(100.0);
+        assert!(pace.ready(t + 10_000_000));
+        pace.released(t + 10_000_000);
+        // Lowered again: the window of the new rate (one per 5 s) counts what went before.
+        pace.set_rate(0.2);
+        assert!(!pace.ready(t + 4 * SECOND));
+        assert!(pace.ready(t + 6 * SECOND));
+        // Paused, then resumed: the grid of the resumed rate, not a wait for ever.
+        pace.set_rate(0.0);
+        assert!(!pace.ready(t + 60 * SECOND));
+        pace.set_rate(100.0);
+        assert!(pace.ready(t + 60 * SECOND));
     }
 
     #[test]

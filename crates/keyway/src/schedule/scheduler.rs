@@ -26,7 +26,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// one interval, in its [`PriorityOrder`](crate::PriorityOrder); the rest carry over and
 /// compete again in the next interval. A task scheduled for an interval already running
 /// competes with the admitted tasks not yet released for what is left of the quota. A limited
-/// executor releases its admitted tasks best first, evenly paced (`1 / limit` apart), and never
+/// executor releases its admitted tasks best first, spread evenly over the interval (over what
+/// is left of it for late arrivals) and at least `1 / limit` apart while it can, and never
 /// more than the limit (rounded up) in any sliding second (see "Rate limits: what is
 /// guaranteed" in the crate docs); an unlimited one spreads each interval's tasks over it.
 /// A task may start before its due time, by less than one interval, unless the executor
@@ -45,8 +46,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// the last handle you held of the pool, the drop waits for every task of both (due or not
 /// yet due), as the pool's drop does; otherwise the pool's last drop (or
 /// [`Pool::shutdown`](crate::Pool::shutdown)) waits for it. The tasks of an executor paused
-/// at 0 TPS then end `Rejected`, as nobody can resume it. See "Shutting down" in the crate
-/// docs.
+/// at 0 TPS then end `Rejected`, as nobody can resume it; so do they when the pool is shut
+/// down. See "Shutting down" in the crate docs.
 ///
 /// ```
 /// use std::time::Duration;
@@ -82,7 +83,7 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.shared.orphaned.store(true, Ordering::SeqCst);
+        self.shared.pauses_end.store(true, Ordering::SeqCst);
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.driver.unpark();
     }
@@ -316,7 +317,9 @@ impl Scheduler {
     }
 
     /// Changes executor `executor`'s limit while it runs, from its next interval on (`0.0`
-    /// pauses it: its tasks wait, and time out if they have a timeout).
+    /// pauses it: its tasks wait, and time out if they have a timeout). The spacing of the new
+    /// limit applies then too: raised from 0.2 to 100 per second, the next task goes at the
+    /// next interval, not the old 5 s after the last one.
     ///
     /// ```
     /// use keyway::{ConfigError, ExecutorConfig, Scheduler};
@@ -407,8 +410,12 @@ impl Scheduler {
     ///
     /// A task that is never due (scheduled [`Duration::MAX`] ahead) could never run: it ends
     /// `Rejected` instead of being waited for. A task of an executor paused at 0 TPS (with no
-    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor;
-    /// [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back instead.
+    /// timeout) is waited for until [`set_tps`](Scheduler::set_tps) resumes the executor, or
+    /// until the pool shuts down ([`Pool::shutdown`](crate::Pool::shutdown),
+    /// [`shutdown_timeout`](crate::Pool::shutdown_timeout), or the drop of the last handle of
+    /// either), which ends it `Rejected`: a shutdown the pool starts does not wait for a pause
+    /// that no one will lift. [`shutdown_now`](Scheduler::shutdown_now) hands such tasks back
+    /// instead.
     ///
     /// ```
     /// use std::time::Duration;
@@ -469,6 +476,14 @@ impl Scheduler {
     /// ```
     pub fn is_shutdown(&self) -> bool {
         self.inner.shared.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+impl Scheduler {
+    /// Tests: wakes the scheduler's thread (to see a time a test set).
+    pub(crate) fn wake_driver(&self) {
+        self.inner.shared.driver.unpark();
     }
 }
 

@@ -66,7 +66,7 @@ impl Driver {
                         e.end_never_due();
                     }
                 }
-                if !stopping && self.shared.orphaned.load(Ordering::SeqCst) {
+                if !stopping && self.shared.pauses_end.load(Ordering::SeqCst) {
                     for e in &mut self.executors {
                         e.end_if_paused_for_good();
                     }
@@ -97,6 +97,7 @@ impl Driver {
             {
                 wait = wait.min(STEP);
             }
+            clock.stepped();
             self.parker.park_timeout(wait);
         }
         for e in &mut self.executors {
