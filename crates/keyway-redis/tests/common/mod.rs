@@ -11,6 +11,7 @@ use keyway_redis::RedisCoordinator;
 
 pub mod cluster;
 pub mod journal;
+pub mod local;
 
 /// The executor every test shares, and its limit.
 pub const EXECUTOR: &str = "payments";
