@@ -237,11 +237,13 @@ fn loom_a_recovery_scan_never_delivers_an_acknowledged_entry_again() {
             let _acks = acks.lock().unwrap();
             let pending: Vec<EntryId> = pel.lock().unwrap().clone();
             let mut st = state.lock().unwrap();
-            pending
-                .into_iter()
-                .filter(|&id| !st.holds(id))
-                .filter(|&id| st.deliver(id, 1, 1))
-                .count()
+            let mut again = 0;
+            for id in pending {
+                if !st.holds(id) && st.deliver(id, 1, 1) {
+                    again += 1;
+                }
+            }
+            again
         };
         sender.join().unwrap();
         assert_eq!(again, 0, "an acknowledged entry was delivered again");
