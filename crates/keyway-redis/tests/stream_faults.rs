@@ -7,147 +7,22 @@
 
 mod common;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::BufRead;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::*;
-use common::journal::{Journal, Rules};
+use common::journal::Rules;
 use common::*;
-use keyway_redis::stream::{Delivery, HandlerError, StreamConsumer};
 use parking_lot::Mutex;
 
 /// The fault tests share two cores: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The fencing sink: accepts a write for a shard only if its epoch is not below the highest
-/// epoch written for that shard.
-const SINK: &str = r"
-local max = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)
-local e = tonumber(ARGV[2])
-if e < max then return 0 end
-if e > max then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-return 1
-";
-
-thread_local! {
-    static SINK_CONN: RefCell<Option<redis::Connection>> = const { RefCell::new(None) };
-}
-
-fn sink_write(url: &str, ns: &str, d: &Delivery) -> Result<bool, HandlerError> {
-    let started = Instant::now();
-    loop {
-        let result = SINK_CONN.with(|c| -> redis::RedisResult<i64> {
-            let mut c = c.borrow_mut();
-            if c.is_none() {
-                let conn = redis::Client::open(url)?
-                    .get_connection_with_timeout(Duration::from_millis(300))?;
-                conn.set_read_timeout(Some(Duration::from_millis(300)))?;
-                *c = Some(conn);
-            }
-            let r = redis::Script::new(SINK)
-                .key(format!("{ns}:sink"))
-                .arg(d.shard)
-                .arg(d.epoch)
-                .invoke(c.as_mut().unwrap());
-            if r.is_err() {
-                *c = None;
-            }
-            r
-        });
-        match result {
-            Ok(n) => return Ok(n == 1),
-            Err(e) if started.elapsed() > Duration::from_secs(20) => return Err(e.into()),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 /// A member process.
 #[test]
 #[ignore = "run as a child process by the other tests of this file"]
 fn stream_member() {
-    let Ok(url) = std::env::var(ENV_URL) else {
-        return;
-    };
-    let ns = std::env::var(ENV_NS).unwrap();
-    if let Ok(filter) = std::env::var("KW_STREAM_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .init();
-    }
-    let id = std::env::var(ENV_ID).unwrap();
-    let journal = Arc::new(Journal::create(std::path::Path::new(
-        &std::env::var(ENV_JOURNAL).unwrap(),
-    )));
-    let poison: Option<(String, u64)> = std::env::var(ENV_POISON).ok().and_then(|p| {
-        let (k, s) = p.split_once(':')?;
-        Some((k.to_owned(), s.parse().ok()?))
-    });
-    let pool = keyway::Pool::builder().core_threads(8).build().unwrap();
-    let acks = Arc::clone(&journal);
-    let (sink_url, sink_ns) = (url.clone(), ns.clone());
-    let consumer = StreamConsumer::builder(url.as_str(), topic(&ns))
-        .member_id(id)
-        .window(WINDOW)
-        .lease(LEASE)
-        .heartbeat(LEASE / 5)
-        .max_attempts(5)
-        .backoff(Duration::from_millis(10), Duration::from_millis(40))
-        .ack_batch(16, Duration::from_millis(10))
-        .io_timeout(Duration::from_millis(300))
-        .stall_after(Duration::from_secs(3))
-        .on_ack(move |a| acks.journal_ack(a))
-        .build(&pool, move |d, payload| {
-            let seq: u64 = std::str::from_utf8(payload)?.parse()?;
-            journal.start(d, seq);
-            let h = keyway_redis::stream::fnv1a64(&[&d.key[..], payload].concat());
-            std::thread::sleep(Duration::from_micros(h % 1_000)); // work: U(0, 1 ms)
-            let key = String::from_utf8_lossy(&d.key).into_owned();
-            if poison.as_ref() == Some(&(key, seq)) {
-                journal.finish(d, seq, "fail");
-                return Err("poison".into());
-            }
-            if !sink_write(&sink_url, &sink_ns, d)? {
-                journal.finish(d, seq, "fenced");
-                return Err("fenced: a newer epoch wrote this shard".into());
-            }
-            journal.finish(d, seq, "ok");
-            Ok(())
-        })
-        .expect("build the consumer");
-    println!("ready");
-    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        if line == "stop" {
-            break;
-        }
-    }
-    consumer.shutdown();
-    let s = consumer.stats().unwrap_or_default();
-    println!(
-        "stats takeovers={} refused={} recreated={} redeliveries={} stalls={} dead={} lost={} releases={}",
-        s.takeovers,
-        s.refused_acks,
-        s.groups_recreated,
-        s.redeliveries,
-        s.stalls,
-        s.dead_lettered,
-        s.leases_lost,
-        s.releases
-    );
-}
-
-trait JournalAck {
-    fn journal_ack(&self, a: &keyway_redis::stream::Acked);
-}
-
-impl JournalAck for Journal {
-    fn journal_ack(&self, a: &keyway_redis::stream::Acked) {
-        self.acked(a);
-    }
+    common::member::run();
 }
 
 fn cluster(name: &str, server: RedisServer, members: &[&str]) -> Cluster {

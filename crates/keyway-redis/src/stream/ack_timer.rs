@@ -41,7 +41,8 @@ impl AckTimer {
         }
     }
 
-    fn stop(&self) {
+    /// Stops the timer's thread (the control thread does, once every shard is handed off).
+    pub(crate) fn stop(&self) {
         self.due.lock().stop = true;
         self.cv.notify_one();
     }
@@ -65,6 +66,14 @@ impl AckTimerThread {
             ctx: Arc::clone(ctx),
             thread: Some(thread),
         })
+    }
+}
+
+impl AckTimerThread {
+    /// Lets the thread go without waiting for it (it stops when the control thread ends):
+    /// for a `shutdown` called by the consumer's own user code, which that thread may run.
+    pub(crate) fn detach(mut self) {
+        drop(self.thread.take());
     }
 }
 

@@ -5,11 +5,14 @@
 //! entry fills it (or, if another thread is sending, by that thread: the sender looks again
 //! before it lets go of the lock; the shard's reader also looks between reads); a batch that
 //! is not full waits for the [ack timer](crate::stream::ack_timer), at most the interval.
+//! Holding that lock is also what lets the reader scan the pending list (protocol rule R in
+//! the [module docs](crate::stream)): no ack is in flight meanwhile.
 
 use std::collections::HashMap;
 
 use redis::Connection;
 
+use crate::stream::contain::contain;
 use crate::stream::context::{bump, evalsha, Ctx, DeadInfo, Shard};
 use crate::stream::state::{ShardState, ToAck};
 use crate::stream::{Acked, EntryId, StreamError};
@@ -32,7 +35,7 @@ pub(crate) fn flush(
     }
     let c = match conn {
         Some(c) => c,
-        None => conn.insert(ctx.connect()?),
+        None => conn.insert(ctx.connect("ack")?),
     };
     let acks = {
         let mut st = shard.state.lock();
@@ -120,17 +123,21 @@ fn send(
         if refused {
             let n = (ok.len() + dead.len()) as u64;
             bump(&ctx.totals.refused_acks, n);
-            let dropped = st.lose();
+            // Rule 6 of the shard state: an old epoch's batch refused after this member took
+            // the shard again is no loss of the new epoch; a loss is counted once.
+            let dropped = st.refused(epoch);
             drop(st);
             shard.cv.notify_all();
-            bump(&ctx.totals.leases_lost, 1);
-            tracing::warn!(
-                shard = shard.index,
-                epoch,
-                refused = n,
-                dropped,
-                "acks refused: another member holds the shard now"
-            );
+            if let Some(dropped) = dropped {
+                bump(&ctx.totals.leases_lost, 1);
+                tracing::warn!(
+                    shard = shard.index,
+                    epoch,
+                    refused = n,
+                    dropped,
+                    "acks refused: another member holds the shard now"
+                );
+            }
             continue;
         }
         drop(st);
@@ -138,15 +145,22 @@ fn send(
         shard
             .progress
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        bump(&ctx.totals.acked, ok.len() as u64);
+        // What XACK acknowledged: an entry acknowledged by someone else meanwhile (an
+        // operator) is not counted again.
+        let acked = results.first().copied().unwrap_or(0).max(0) as u64;
+        bump(&ctx.totals.acked, acked);
         bump(&ctx.totals.dead_lettered, dead.len() as u64);
         if let Some(hook) = &ctx.cfg.on_ack {
-            hook(&Acked {
+            let acked = Acked {
                 shard: shard.index,
                 epoch,
                 succeeded: ok,
                 dead_lettered: dead.iter().map(|(id, _)| *id).collect(),
-            });
+            };
+            // Protocol rule H: a panicking hook loses nothing but its own call.
+            if let Err(panic) = contain(ctx.instance, || hook(&acked)) {
+                tracing::error!(shard = shard.index, epoch, %panic, "the on_ack hook panicked; acknowledging goes on");
+            }
         }
     }
     Ok(())

@@ -92,7 +92,7 @@ impl StreamConsumer {
             ack_timer: AckTimer::default(),
             cfg,
         });
-        let conn = ctx.connect()?;
+        let conn = ctx.connect("control")?;
         let ack_timer = AckTimerThread::start(&ctx)?;
         let control = Control::new(Arc::clone(&ctx), conn);
         let thread = std::thread::Builder::new()
@@ -175,7 +175,7 @@ impl StreamConsumer {
             groups_recreated: get(&t.groups_recreated),
             stalls: get(&t.stalls),
         };
-        let mut conn = ctx.connect()?;
+        let mut conn = ctx.connect("stats")?;
         for shard in &ctx.shards {
             let (owner, epoch): (Option<String>, Option<u64>) = redis::cmd("HMGET")
                 .arg(&shard.lease)
@@ -216,7 +216,12 @@ impl StreamConsumer {
     }
 
     /// Hands every shard off cleanly and leaves the group (see [`StreamConsumer`]); waits for
-    /// the running handlers. Called by `drop`; calling it again does nothing.
+    /// the running handlers. Called by `drop`. Called from several threads at once, each call
+    /// returns once the hand-off is complete; called again after, it does nothing.
+    ///
+    /// Called by this consumer's own handler or `on_ack` hook (or dropping the last handle
+    /// there), it cannot wait for the code that calls it: it starts the hand-off and returns
+    /// at once; the hand-off completes once that handler has returned.
     ///
     /// ```no_run
     /// # use keyway_redis::stream::{StreamConsumer, Topic};
@@ -229,12 +234,26 @@ impl StreamConsumer {
     pub fn shutdown(&self) {
         *self.ctx.stopping.lock() = true;
         self.ctx.stop_cv.notify_all();
-        if let Some(thread) = self.control.lock().take() {
+        if crate::stream::contain::inside(self.ctx.instance) {
+            // The hand-off waits for the running handlers, this caller among them: let the
+            // threads finish by themselves (the control thread stops the ack timer). This
+            // thread may be the timer's own (a hook): never wait for it here.
+            if let Some(mut timer) = self.ack_timer.try_lock() {
+                if let Some(timer) = timer.take() {
+                    timer.detach();
+                }
+            }
+            return;
+        }
+        // Held while joining: a second caller waits here until the first is done.
+        let mut control = self.control.lock();
+        if let Some(thread) = control.take() {
             let _ = thread.join();
         }
         // The hand-offs flushed their acks; the timer has nothing left to send.
         let timer = self.ack_timer.lock().take();
         drop(timer);
+        drop(control);
     }
 }
 

@@ -93,14 +93,20 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// A new connection with the I/O timeout, the scripts loaded.
-    pub(crate) fn connect(&self) -> Result<Connection, StreamError> {
+    /// A new connection with the I/O timeout, the scripts loaded, named
+    /// `keyway:MEMBER:ROLE` in `CLIENT LIST` (for operators).
+    pub(crate) fn connect(&self, role: &str) -> Result<Connection, StreamError> {
         let t = self.cfg.io_timeout;
         let mut conn = self.client.get_connection_with_timeout(t)?;
         conn.set_read_timeout(Some(t))?;
         conn.set_write_timeout(Some(t))?;
         // One round trip for all of them.
         let mut pipe = redis::pipe();
+        let name: String = format!("keyway:{}:{role}", self.member)
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .collect();
+        pipe.cmd("CLIENT").arg("SETNAME").arg(name).ignore();
         for source in &self.scripts.sources {
             pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
         }

@@ -89,7 +89,7 @@ impl Control {
 
     fn conn(&mut self) -> Result<&mut Connection, StreamError> {
         if self.conn.is_none() {
-            self.conn = Some(self.ctx.connect()?);
+            self.conn = Some(self.ctx.connect("control")?);
         }
         self.conn
             .as_mut()
@@ -184,9 +184,7 @@ impl Control {
             let mut st = shard.state.lock();
             if ok == 1 {
                 st.renewed(epoch, valid_until);
-            } else if st.epoch() == epoch && matches!(st.phase(), Phase::Active | Phase::Releasing)
-            {
-                let dropped = st.lose();
+            } else if let Some(dropped) = st.refused(epoch) {
                 drop(st);
                 shard.cv.notify_all();
                 bump(&ctx.totals.leases_lost, 1);
@@ -259,10 +257,11 @@ impl Control {
             }
             let shard = Arc::clone(&ctx.shards[s as usize]);
             if !shard.state.lock().activate(epoch, valid_until) {
-                continue; // cannot happen: checked above, and nothing starts while not active
+                continue; // cannot happen: checked above, and only this thread activates
             }
             bump(&ctx.totals.acquisitions, 1);
-            if !previous.is_empty() {
+            // Its own lease (a restart with the same id) is taken back, not over.
+            if !previous.is_empty() && previous != ctx.member {
                 bump(&ctx.totals.takeovers, 1);
                 tracing::warn!(shard = s, epoch, from = %previous, "took the shard over from a member whose lease expired; replaying its pending entries first");
             } else {
@@ -278,7 +277,7 @@ impl Control {
                 }
                 Err(e) => {
                     tracing::error!(shard = s, error = %e, "could not start the shard's reader; releasing it");
-                    shard.state.lock().lose();
+                    let _ = shard.state.lock().lose();
                 }
             }
         }
@@ -325,5 +324,7 @@ impl Control {
                 .query(conn);
         }
         ctx.stopped.store(true, Ordering::Release);
+        // Every shard is handed off (and its acks flushed): nothing left for the timer.
+        ctx.ack_timer.stop();
     }
 }

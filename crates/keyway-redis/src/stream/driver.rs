@@ -1,19 +1,34 @@
 //! The reader of one shard while this member holds its lease: replays the pending entries
-//! (`XAUTOCLAIM` from `0-0`) before reading new ones (`XREADGROUP >`), keeps the window,
-//! dispatches each entry to its key's lane (or the pool, without key order), flushes fenced
-//! acks, and hands the shard off.
+//! (whoever they were delivered to, in id order) before reading new ones, recovers its own
+//! pending entries after a Redis error, keeps the window, dispatches each entry to its key's
+//! lane (or the pool, without key order), flushes fenced acks, and hands the shard off.
+//!
+//! Every read and claim goes through a fenced script (protocol rule F in the
+//! [module docs](crate::stream)); every scan of the pending list holds the shard's ack lock
+//! and never claims an entry of the window again (protocol rule R).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keyway::SubmitError;
 use redis::{Connection, Value};
 
 use crate::stream::acks;
 use crate::stream::context::{bump, evalsha, Ctx, Shard};
-use crate::stream::reply::{self, RawEntry};
+use crate::stream::reply::{self, Fenced, RawEntry};
 use crate::stream::state::Phase;
 use crate::stream::{EntryId, StreamError};
+
+/// How long a reader waits between two looks for room in a full pool (protocol rule B).
+const ROOM_CHECK: Duration = Duration::from_millis(50);
+
+/// Redis times blocked commands out on its `hz` tick (100 ms by default): how much longer
+/// than its `BLOCK` a blocking read may take.
+const BLOCK_GRACE: Duration = Duration::from_millis(150);
+
+/// Entries recorded in the window, with their delivery counts, to be submitted.
+type Accepted = Vec<(RawEntry, u64)>;
 
 /// The reader of one shard at one epoch.
 pub(crate) struct Driver {
@@ -21,8 +36,15 @@ pub(crate) struct Driver {
     shard: Arc<Shard>,
     epoch: u64,
     conn: Option<Connection>,
-    /// Where the replay of pending entries continues; `None` once it is done.
+    /// Where the replay of the pending list continues (after this id); `None` once done.
     replay: Option<EntryId>,
+    /// A Redis error may have lost a reply that delivered entries to this member.
+    recover: bool,
+    /// Claims sent whose reply was not seen yet: the delivery count each set, sent again
+    /// unchanged (protocol rule R).
+    planned: HashMap<EntryId, u64>,
+    /// After an empty read: the stream's last entry, to wait for newer ones from.
+    idle_after: Option<EntryId>,
     replayed: u64,
     backoff: Duration,
     outage: bool,
@@ -36,6 +58,9 @@ impl Driver {
             epoch,
             conn: None,
             replay: Some(EntryId::default()),
+            recover: false,
+            planned: HashMap::new(),
+            idle_after: None,
             replayed: 0,
             backoff: Duration::from_millis(10),
             outage: false,
@@ -81,7 +106,7 @@ impl Driver {
 
     fn conn(&mut self) -> Result<&mut Connection, StreamError> {
         if self.conn.is_none() {
-            let mut conn = self.ctx.connect()?;
+            let mut conn = self.ctx.connect("read")?;
             let recreated = create_group(&self.ctx, &self.shard, &mut conn)?;
             self.conn = Some(conn);
             if recreated {
@@ -95,9 +120,10 @@ impl Driver {
 
     fn failed(&mut self, e: StreamError) {
         self.conn = None;
-        // A read whose reply was lost may have delivered entries to this member in Redis:
-        // scan the pending list again (entries already in the window are not run twice).
-        self.replay = Some(EntryId::default());
+        // A read or claim whose reply was lost may have delivered entries to this member in
+        // Redis: recover them (protocol rule R) before reading on.
+        self.recover = true;
+        self.idle_after = None;
         if !self.outage {
             self.outage = true;
             tracing::warn!(shard = self.shard.index, error = %e, "shard reader: Redis failed; retrying with backoff");
@@ -109,103 +135,271 @@ impl Driver {
         self.backoff = (self.backoff * 2).min(self.ctx.cfg.heartbeat());
     }
 
-    /// One round: flush full batches of acks, then read (or replay) as much as the window allows.
+    /// One round: flush full batches of acks, then recover, replay or read as much as the
+    /// window allows, or wait for new entries.
     fn step(&mut self) -> Result<(), StreamError> {
         self.conn()?; // (re)connecting may find that Redis lost its data, and the lease
         self.flush(false)?;
         let room = {
             let mut st = self.shard.state.lock();
             let room = st.room();
-            if room == 0 || !st.fresh(Instant::now()) {
+            // Protocol rule F: nothing is read unless the lease is confirmed.
+            if room == 0 || !st.confirmed(self.epoch, Instant::now()) {
                 let wait = self.ctx.cfg.ack_interval.min(Duration::from_millis(50));
                 self.shard.cv.wait_for(&mut st, wait);
                 return Ok(());
             }
             room
         };
-        match self.replay {
-            Some(cursor) => self.replay_batch(cursor, room),
-            None => self.read_batch(room),
+        if let Some(after) = self.idle_after.take() {
+            return self.wait_for_new(after);
         }
+        // The scans hold the ack lock until their entries are in the window; the entries
+        // are submitted after (submitting may wait for a rate slot or room in the pool).
+        let accepted = if self.recover {
+            let accepted = self.recover_own()?;
+            self.recover = false;
+            accepted
+        } else if let Some(after) = self.replay {
+            self.replay_batch(after, room)?
+        } else {
+            self.read_batch(room)?
+        };
+        self.submit(accepted);
+        Ok(())
     }
 
-    /// Claims the next pending entries of the shard, whoever they were delivered to, in id
-    /// order, with their delivery counts.
-    fn replay_batch(&mut self, cursor: EntryId, room: usize) -> Result<(), StreamError> {
-        let (stream, group, member) = (&self.shard.stream, self.ctx.group(), &self.ctx.member);
-        let mut pipe = redis::pipe();
-        pipe.cmd("XPENDING")
-            .arg(stream)
-            .arg(group)
-            .arg(cursor.to_string())
+    /// `(id, delivery count)` of up to `count` entries pending after `after`, for `consumer`
+    /// or anyone.
+    fn pending_after(
+        &mut self,
+        after: EntryId,
+        count: usize,
+        consumer: Option<&str>,
+    ) -> Result<Option<Vec<(EntryId, u64)>>, StreamError> {
+        let mut cmd = redis::cmd("XPENDING");
+        cmd.arg(&self.shard.stream)
+            .arg(self.ctx.group())
+            .arg(format!("({after}"))
             .arg("+")
-            .arg(room)
-            .cmd("XAUTOCLAIM")
-            .arg(stream)
-            .arg(group)
-            .arg(member)
-            .arg(0)
-            .arg(cursor.to_string())
-            .arg("COUNT")
-            .arg(room);
-        let result: Result<(Value, Value), _> = pipe.query(self.conn()?);
-        let (pending, claimed) = match result {
-            Ok(r) => r,
-            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost(),
+            .arg(count);
+        if let Some(consumer) = consumer {
+            cmd.arg(consumer);
+        }
+        let value: Value = match cmd.query(self.conn()?) {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.group_lost()?;
+                return Ok(None);
+            }
             Err(e) => return Err(e.into()),
         };
-        let counts: HashMap<EntryId, u64> = reply::pending_counts(&pending)?
-            .into_iter()
-            .map(|(id, n)| (id, n.saturating_add(1)))
-            .collect();
-        let claimed = reply::autoclaim(&claimed)?;
-        if !claimed.deleted.is_empty() {
-            bump(&self.ctx.totals.trimmed, claimed.deleted.len() as u64);
-            tracing::warn!(
-                shard = self.shard.index,
-                count = claimed.deleted.len(),
-                ids = ?claimed.deleted,
-                "pending entries were trimmed from the stream before they were processed; they are lost"
-            );
+        Ok(Some(reply::pending_counts(&value)?))
+    }
+
+    /// Replays the next pending entries of the shard after `after`, whoever they were
+    /// delivered to, in id order: each is claimed with its delivery count plus one (this
+    /// delivery), unless it is in the window already. Holds the ack lock (protocol rule R).
+    fn replay_batch(&mut self, after: EntryId, room: usize) -> Result<Accepted, StreamError> {
+        let shard = Arc::clone(&self.shard);
+        let _acks = shard.acks.lock();
+        let Some(rows) = self.pending_after(after, room, None)? else {
+            return Ok(Vec::new());
+        };
+        let last = rows.last().map(|&(id, _)| id);
+        let claims = self.plan(&rows, |n| n.saturating_add(1));
+        let accepted = self.claim(claims)?;
+        match last {
+            Some(last) if rows.len() >= room => self.replay = Some(last),
+            _ => {
+                self.replay = None;
+                tracing::info!(
+                    shard = self.shard.index,
+                    epoch = self.epoch,
+                    replayed = self.replayed,
+                    "pending entries replayed; reading new ones"
+                );
+            }
         }
-        self.replayed += claimed.entries.len() as u64;
-        self.dispatch(claimed.entries, &counts);
-        if claimed.next == EntryId::default() {
-            self.replay = None;
+        Ok(accepted)
+    }
+
+    /// After a Redis error: claims again, with their delivery counts unchanged, this member's
+    /// pending entries that a lost reply delivered (pending here, not in the window). The
+    /// entries still to be replayed are left to the replay. Holds the ack lock, so none of
+    /// them was acknowledged meanwhile (protocol rule R).
+    fn recover_own(&mut self) -> Result<Accepted, StreamError> {
+        let shard = Arc::clone(&self.shard);
+        let _acks = shard.acks.lock();
+        let member = self.ctx.member.clone();
+        let page = self.ctx.cfg.window.max(100);
+        let mut after = EntryId::default();
+        let mut found = Vec::new();
+        loop {
+            let Some(rows) = self.pending_after(after, page, Some(&member))? else {
+                return Ok(Vec::new());
+            };
+            let full = rows.len() >= page;
+            if let Some(&(last, _)) = rows.last() {
+                after = last;
+            }
+            let replay = self.replay;
+            found.extend(rows.into_iter().filter(|&(id, _)| {
+                // Beyond the replay's cursor and never claimed at this epoch: the replay
+                // delivers it (and counts that delivery).
+                replay.map_or(true, |cursor| id <= cursor) || self.planned.contains_key(&id)
+            }));
+            if !full {
+                break;
+            }
+        }
+        let claims = self.plan(&found, |n| n);
+        if !claims.is_empty() {
             tracing::info!(
                 shard = self.shard.index,
                 epoch = self.epoch,
-                replayed = self.replayed,
-                "pending entries replayed; reading new ones"
+                entries = claims.len(),
+                "recovering entries a lost reply delivered"
             );
-        } else {
-            self.replay = Some(claimed.next);
         }
-        Ok(())
+        self.claim(claims)
     }
 
-    fn read_batch(&mut self, room: usize) -> Result<(), StreamError> {
-        let block = self.ctx.cfg.ack_interval.as_millis().clamp(1, 100) as u64;
-        let (stream, group, member) = (&self.shard.stream, self.ctx.group(), &self.ctx.member);
-        let mut cmd = redis::cmd("XREADGROUP");
-        cmd.arg("GROUP")
-            .arg(group)
-            .arg(member)
-            .arg("COUNT")
-            .arg(room)
-            .arg("BLOCK")
-            .arg(block)
-            .arg("STREAMS")
-            .arg(stream)
-            .arg(">");
+    /// The claims to send for pending `rows`: those not in the window, each with the count a
+    /// claim sent before set (a lost reply), or else `count(its delivery count)`.
+    fn plan(&mut self, rows: &[(EntryId, u64)], count: impl Fn(u64) -> u64) -> Vec<(EntryId, u64)> {
+        let st = self.shard.state.lock();
+        let claims: Vec<(EntryId, u64)> = rows
+            .iter()
+            .filter(|(id, _)| !st.holds(*id))
+            .map(|&(id, n)| {
+                (
+                    id,
+                    self.planned.get(&id).copied().unwrap_or_else(|| count(n)),
+                )
+            })
+            .collect();
+        drop(st);
+        for &(id, n) in &claims {
+            self.planned.insert(id, n);
+        }
+        claims
+    }
+
+    /// Claims `claims` (id, delivery count) through the fenced claim script and dispatches
+    /// what it got.
+    fn claim(&mut self, claims: Vec<(EntryId, u64)>) -> Result<Accepted, StreamError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = [self.shard.lease.as_str(), self.shard.stream.as_str()];
+        let mut cmd = evalsha(&self.ctx.scripts.claim, &keys);
+        cmd.arg(self.ctx.group())
+            .arg(&self.ctx.member)
+            .arg(self.epoch);
+        for (id, n) in &claims {
+            cmd.arg(id.to_string()).arg(*n);
+        }
         let value: Value = match cmd.query(self.conn()?) {
             Ok(v) => v,
-            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost(),
+            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost().map(|()| Vec::new()),
             Err(e) => return Err(e.into()),
         };
-        let entries = reply::read_group(&value)?;
-        self.dispatch(entries, &HashMap::new());
-        Ok(())
+        let got = reply::fenced_claim(&value, true)?;
+        let counts: HashMap<EntryId, u64> = claims.into_iter().collect();
+        for id in counts.keys() {
+            self.planned.remove(id);
+        }
+        if got.refused {
+            self.refused();
+            return Ok(Vec::new());
+        }
+        self.report_trimmed(&got.trimmed);
+        self.replayed += got.entries.len() as u64;
+        Ok(self.accept(got.entries, &counts))
+    }
+
+    /// Reports pending entries found trimmed from the stream: they are lost.
+    fn report_trimmed(&self, trimmed: &[EntryId]) {
+        if trimmed.is_empty() {
+            return;
+        }
+        bump(&self.ctx.totals.trimmed, trimmed.len() as u64);
+        tracing::warn!(
+            shard = self.shard.index,
+            count = trimmed.len(),
+            ids = ?trimmed,
+            "pending entries were trimmed from the stream before they were processed; they are lost"
+        );
+    }
+
+    /// Redis refused a fenced read or claim: the lease is not this member's at this epoch.
+    fn refused(&self) {
+        let dropped = self.shard.state.lock().refused(self.epoch);
+        self.shard.cv.notify_all();
+        if let Some(dropped) = dropped {
+            bump(&self.ctx.totals.leases_lost, 1);
+            tracing::warn!(
+                shard = self.shard.index,
+                epoch = self.epoch,
+                dropped,
+                "read refused: another member holds the shard now; starting nothing more on it"
+            );
+        }
+    }
+
+    /// Reads new entries through the fenced read script.
+    fn read_batch(&mut self, room: usize) -> Result<Accepted, StreamError> {
+        let keys = [self.shard.lease.as_str(), self.shard.stream.as_str()];
+        let mut cmd = evalsha(&self.ctx.scripts.read, &keys);
+        cmd.arg(self.ctx.group())
+            .arg(&self.ctx.member)
+            .arg(self.epoch)
+            .arg(room);
+        let value: Value = match cmd.query(self.conn()?) {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("NOGROUP") => return self.group_lost().map(|()| Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let Fenced {
+            refused,
+            entries,
+            last,
+            ..
+        } = reply::fenced_read(&value)?;
+        if refused {
+            self.refused();
+            return Ok(Vec::new());
+        }
+        self.idle_after = last;
+        Ok(self.accept(entries, &HashMap::new()))
+    }
+
+    /// Waits (a blocking `XREAD`, which delivers nothing to anyone) until the stream has an
+    /// entry after `after`, at most the block time. The block is shorter than the I/O
+    /// timeout's allowance for this one command, so an idle reader never times out.
+    fn wait_for_new(&mut self, after: EntryId) -> Result<(), StreamError> {
+        let block = self
+            .ctx
+            .cfg
+            .ack_interval
+            .clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let io = self.ctx.cfg.io_timeout;
+        let allowance = io.saturating_add(block).saturating_add(BLOCK_GRACE);
+        let stream = self.shard.stream.clone();
+        let conn = self.conn()?;
+        conn.set_read_timeout(Some(allowance))?;
+        let waited: redis::RedisResult<Value> = redis::cmd("XREAD")
+            .arg("COUNT")
+            .arg(1)
+            .arg("BLOCK")
+            .arg(block.as_millis() as u64)
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(after.to_string())
+            .query(conn);
+        conn.set_read_timeout(Some(io))?;
+        waited.map(drop).map_err(StreamError::from)
     }
 
     /// The group vanished (Redis lost its data): recreate it and say so.
@@ -221,58 +415,94 @@ impl Driver {
     /// Redis lost its data, and this shard's lease with it: stop here; the control thread
     /// acquires the shard again (a new epoch) and replays from the start of the pending list.
     fn lost_with_data(&mut self) {
-        let dropped = self.shard.state.lock().lose();
+        let dropped = self.shard.state.lock().refused(self.epoch);
         self.shard.cv.notify_all();
-        bump(&self.ctx.totals.leases_lost, 1);
-        tracing::warn!(
-            shard = self.shard.index,
-            epoch = self.epoch,
-            dropped,
-            "the lease went with Redis's data; acquiring the shard again"
-        );
+        if let Some(dropped) = dropped {
+            bump(&self.ctx.totals.leases_lost, 1);
+            tracing::warn!(
+                shard = self.shard.index,
+                epoch = self.epoch,
+                dropped,
+                "the lease went with Redis's data; acquiring the shard again"
+            );
+        }
     }
 
-    /// Records the entries in the window and hands each to its key's lane (or, without key
-    /// order, to the pool), in id order.
-    fn dispatch(&mut self, entries: Vec<RawEntry>, counts: &HashMap<EntryId, u64>) {
-        if entries.is_empty() {
-            return;
-        }
-        let deliveries = |e: &RawEntry| counts.get(&e.id).copied().unwrap_or(1);
-        let accepted: Vec<bool> = {
-            let mut st = self.shard.state.lock();
-            entries
-                .iter()
-                .map(|e| st.deliver(e.id, self.epoch, deliveries(e)))
-                .collect()
-        };
-        for (e, ok) in entries.into_iter().zip(accepted) {
-            if !ok {
+    /// Records the entries in the window (those not there yet, while the shard is `Active`
+    /// at this epoch); returns them with their delivery counts, to be [submitted](Self::submit).
+    fn accept(&self, entries: Vec<RawEntry>, counts: &HashMap<EntryId, u64>) -> Accepted {
+        let mut st = self.shard.state.lock();
+        entries
+            .into_iter()
+            .filter_map(|e| {
+                let n = counts.get(&e.id).copied().unwrap_or(1);
+                st.deliver(e.id, self.epoch, n).then_some((e, n))
+            })
+            .collect()
+    }
+
+    /// Hands each accepted entry to its key's lane (or, without key order, to the pool), in
+    /// id order. Protocol rule F: an entry a release or a loss dropped meanwhile is not
+    /// dispatched (nor given a rate slot). Protocol rule B: a full pool is waited for, not
+    /// taken for a refusal.
+    fn submit(&self, accepted: Accepted) {
+        let mut accepted = accepted.into_iter();
+        for (e, deliveries) in accepted.by_ref() {
+            if !self.dispatchable(e.id) {
                 continue;
-            }
-            let deliveries = deliveries(&e);
-            bump(&self.ctx.totals.delivered, 1);
-            if deliveries > 1 {
-                bump(&self.ctx.totals.redeliveries, 1);
             }
             if let Some((scheduler, executor)) = &self.ctx.cfg.rate_limit {
                 crate::stream::rate::wait_for_slot(scheduler, executor);
+                if !self.dispatchable(e.id) {
+                    continue;
+                }
             }
-            let id = e.id;
-            let lane = self
-                .ctx
-                .cfg
-                .key_order
-                .then(|| (self.ctx.instance, e.key.clone()));
+            let (id, key) = (e.id, e.key.clone());
             let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
             let task = move || crate::stream::task::run(&ctx, &shard, e, epoch, deliveries);
-            let refused = match lane {
-                Some(lane) => self.ctx.lanes.execute_sequential(lane, task).is_err(),
-                None => self.ctx.pool.execute(task).is_err(),
-            };
-            if refused {
-                tracing::error!(shard = self.shard.index, %id, "the pool refused the entry (shut down?); it stays pending");
+            if let Err(refused) = self.submit_one(id, &key, task) {
+                tracing::error!(shard = self.shard.index, %id, error = %refused, "the pool refused the entry (shut down?); it and the rest of its batch stay pending");
                 self.shard.state.lock().undeliver(id, self.epoch);
+                break;
+            }
+        }
+        // Refused by the pool: the later entries are not dispatched either (a key's later
+        // entry must not run before an earlier one); they stay pending.
+        let mut st = self.shard.state.lock();
+        for (e, _) in accepted {
+            st.undeliver(e.id, self.epoch);
+        }
+    }
+
+    /// Whether entry `id` is still to be dispatched (protocol rule F).
+    fn dispatchable(&self, id: EntryId) -> bool {
+        self.shard.state.lock().dispatchable(id, self.epoch)
+    }
+
+    /// Submits `task` (entry `id` of key `key`), waiting while the pool is full; `Ok` also
+    /// when the entry was dropped (released, lost) while waiting: it stays pending, to
+    /// nobody's harm.
+    fn submit_one<F>(&self, id: EntryId, key: &[u8], task: F) -> Result<(), keyway::SubmitErrorKind>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let lanes = &self.ctx.lanes;
+        let lane = self
+            .ctx
+            .cfg
+            .key_order
+            .then(|| (self.ctx.instance, key.to_vec()));
+        let mut task = task;
+        loop {
+            let attempt = |t: F| match &lane {
+                Some(lane) => lanes.execute_sequential(lane.clone(), t),
+                None => self.ctx.pool.execute(t),
+            };
+            match self.ctx.pool.wait_for_room(task, ROOM_CHECK, attempt) {
+                Ok(()) => return Ok(()),
+                Err(SubmitError::Full(back)) if self.dispatchable(id) => task = back,
+                Err(SubmitError::Full(_)) => return Ok(()),
+                Err(e) => return Err(e.kind()),
             }
         }
     }
@@ -319,7 +549,13 @@ impl Driver {
         };
         let epoch = self.epoch;
         let ctx = Arc::clone(&self.ctx);
-        let returned = shard.state.lock().take_returned();
+        let returned = {
+            let mut st = shard.state.lock();
+            // Rule 6 of the shard state: a renewal refused from now on is the answer to
+            // this release, not a lost lease.
+            st.sending_release();
+            st.take_returned()
+        };
         let released = self.conn().and_then(|conn| {
             let keys = [shard.lease.as_str(), shard.stream.as_str()];
             let mut pipe = redis::pipe();
@@ -331,13 +567,25 @@ impl Driver {
                         .arg(id.to_string())
                         .arg(deliveries.saturating_sub(1));
                 }
-                pipe.add_command(give_back).ignore();
+                pipe.add_command(give_back);
             }
             let mut release = evalsha(&ctx.scripts.release, &[shard.lease.as_str()]);
             release.arg(&ctx.member).arg(epoch);
             pipe.add_command(release);
-            pipe.query::<(i64,)>(conn).map_err(StreamError::from)
+            pipe.query::<Vec<Value>>(conn).map_err(StreamError::from)
         });
+        if let Ok(replies) = &released {
+            if !returned.is_empty() {
+                // Entries trimmed while pending could not be given back: reported here.
+                match replies.first().map(|v| reply::fenced_claim(v, false)) {
+                    Some(Ok(given)) => self.report_trimmed(&given.trimmed),
+                    Some(Err(e)) => {
+                        tracing::warn!(shard = shard.index, error = %e, "give-back reply")
+                    }
+                    None => {}
+                }
+            }
+        }
         let mut st = self.shard.state.lock();
         st.released();
         drop(st);

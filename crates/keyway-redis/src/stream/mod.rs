@@ -44,19 +44,55 @@
 //!   entry is copied to the shard's dead-letter stream and acknowledged in one script, and the
 //!   key moves on. A panicking handler counts as a failure.
 //! - **Takeover**: a new owner first claims the shard's pending entries, whoever they were
-//!   delivered to, in id order (`XAUTOCLAIM` from `0-0`), and replays them before reading new
-//!   ones; so a key's order holds across failover. A member restarted with the same id does
-//!   the same with its own pending entries. Pending entries trimmed from the stream meanwhile
-//!   are reported (a `warn` event and
-//!   [`trimmed_while_pending`](StreamStats::trimmed_while_pending)), never skipped silently.
+//!   delivered to, in id order (from the start of the pending list), and replays them before
+//!   reading new ones; so a key's order holds across failover. A member restarted with the
+//!   same id does the same with its own pending entries. Pending entries trimmed from the
+//!   stream meanwhile are reported (a `warn` event and
+//!   [`trimmed_while_pending`](StreamStats::trimmed_while_pending)), never skipped silently
+//!   — by the new owner, or by a releasing owner that finds them when it gives entries back.
 //! - **Release** (rebalance, shutdown): stop reading the shard, leave the unstarted entries
 //!   pending for the next owner, wait for the running ones, flush the acks, free the lease.
 //!   A clean hand-off runs nothing twice.
 //!
+//! ## Protocol rules
+//! The code cites these rules by their letter.
+//! - **F — fencing.** A member acts on a shard only while it can confirm its lease: the
+//!   lease is held at the member's epoch and was renewed less than nine tenths of a lease ago
+//!   (by the member's clock, measured from when the renewal was sent). Reading, starting an
+//!   entry, retrying a failed one and dispatching one to its lane (or waiting for a rate slot
+//!   for it) are all checked against that one condition; a member that cannot confirm its
+//!   lease (Redis unreachable, renewals failing) waits, and once the lease is known lost it
+//!   gives the entries up (they stay pending for the next owner). What reaches Redis is
+//!   checked there too, atomically, by the same owner-and-epoch test: reads and claims go
+//!   through scripts, so a read delayed past a takeover delivers nothing; acks and dead
+//!   letters likewise, so a former owner's late acks are refused. A refusal loses the lease
+//!   at that epoch only (an older epoch's late batch, or the answer to the member's own
+//!   release, is no loss), and a loss is counted once.
+//! - **R — recovery of the member's own pending entries.** After a Redis error the reader
+//!   may have lost a reply that delivered entries to it (a read or a claim). It recovers
+//!   them before reading on: it lists the entries pending for itself and claims again those
+//!   that are not in its window, with their delivery counts unchanged. Every claim sets the
+//!   count it means (`XCLAIM … RETRYCOUNT`), and a claim sent again after a lost reply
+//!   sets the same count again; the takeover replay counts one delivery per entry, once. So
+//!   reconnecting spends no delivery counts. Every scan of the pending list holds the shard's
+//!   ack lock until what it found is in the window: no ack is in flight meanwhile, so an
+//!   entry found pending and not in the window was never run at this epoch, and an entry
+//!   already acknowledged is never run again.
+//! - **H — user code is contained.** The handler and the [`on_ack`](StreamConsumerBuilder::on_ack)
+//!   hook may panic (and so may the drop of a panic's payload): the panic is caught where
+//!   the code is called, counted or logged, and the thread goes on with its work (a
+//!   handler's panic is a failure of its entry; a hook's panic loses only that call).
+//!   [`StreamConsumer::shutdown`], or dropping the consumer, called by its own handler or
+//!   hook starts the hand-off and returns without waiting for the code that called it.
+//! - **B — backpressure.** On a pool with a [`capacity`](keyway::PoolBuilder::capacity), a
+//!   reader whose entry does not fit waits for room (as the scheduler does) and keeps its
+//!   entries in order; only a pool that is shut down refuses, and then the entry and the
+//!   rest of its batch stay pending.
+//!
 //! - **Rate limit** (optional, [`rate_limit`](StreamConsumerBuilder::rate_limit)): each entry
 //!   waits for a slot of a keyway [`Scheduler`](keyway::Scheduler) executor before it goes to
 //!   its lane; with a [`RedisCoordinator`](crate::RedisCoordinator) the executor's limit is
-//!   shared by all the members.
+//!   shared by all the members. An entry a release left pending takes no slot.
 //! - **Visibility**: [`StreamConsumer::stats`] (per shard: owner, epoch, lag, pending entries,
 //!   age of the oldest, window use; totals: redeliveries, takeovers, dead letters, refused acks,
 //!   stalls…), an [`on_ack`](StreamConsumerBuilder::on_ack) hook, and `tracing` events:
@@ -88,11 +124,14 @@
 //! | A member is killed | Its leases expire after the lease time; the rendezvous owners take its shards, replay their pending entries in order, then read on. Up to a window per shard runs again. |
 //! | A member restarts with the same id | It takes its shards back at once (new epoch) and replays its own pending entries first. |
 //! | A member pauses past its lease | Another takes its shards over. When it wakes it starts nothing new there: its renewal and its late acks are refused (counted in [`refused_acks`](StreamStats::refused_acks)); a handler it was running may finish — fence its effects with the epoch. |
+//! | A member is cut off from Redis, or its packets are delayed | Once it cannot confirm its lease it starts, retries and reads nothing (rule F); a read that reaches Redis after the lease moved delivers nothing. |
+//! | A member's connections drop | It reconnects and recovers what a lost reply delivered (rule R): nothing acknowledged runs again, no delivery count is spent. |
 //! | Members join or leave | Few shards move; each is handed off cleanly: no entry runs twice. |
 //! | A handler fails or panics | Retried in place with backoff; after `max_attempts` dead-lettered and acked atomically; other keys are unaffected. |
 //! | Redis paused or unreachable | Members keep their shards and stop starting entries once their lease is not confirmed; the group's clock stops, so when Redis is back nobody expired: no takeover storm. |
 //! | Redis restarts with its data | Nothing lost; leases and pending entries continue. |
-//! | Redis restarts empty | Entries not yet consumed are gone with Redis. The consumers recreate their group (a `warn` event and [`groups_recreated`](StreamStats::groups_recreated)) and consume what is produced after. |
+//! | Redis restarts empty | Entries not yet consumed are gone with Redis. The consumers recreate their group (a `warn` event and [`groups_recreated`](StreamStats::groups_recreated)) and consume what is produced after, at once, even while a handler of the former epoch still runs (its key's later entries wait for it in the key's lane). |
+//! | The pool is full | The reader waits for room (rule B). |
 //! | Entries trimmed while pending | Reported ([`trimmed_while_pending`](StreamStats::trimmed_while_pending) and a `warn` event with their ids). |
 //! | A shard makes no progress | The stall detector reports it ([`stalls`](StreamStats::stalls), a `warn` event). |
 
@@ -100,6 +139,7 @@ mod ack_timer;
 mod acks;
 mod config;
 mod consumer;
+mod contain;
 mod context;
 mod control;
 mod delivery;

@@ -21,13 +21,17 @@ use crate::stream::{shard_of, EntryId, StreamError, Topic};
 /// # Ok::<(), keyway_redis::stream::StreamError>(())
 /// ```
 pub struct Producer {
-    conn: Connection,
+    client: Client,
+    /// `None` after a connection error: the next send connects again.
+    conn: Option<Connection>,
     topic: Topic,
     max_len: Option<u64>,
 }
 
 impl Producer {
-    /// Connects to the Redis at `url` (timeout 2 s).
+    /// Connects to the Redis at `url` (timeout 2 s). A send that fails on a dropped
+    /// connection returns the error (the entry may or may not have been appended); the next
+    /// send connects again.
     ///
     /// ```no_run
     /// # use keyway_redis::stream::{Producer, Topic};
@@ -39,15 +43,32 @@ impl Producer {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let client = Client::open(url).map_err(StreamError::InvalidUrl)?;
-        let timeout = Duration::from_secs(2);
-        let conn = client.get_connection_with_timeout(timeout)?;
-        conn.set_read_timeout(Some(timeout))?;
-        conn.set_write_timeout(Some(timeout))?;
+        let conn = connect(&client)?;
         Ok(Self {
-            conn,
+            client,
+            conn: Some(conn),
             topic,
             max_len: None,
         })
+    }
+
+    /// Runs `f` on the connection (connecting again first if the last one failed); drops
+    /// the connection when `f` fails on it.
+    fn with_conn<T>(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StreamError> {
+        let conn = match &mut self.conn {
+            Some(c) => c,
+            None => self.conn.insert(connect(&self.client)?),
+        };
+        let result = f(conn);
+        if let Err(e) = &result {
+            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                self.conn = None;
+            }
+        }
+        Ok(result?)
     }
 
     /// Trims each shard to about `entries` entries as it appends (`XADD MAXLEN ~`). Pending
@@ -102,7 +123,7 @@ impl Producer {
         payload: impl AsRef<[u8]>,
     ) -> Result<EntryId, StreamError> {
         let cmd = self.xadd(key.as_ref(), payload.as_ref());
-        let v: redis::Value = cmd.query(&mut self.conn)?;
+        let v: redis::Value = self.with_conn(|c| cmd.query(c))?;
         entry_id(&v)
     }
 
@@ -133,9 +154,18 @@ impl Producer {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let values: Vec<redis::Value> = pipe.query(&mut self.conn)?;
+        let values: Vec<redis::Value> = self.with_conn(|c| pipe.query(c))?;
         values.iter().map(entry_id).collect()
     }
+}
+
+/// A connection with the producer's timeouts (2 s).
+fn connect(client: &Client) -> Result<Connection, StreamError> {
+    let timeout = Duration::from_secs(2);
+    let conn = client.get_connection_with_timeout(timeout)?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))?;
+    Ok(conn)
 }
 
 impl std::fmt::Debug for Producer {

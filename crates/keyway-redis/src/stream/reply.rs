@@ -1,4 +1,5 @@
-//! Reading the replies of `XREADGROUP`, `XAUTOCLAIM` and `XPENDING` (RESP2 arrays).
+//! Reading the replies of `XPENDING` and the fenced read and claim scripts
+//! (RESP2 arrays).
 
 use redis::Value;
 
@@ -75,57 +76,69 @@ fn entries(v: &Value) -> Result<Vec<RawEntry>, StreamError> {
     Ok(out)
 }
 
-/// `XREADGROUP … STREAMS one-key >`: nil on timeout, else `[[key, entries]]`.
-pub(crate) fn read_group(v: &Value) -> Result<Vec<RawEntry>, StreamError> {
-    match v {
-        Value::Nil => Ok(Vec::new()),
-        Value::Map(streams) => match streams.first() {
-            Some((_, list)) => entries(list),
-            None => Ok(Vec::new()),
-        },
-        _ => {
-            let streams = array(v).ok_or_else(|| bad("XREADGROUP reply"))?;
-            let Some(first) = streams.first() else {
-                return Ok(Vec::new());
-            };
-            match array(first) {
-                Some([_, list]) => entries(list),
-                _ => Err(bad("XREADGROUP stream reply")),
-            }
-        }
-    }
-}
-
-/// What one `XAUTOCLAIM` returned.
+/// What a fenced script (read, claim, give-back) answered.
 #[derive(Debug, Default)]
-pub(crate) struct Claimed {
-    /// Where the next call starts; `0-0` when the pending list was scanned to its end.
-    pub(crate) next: EntryId,
+pub(crate) struct Fenced {
+    /// Redis refused: this member does not hold the lease at that epoch.
+    pub(crate) refused: bool,
+    /// Entries read or claimed.
     pub(crate) entries: Vec<RawEntry>,
-    /// Ids pending in the group whose entries were trimmed from the stream (Redis removed them
-    /// from the pending list).
-    pub(crate) deleted: Vec<EntryId>,
+    /// Pending ids found trimmed from the stream (they left the pending list).
+    pub(crate) trimmed: Vec<EntryId>,
+    /// After an empty read: the stream's last entry, to wait for newer ones from.
+    pub(crate) last: Option<EntryId>,
 }
 
-/// `XAUTOCLAIM`: `[next, entries, deleted ids]` (the third only from Redis 7).
-pub(crate) fn autoclaim(v: &Value) -> Result<Claimed, StreamError> {
-    let parts = array(v).ok_or_else(|| bad("XAUTOCLAIM reply"))?;
-    let next = entry_id(parts.first().ok_or_else(|| bad("XAUTOCLAIM cursor"))?)?;
-    let entries = match parts.get(1) {
-        Some(list) => entries(list)?,
-        None => Vec::new(),
+fn ids(v: Option<&Value>) -> Result<Vec<EntryId>, StreamError> {
+    let Some(list) = v.and_then(array) else {
+        return Ok(Vec::new());
     };
-    let mut deleted = Vec::new();
-    if let Some(list) = parts.get(2).and_then(array) {
-        for id in list {
-            deleted.push(entry_id(id)?);
-        }
+    list.iter().map(entry_id).collect()
+}
+
+/// The fenced read script's reply: `{1, entries}`, `{2, last id}` or `{-1}`.
+pub(crate) fn fenced_read(v: &Value) -> Result<Fenced, StreamError> {
+    let parts = array(v).ok_or_else(|| bad("read script reply"))?;
+    match parts.first() {
+        Some(Value::Int(1)) => Ok(Fenced {
+            entries: entries(parts.get(1).ok_or_else(|| bad("read entries"))?)?,
+            ..Fenced::default()
+        }),
+        Some(Value::Int(2)) => Ok(Fenced {
+            last: Some(entry_id(parts.get(1).ok_or_else(|| bad("read last id"))?)?),
+            ..Fenced::default()
+        }),
+        Some(Value::Int(-1)) => Ok(Fenced {
+            refused: true,
+            ..Fenced::default()
+        }),
+        _ => Err(bad("read script status")),
     }
-    Ok(Claimed {
-        next,
-        entries,
-        deleted,
-    })
+}
+
+/// The claim and give-back scripts' reply: `{1, entries, trimmed ids}`, `{1, trimmed ids}`
+/// (give-back) or `{-1}`.
+pub(crate) fn fenced_claim(v: &Value, with_entries: bool) -> Result<Fenced, StreamError> {
+    let parts = array(v).ok_or_else(|| bad("claim script reply"))?;
+    match parts.first() {
+        Some(Value::Int(1)) if with_entries => Ok(Fenced {
+            entries: match parts.get(1) {
+                Some(list) => entries(list)?,
+                None => Vec::new(),
+            },
+            trimmed: ids(parts.get(2))?,
+            ..Fenced::default()
+        }),
+        Some(Value::Int(1)) => Ok(Fenced {
+            trimmed: ids(parts.get(1))?,
+            ..Fenced::default()
+        }),
+        Some(Value::Int(-1)) => Ok(Fenced {
+            refused: true,
+            ..Fenced::default()
+        }),
+        _ => Err(bad("claim script status")),
+    }
 }
 
 /// `XPENDING key group start end count`: `(id, delivery count)` pairs.
@@ -155,25 +168,29 @@ mod tests {
             s("1-2"),
             Value::Array(vec![s("k"), s("a"), s("p"), s("x")]),
         ]);
-        let read = Value::Array(vec![Value::Array(vec![
-            s("stream"),
-            Value::Array(vec![e.clone()]),
-        ])]);
-        let got = read_group(&read).unwrap();
+        let read = Value::Array(vec![Value::Int(1), Value::Array(vec![e.clone()])]);
+        let got = fenced_read(&read).unwrap().entries;
         assert_eq!(got[0].id, EntryId { ms: 1, seq: 2 });
         assert_eq!(
             (got[0].key.as_slice(), got[0].payload.as_slice()),
             (&b"a"[..], &b"x"[..])
         );
-        assert!(read_group(&Value::Nil).unwrap().is_empty());
         let claim = Value::Array(vec![
-            s("0-0"),
-            Value::Array(vec![e]),
+            Value::Int(1),
+            Value::Array(vec![e.clone()]),
             Value::Array(vec![s("1-1")]),
         ]);
-        let c = autoclaim(&claim).unwrap();
-        assert_eq!(c.next, EntryId::default());
+        let c = fenced_claim(&claim, true).unwrap();
+        assert!(!c.refused);
         assert_eq!(c.entries.len(), 1);
-        assert_eq!(c.deleted, vec![EntryId { ms: 1, seq: 1 }]);
+        assert_eq!(c.trimmed, vec![EntryId { ms: 1, seq: 1 }]);
+        let idle = Value::Array(vec![Value::Int(2), s("5-0")]);
+        assert_eq!(
+            fenced_read(&idle).unwrap().last,
+            Some(EntryId { ms: 5, seq: 0 })
+        );
+        let fenced = Value::Array(vec![Value::Int(-1)]);
+        assert!(fenced_read(&fenced).unwrap().refused);
+        assert!(fenced_claim(&fenced, false).unwrap().refused);
     }
 }

@@ -12,6 +12,13 @@
 //! epochs keep growing even after Redis lost its data; renewing and releasing require
 //! the owner *and* the epoch to match; acks and dead letters require the same, so a former
 //! owner's late acks are refused.
+//!
+//! **Fenced reads.** A member reads new entries and claims pending ones only through
+//! scripts that check the lease the same way (protocol rule F in the
+//! [module docs](crate::stream)): a read delayed past a takeover reaches Redis after the
+//! lease moved and delivers nothing. Claims set each entry's delivery count to a value the
+//! member chose (`XCLAIM … RETRYCOUNT`), so a claim sent again after a lost reply counts
+//! nothing twice (protocol rule R).
 
 use redis::Script;
 
@@ -124,16 +131,68 @@ return 1
 
 /// KEYS: lease, stream. ARGV: group, member, epoch, then pairs of entry id and delivery count.
 /// A releasing owner gives back the delivery counts of the entries it never started (the next
-/// owner's claim counts them again), if it still holds the lease at that epoch: 1, or -1.
+/// owner's claim counts them again), if it still holds the lease at that epoch. Entries
+/// trimmed from the stream meanwhile cannot be given back: they leave the pending list and
+/// their ids are returned, to be reported. `{1, trimmed ids}`, or `{-1}`.
 const GIVE_BACK: &str = r"
 local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
 if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
-  return -1
+  return {-1}
 end
+local gone = {}
 for i = 4, #ARGV - 1, 2 do
-  redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[2], 0, ARGV[i], 'RETRYCOUNT', ARGV[i + 1], 'JUSTID')
+  if #redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i], 'COUNT', 1) == 0 then
+    redis.call('XACK', KEYS[2], ARGV[1], ARGV[i])
+    gone[#gone + 1] = ARGV[i]
+  else
+    redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[2], 0, ARGV[i], 'RETRYCOUNT', ARGV[i + 1], 'JUSTID')
+  end
 end
-return 1
+return {1, gone}
+";
+
+/// KEYS: lease, stream. ARGV: group, member, epoch, count.
+/// Reads up to `count` new entries for this member if it holds the lease at that epoch:
+/// `{1, entries}`; `{2, id}` when there are none (`id`: the stream's last entry, to wait
+/// for newer ones from); `{-1}` when fenced.
+const READ: &str = r"
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
+  return {-1}
+end
+local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4], 'STREAMS', KEYS[2], '>')
+if read and read[1] and #read[1][2] > 0 then
+  return {1, read[1][2]}
+end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if last[1] then
+  return {2, last[1][1]}
+end
+return {2, '0-0'}
+";
+
+/// KEYS: lease, stream. ARGV: group, member, epoch, then pairs of entry id and delivery count.
+/// Claims each pending entry for this member with that delivery count, if it holds the lease
+/// at that epoch. `{1, entries claimed, ids trimmed from the stream}` (the trimmed ones leave
+/// the pending list), or `{-1}` when fenced.
+const CLAIM: &str = r"
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[2] or held[2] ~= ARGV[3] then
+  return {-1}
+end
+local out, gone = {}, {}
+for i = 4, #ARGV - 1, 2 do
+  if #redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i], 'COUNT', 1) == 0 then
+    redis.call('XACK', KEYS[2], ARGV[1], ARGV[i])
+    gone[#gone + 1] = ARGV[i]
+  else
+    local got = redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[2], 0, ARGV[i], 'RETRYCOUNT', ARGV[i + 1])
+    if got[1] then
+      out[#out + 1] = got[1]
+    end
+  end
+end
+return {1, out, gone}
 ";
 
 /// The compiled scripts (sent by hash; loaded again when Redis has forgotten them).
@@ -146,6 +205,8 @@ pub(crate) struct Scripts {
     pub(crate) ack: Script,
     pub(crate) dead_letter: Script,
     pub(crate) give_back: Script,
+    pub(crate) read: Script,
+    pub(crate) claim: Script,
     /// The source of each, to load them all in one round trip on a new connection.
     pub(crate) sources: Vec<String>,
 }
@@ -153,7 +214,7 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Self {
         let timed = |body: &str| format!("{CLOCK}{body}");
-        let [heartbeat, leave, acquire, renew, release, ack, dead_letter, give_back] = [
+        let [heartbeat, leave, acquire, renew, release, ack, dead_letter, give_back, read, claim] = [
             timed(HEARTBEAT),
             LEAVE.to_owned(),
             timed(ACQUIRE),
@@ -162,6 +223,8 @@ impl Scripts {
             ACK.to_owned(),
             DEAD_LETTER.to_owned(),
             GIVE_BACK.to_owned(),
+            READ.to_owned(),
+            CLAIM.to_owned(),
         ];
         Self {
             heartbeat: Script::new(&heartbeat),
@@ -172,6 +235,8 @@ impl Scripts {
             ack: Script::new(&ack),
             dead_letter: Script::new(&dead_letter),
             give_back: Script::new(&give_back),
+            read: Script::new(&read),
+            claim: Script::new(&claim),
             sources: vec![
                 heartbeat,
                 leave,
@@ -181,6 +246,8 @@ impl Scripts {
                 ack,
                 dead_letter,
                 give_back,
+                read,
+                claim,
             ],
         }
     }

@@ -7,17 +7,25 @@
 //! Entries are tagged with the epoch that delivered them. The rules:
 //! 1. The window (entries delivered and not yet settled) never exceeds the limit: `room` is 0
 //!    unless `Active`.
-//! 2. An entry starts only if it is still queued *at the epoch that delivered it* and the lease
-//!    is `Active` and locally fresh; otherwise it is skipped (and stays pending in Redis for the
-//!    next owner) or waits (lease not confirmed lately).
+//! 2. An entry starts, and a failed entry tries again, only if it is still queued (running)
+//!    *at the epoch that delivered it* and the lease is confirmed at that epoch
+//!    ([`confirmed`](ShardState::confirmed): `Active`, and renewed recently enough);
+//!    otherwise it is skipped or abandoned (and stays pending in Redis for the next owner)
+//!    or waits (lease not confirmed lately). This is the stream module's fencing rule.
 //! 3. Releasing and losing drop the queued entries at once (under the same lock as `start`),
 //!    so nothing starts after a revoke.
-//! 4. A new epoch is activated only when no entry of any epoch runs: a key's task from the
-//!    former epoch never overlaps one from the new epoch (race 1, "a running task surviving a
-//!    revoke/re-assign").
+//! 4. A new epoch is activated as soon as the former one is over (`Idle` or `Lost`), even if
+//!    a task of the former epoch still runs: the former epoch's entries are swept, and that
+//!    task's late finish touches nothing. A key's task from the former epoch never overlaps
+//!    one from the new epoch because both run in the key's lane, one after the other (the
+//!    old task holds the lane until it returns); so one slow handler never holds up the
+//!    shard's other keys.
 //! 5. Sweeping old entries happens inside `activate`, only for older epochs, and a late finish
 //!    touches its entry only if the epoch matches: an old task never removes or acks an entry
 //!    delivered again at the new epoch (race 2, "a stale sweep removing a fresh entry").
+//! 6. A refusal by Redis (renewal, ack, fenced read) loses the lease only if it is about the
+//!    current epoch and not the answer to this member's own release
+//!    ([`refused`](ShardState::refused)); a loss is reported once.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -50,6 +58,17 @@ struct Slot {
     status: Status,
     /// Redis's delivery count of the entry when this member got it.
     deliveries: u64,
+}
+
+/// What [`ShardState::may_retry`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Try again now.
+    Go,
+    /// The lease was not confirmed lately: ask again soon.
+    Wait,
+    /// Released, lost or superseded: give the entry up (it stays pending in Redis).
+    Stop,
 }
 
 /// What [`ShardState::start`] decided.
@@ -93,6 +112,8 @@ pub(crate) struct ShardState<D> {
     /// Entries left unstarted by a release, with their delivery counts: the reader gives the
     /// counts back in Redis, so a clean hand-off does not use up an attempt.
     returned: Vec<(EntryId, u64)>,
+    /// The release of the lease at `epoch` was sent: a refusal from now on is its answer.
+    release_sent: bool,
 }
 
 impl<D> ShardState<D> {
@@ -107,6 +128,7 @@ impl<D> ShardState<D> {
             to_ack: Vec::new(),
             valid_until: None,
             returned: Vec::new(),
+            release_sent: false,
         }
     }
 
@@ -131,22 +153,26 @@ impl<D> ShardState<D> {
         self.to_ack.len()
     }
 
-    /// Whether a new epoch may be activated now (rule 4).
+    /// Whether a new epoch may be activated now (rule 4): the former one is over.
     pub(crate) fn can_activate(&self) -> bool {
-        self.running == 0 && matches!(self.phase, Phase::Idle | Phase::Lost)
+        matches!(self.phase, Phase::Idle | Phase::Lost)
     }
 
     /// The lease was acquired at `epoch` (higher than any before): sweeps what older epochs
-    /// left (rule 5) and starts reading. False, changing nothing, if not allowed (rule 4).
+    /// left, running entries included (rules 4 and 5), and starts reading. False, changing
+    /// nothing, if not allowed (rule 4).
     pub(crate) fn activate(&mut self, epoch: u64, valid_until: Instant) -> bool {
-        if !self.can_activate() {
+        if !self.can_activate() || epoch <= self.epoch {
             return false;
         }
         self.entries.retain(|_, slot| slot.epoch >= epoch);
         self.to_ack.retain(|a| a.epoch >= epoch);
+        self.returned.clear();
+        self.running = 0;
         self.phase = Phase::Active;
         self.epoch = epoch;
         self.valid_until = Some(valid_until);
+        self.release_sent = false;
         true
     }
 
@@ -160,6 +186,28 @@ impl<D> ShardState<D> {
     /// Whether the lease was confirmed recently enough to start entries at `now`.
     pub(crate) fn fresh(&self, now: Instant) -> bool {
         self.valid_until.is_some_and(|v| now < v)
+    }
+
+    /// The fencing rule: whether this member may act on the shard at `epoch` now (read,
+    /// start, retry, dispatch): `Active` at that epoch and the lease renewed recently enough.
+    pub(crate) fn confirmed(&self, epoch: u64, now: Instant) -> bool {
+        self.phase == Phase::Active && self.epoch == epoch && self.fresh(now)
+    }
+
+    /// Whether entry `id` delivered at `epoch` is still to be handed to its lane: queued at
+    /// that epoch while the shard is `Active` (a release or a loss dropped it otherwise).
+    pub(crate) fn dispatchable(&self, id: EntryId, epoch: u64) -> bool {
+        self.phase == Phase::Active
+            && self.epoch == epoch
+            && self
+                .entries
+                .get(&id)
+                .is_some_and(|s| s.epoch == epoch && s.status == Status::Queued)
+    }
+
+    /// Whether entry `id` is in the window (at any epoch).
+    pub(crate) fn holds(&self, id: EntryId) -> bool {
+        self.entries.contains_key(&id)
     }
 
     /// How many more entries may be delivered now (rule 1).
@@ -224,10 +272,16 @@ impl<D> ShardState<D> {
         }
     }
 
-    /// May a running entry of `epoch` try again (after a failure)? Not once the shard is being
-    /// released or was lost.
-    pub(crate) fn may_retry(&self, epoch: u64) -> bool {
-        self.phase == Phase::Active && self.epoch == epoch
+    /// May a running entry of `epoch` try again (after a failure) at `now`? Only while the
+    /// lease is confirmed (rule 2); not once the shard is being released or was lost.
+    pub(crate) fn may_retry(&self, epoch: u64, now: Instant) -> Retry {
+        if self.phase != Phase::Active || self.epoch != epoch {
+            Retry::Stop
+        } else if self.confirmed(epoch, now) {
+            Retry::Go
+        } else {
+            Retry::Wait
+        }
     }
 
     /// A started entry ended (rule 5: only its own epoch's slot is touched). True if it was to
@@ -318,24 +372,47 @@ impl<D> ShardState<D> {
         self.running == 0 && self.to_ack.is_empty()
     }
 
-    /// The hand-off is complete (the lease was released): back to `Idle`.
+    /// The release of the lease is about to be sent: a refusal seen from now on (a renewal
+    /// racing with it) is its answer, not a loss (rule 6).
+    pub(crate) fn sending_release(&mut self) {
+        if self.phase == Phase::Releasing {
+            self.release_sent = true;
+        }
+    }
+
+    /// The hand-off is over (the lease released, or given up): back to `Idle`. Acks still
+    /// waiting are given up too (Redis was unreachable): their entries stay pending and run
+    /// again under the next owner.
     pub(crate) fn released(&mut self) {
         if self.phase == Phase::Releasing {
             self.phase = Phase::Idle;
             self.valid_until = None;
+            self.to_ack.clear();
             self.entries.retain(|_, s| s.status == Status::Running);
         }
     }
 
-    /// The lease is gone (rule 3); returns the queued entries dropped.
-    pub(crate) fn lose(&mut self) -> usize {
+    /// The lease is gone (rule 3); returns the queued entries dropped, or `None` if it was
+    /// not held (already lost, released or idle: nothing to report again).
+    pub(crate) fn lose(&mut self) -> Option<usize> {
         if !matches!(self.phase, Phase::Active | Phase::Releasing) {
-            return 0;
+            return None;
         }
         self.phase = Phase::Lost;
         self.valid_until = None;
         self.returned.clear();
-        self.drop_queued().len()
+        Some(self.drop_queued().len())
+    }
+
+    /// Redis refused this member's lease at `epoch` (a renewal, an ack batch, a fenced read):
+    /// the lease is lost if that is the current epoch and the refusal is not the answer to
+    /// this member's own release (rule 6). Returns the queued entries dropped, or `None` when
+    /// this is no (new) loss.
+    pub(crate) fn refused(&mut self, epoch: u64) -> Option<usize> {
+        if epoch != self.epoch || self.release_sent {
+            return None;
+        }
+        self.lose()
     }
 }
 
@@ -395,23 +472,25 @@ mod tests {
         s.deliver(id(1), 1, 1);
         assert_eq!(s.start(id(1), 1, now), Start::Wait);
         s.renewed(1, later());
-        s.lose();
+        assert_eq!(s.lose(), Some(1));
+        assert_eq!(s.lose(), None, "lost once");
         assert_eq!(s.start(id(1), 1, now), Start::Skip);
     }
 
     #[test]
-    fn a_new_epoch_waits_for_the_old_running_entry_and_keeps_fresh_ones() {
+    fn a_new_epoch_sweeps_the_old_running_entry_and_keeps_fresh_ones() {
         let mut s: ShardState<()> = ShardState::new(10);
         s.activate(1, later());
         s.deliver(id(1), 1, 1);
         assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
         s.lose();
-        assert!(!s.activate(2, later()), "rule 4");
+        assert!(s.activate(2, later()), "rule 4: no wait for the old task");
+        assert_eq!(s.running(), 0);
         assert!(
-            s.finish(id(1), 1, Finish::Settle(None)),
-            "a late ack is not sent"
+            !s.finish(id(1), 1, Finish::Settle(None)),
+            "the late finish touches nothing"
         );
-        assert!(s.activate(2, later()));
+        assert_eq!(s.acks_waiting(), 0);
         assert!(s.deliver(id(1), 2, 1), "the same entry, delivered again");
         s.settled(1, [id(1)]);
         assert!(!s.finish(id(1), 1, Finish::Abandon));
@@ -421,5 +500,57 @@ mod tests {
             "rule 5: the old epoch does not touch the fresh entry"
         );
         assert_eq!(s.start(id(1), 2, Instant::now()), Start::Run);
+    }
+
+    #[test]
+    fn a_retry_waits_for_a_confirmed_lease_and_stops_once_it_is_lost() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        let now = Instant::now();
+        s.activate(1, now + Duration::from_secs(1));
+        s.deliver(id(1), 1, 1);
+        assert_eq!(s.start(id(1), 1, now), Start::Run);
+        assert_eq!(s.may_retry(1, now), Retry::Go);
+        let after = now + Duration::from_secs(2);
+        assert_eq!(s.may_retry(1, after), Retry::Wait, "not confirmed since");
+        assert!(!s.confirmed(1, after));
+        s.lose();
+        assert_eq!(s.may_retry(1, after), Retry::Stop);
+    }
+
+    #[test]
+    fn a_refusal_of_an_older_epoch_or_of_the_own_release_is_no_loss() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        s.activate(1, later());
+        s.lose();
+        assert!(s.activate(2, later()));
+        assert_eq!(
+            s.refused(1),
+            None,
+            "an old batch refused after re-acquiring"
+        );
+        assert_eq!(s.phase(), Phase::Active);
+        s.release();
+        s.sending_release();
+        assert_eq!(s.refused(2), None, "the answer to the own release");
+        s.released();
+        assert_eq!(s.phase(), Phase::Idle);
+        assert!(s.activate(3, later()));
+        assert_eq!(s.refused(3), Some(0));
+        assert_eq!(s.refused(3), None, "counted once");
+    }
+
+    #[test]
+    fn released_gives_up_the_acks_it_could_not_send() {
+        let mut s: ShardState<()> = ShardState::new(10);
+        s.activate(1, later());
+        s.deliver(id(1), 1, 1);
+        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
+        s.finish(id(1), 1, Finish::Settle(None));
+        s.release();
+        let acks = s.take_acks();
+        s.requeue_acks(acks); // Redis down: not sent
+        s.released();
+        assert_eq!(s.acks_waiting(), 0);
+        assert_eq!(s.window(), 0);
     }
 }

@@ -31,7 +31,8 @@ pub struct ShardStats {
 pub struct StreamStats {
     /// Every shard of the topic, in order.
     pub shards: Vec<ShardStats>,
-    /// Entries this member read or claimed and dispatched.
+    /// Entries this member started (once per delivery, retries not counted); an entry a
+    /// release handed back unstarted is not counted.
     pub delivered: u64,
     /// Of those, entries delivered before (replayed after a takeover or a restart).
     pub redeliveries: u64,
@@ -39,7 +40,8 @@ pub struct StreamStats {
     pub retries: u64,
     /// Handler panics (each counts as a failure).
     pub handler_panics: u64,
-    /// Entries acknowledged after success.
+    /// Entries acknowledged after success, as Redis counted them (an entry acknowledged by
+    /// someone else meanwhile is not counted).
     pub acked: u64,
     /// Entries moved to the dead letters (and acknowledged).
     pub dead_lettered: u64,

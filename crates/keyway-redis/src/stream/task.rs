@@ -2,14 +2,14 @@
 //! held and fresh), run the handler with panics contained, retry in place with backoff, and
 //! settle (ack or dead letter) or abandon.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::stream::acks;
+use crate::stream::contain::contain;
 use crate::stream::context::{bump, Ctx, DeadInfo, Shard};
 use crate::stream::reply::RawEntry;
-use crate::stream::state::{Finish, Start};
+use crate::stream::state::{Finish, Retry, Start};
 use crate::stream::Delivery;
 
 /// How long a task waits between two looks at a lease that was not confirmed lately.
@@ -22,12 +22,17 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         loop {
             match st.start(e.id, epoch, Instant::now()) {
                 Start::Run => break,
-                Start::Skip => return,
+                Start::Skip => return, // released or lost before it started: still pending
                 Start::Wait => {
                     keyway::blocking(|| shard.cv.wait_for(&mut st, LOOK_AGAIN));
                 }
             }
         }
+    }
+    // Counted when it starts: an entry a release hands back unstarted was not delivered here.
+    bump(&ctx.totals.delivered, 1);
+    if deliveries > 1 {
+        bump(&ctx.totals.redeliveries, 1);
     }
     let max = ctx.cfg.max_attempts;
     let mut delivery = Delivery {
@@ -45,13 +50,15 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
             );
             break dead(&delivery, e.payload, reason);
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| (ctx.handler)(&delivery, &e.payload)));
+        // Protocol rule H: the handler's panic (and its payload's) is contained.
+        let outcome = contain(ctx.instance, || (ctx.handler)(&delivery, &e.payload));
         let reason = match outcome {
             Ok(Ok(())) => break Finish::Settle(None),
-            Ok(Err(err)) => err.to_string(),
+            Ok(Err(err)) => contain(ctx.instance, move || err.to_string())
+                .unwrap_or_else(|p| format!("the error's Display panicked: {p}")),
             Err(panic) => {
                 bump(&ctx.totals.panics, 1);
-                panic_message(&*panic)
+                format!("handler panicked: {panic}")
             }
         };
         tracing::debug!(shard = shard.index, id = %delivery.id, attempt = delivery.attempt, %reason, "handler failed");
@@ -104,9 +111,10 @@ fn dead(d: &Delivery, payload: Vec<u8>, reason: String) -> Finish<DeadInfo> {
     }))
 }
 
-/// Waits before attempt `attempt + 1`: `backoff * 2^(attempt - 1)`, at most `max_backoff`.
-/// False if the shard is released or lost meanwhile (the entry stays pending for the next
-/// owner).
+/// Waits before attempt `attempt + 1`: `backoff * 2^(attempt - 1)`, at most `max_backoff`,
+/// and then for as long as the lease is not confirmed (protocol rule F: no attempt starts
+/// unless the lease is confirmed). False if the shard is released or lost meanwhile (the
+/// entry stays pending for the next owner).
 fn back_off(ctx: &Ctx, shard: &Shard, epoch: u64, attempt: u32) -> bool {
     let factor = 1u32
         .checked_shl(attempt.saturating_sub(1))
@@ -119,24 +127,21 @@ fn back_off(ctx: &Ctx, shard: &Shard, epoch: u64, attempt: u32) -> bool {
     let deadline = Instant::now().checked_add(wait);
     let mut st = shard.state.lock();
     loop {
-        if !st.may_retry(epoch) {
-            return false;
+        let now = Instant::now();
+        match st.may_retry(epoch, now) {
+            Retry::Stop => return false,
+            Retry::Wait => {
+                keyway::blocking(|| shard.cv.wait_for(&mut st, LOOK_AGAIN));
+                continue;
+            }
+            Retry::Go => {}
         }
         let Some(deadline) = deadline else {
             return true;
         };
-        if Instant::now() >= deadline {
+        if now >= deadline {
             return true;
         }
         keyway::blocking(|| shard.cv.wait_until(&mut st, deadline));
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let text = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string payload".to_owned());
-    format!("handler panicked: {text}")
 }

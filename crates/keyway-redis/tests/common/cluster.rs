@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use keyway_redis::stream::{Producer, Topic};
 
 use super::journal::{check, Report, Rules};
+use super::proxy::Proxy;
 use super::{RedisServer, PATIENCE};
 
 pub const SHARDS: u32 = 8;
@@ -28,6 +29,8 @@ pub const ENV_NS: &str = "KW_STREAM_NS";
 pub const ENV_ID: &str = "KW_STREAM_ID";
 pub const ENV_JOURNAL: &str = "KW_STREAM_JOURNAL";
 pub const ENV_POISON: &str = "KW_STREAM_POISON";
+/// The capacity of the member's pool (unbounded when unset).
+pub const ENV_CAPACITY: &str = "KW_STREAM_CAPACITY";
 
 pub fn topic(ns: &str) -> Topic {
     Topic::new("events", SHARDS).unwrap().namespace(ns)
@@ -91,6 +94,11 @@ pub struct Cluster {
     pub journals_of: HashMap<String, Vec<PathBuf>>,
     members: HashMap<String, Member>,
     pub poison: Option<(String, u64)>,
+    /// Members started from now on reach Redis through a [`Proxy`] of their own.
+    pub proxied: bool,
+    /// Members started from now on get a pool of this capacity.
+    pub capacity: Option<usize>,
+    proxies: HashMap<String, Proxy>,
     /// Stats lines of members stopped cleanly.
     pub stats: Vec<HashMap<String, u64>>,
 }
@@ -109,6 +117,9 @@ impl Cluster {
             journals_of: HashMap::new(),
             members: HashMap::new(),
             poison: None,
+            proxied: false,
+            capacity: None,
+            proxies: HashMap::new(),
             stats: Vec::new(),
         }
     }
@@ -125,6 +136,16 @@ impl Cluster {
     pub fn spawn(&mut self, id: &str) {
         let n = self.journals_of.get(id).map_or(0, Vec::len);
         let journal = self.dir.join(format!("{id}-{n}.log"));
+        let url = if self.proxied {
+            let proxy = self
+                .proxies
+                .entry(id.to_owned())
+                .or_insert_with(|| Proxy::start(self.server.port()));
+            proxy.heal();
+            proxy.url()
+        } else {
+            self.server.url()
+        };
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "stream_member",
@@ -133,7 +154,7 @@ impl Cluster {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(ENV_URL, self.server.url())
+        .env(ENV_URL, url)
         .env(ENV_NS, &self.ns)
         .env(ENV_ID, id)
         .env(ENV_JOURNAL, &journal)
@@ -141,6 +162,9 @@ impl Cluster {
         .stdout(Stdio::piped());
         if let Some((k, s)) = &self.poison {
             cmd.env(ENV_POISON, format!("{k}:{s}"));
+        }
+        if let Some(capacity) = self.capacity {
+            cmd.env(ENV_CAPACITY, capacity.to_string());
         }
         let mut child = cmd.spawn().expect("run this test binary as a member");
         let stdin = child.stdin.take().unwrap();
@@ -180,6 +204,18 @@ impl Cluster {
             .collect();
         self.stats.push(parsed);
         let _ = m.child.wait();
+    }
+
+    /// The proxy between member `id` and Redis (members started while `proxied`).
+    pub fn proxy(&self, id: &str) -> &Proxy {
+        &self.proxies[id]
+    }
+
+    /// The ids of the running members.
+    pub fn running(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.members.keys().cloned().collect();
+        ids.sort();
+        ids
     }
 
     /// SIGKILL.

@@ -5,7 +5,8 @@
 //! Lines (times are `SystemTime` ns, one clock for every process on this machine):
 //! - `S key seq shard id epoch attempt t` — a handler started;
 //! - `F key seq shard id epoch ok|fail|fenced t` — it ended;
-//! - `A shard epoch id` / `X shard epoch id` — acknowledged after success / dead-lettered.
+//! - `A shard epoch id t` / `X shard epoch id t` — acknowledged after success /
+//!   dead-lettered (`t`: when Redis had answered).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -69,12 +70,13 @@ impl Journal {
     }
 
     pub fn acked(&self, a: &Acked) {
+        let t = now_ns();
         let mut s = String::new();
         for id in &a.succeeded {
-            s += &format!("A {} {} {id}\n", a.shard, a.epoch);
+            s += &format!("A {} {} {id} {t}\n", a.shard, a.epoch);
         }
         for id in &a.dead_lettered {
-            s += &format!("X {} {} {id}\n", a.shard, a.epoch);
+            s += &format!("X {} {} {id} {t}\n", a.shard, a.epoch);
         }
         self.line(s);
     }
@@ -106,6 +108,8 @@ pub struct Report {
     pub fenced: usize,
     /// Per shard: the epochs seen.
     pub epochs: BTreeMap<u32, HashSet<u64>>,
+    /// Acknowledged entries checked for a rerun after their ack.
+    pub reruns_checked: usize,
 }
 
 /// What the test allows.
@@ -127,6 +131,8 @@ pub struct Rules {
 pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rules) -> Report {
     let mut runs: Vec<Run> = Vec::new();
     let mut acks: Vec<(usize, char, u64, String)> = Vec::new();
+    // When each entry was first acknowledged (or dead-lettered).
+    let mut acked_at: HashMap<String, u128> = HashMap::new();
     let mut ok_at: HashMap<(usize, String, u64), u128> = HashMap::new();
     for (file, path) in journals.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -162,10 +168,16 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
                         ok_at.insert((file, id, runs[i].epoch), t);
                     }
                 }
-                (Some(k @ ("A" | "X")), 4) => {
+                (Some(k @ ("A" | "X")), 5) => {
                     let Ok(epoch) = w[2].parse() else { continue };
+                    let Ok(t) = w[4].parse::<u128>() else {
+                        continue;
+                    };
                     let c = if k == "A" { 'A' } else { 'X' };
-                    acks.push((file, c, epoch, format!("{}/{}", w[1], w[3])));
+                    let id = format!("{}/{}", w[1], w[3]);
+                    let first = acked_at.entry(id.clone()).or_insert(t);
+                    *first = (*first).min(t);
+                    acks.push((file, c, epoch, id));
                 }
                 _ => {} // a line cut by a kill
             }
@@ -205,6 +217,20 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
         "unexpected dead letters: {:?}",
         report.dead_lettered
     );
+    // No rerun of an acknowledged entry: nothing starts an entry once Redis acknowledged it.
+    for r in &runs {
+        if let Some(&t) = acked_at.get(&r.id) {
+            assert!(
+                r.start < t,
+                "entry {} ({} seq {}) started again at epoch {} after it was acknowledged",
+                r.id,
+                r.key,
+                r.seq,
+                r.epoch
+            );
+        }
+    }
+    report.reruns_checked = acked_at.len();
     // No loss: every message succeeded or was dead-lettered.
     let mut successes: HashMap<(&str, u64), usize> = HashMap::new();
     for r in &runs {

@@ -11,6 +11,9 @@ use keyway_redis::RedisCoordinator;
 
 pub mod cluster;
 pub mod journal;
+pub mod local;
+pub mod member;
+pub mod proxy;
 
 /// The executor every test shares, and its limit.
 pub const EXECUTOR: &str = "payments";
