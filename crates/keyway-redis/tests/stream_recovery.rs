@@ -31,22 +31,25 @@ fn dropped_connections_rerun_nothing() {
     let journal = Arc::new(Journal::create(&path));
     let acks = Arc::clone(&journal);
     let pool = keyway::Pool::builder().core_threads(4).build().unwrap();
+    // A wide window and acks that wait for the timer: many finished entries wait for their
+    // ack when the connection drops.
     let consumer = builder(&server, &topic)
-        .window(16)
+        .window(256)
+        .ack_batch(1_000, Duration::from_millis(20))
         .on_ack(move |a| acks.acked(a))
         .build(&pool, move |d, payload| {
             let seq: u64 = std::str::from_utf8(payload)?.parse()?;
             journal.start(d, seq);
-            std::thread::sleep(Duration::from_micros(300 + seq % 500)); // work
+            std::thread::sleep(Duration::from_micros(1_000 + seq % 1_000)); // work
             journal.finish(d, seq, "ok");
             Ok(())
         })
         .unwrap();
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
     let mut produced: HashMap<String, u64> = HashMap::new();
-    let batch: Vec<(String, String)> = (0..3_000)
+    let batch: Vec<(String, String)> = (0..6_000)
         .map(|i| {
-            let key = format!("k{}", i % 8);
+            let key = format!("k{}", i % 16);
             let seq = produced.entry(key.clone()).or_insert(0);
             *seq += 1;
             (key, (*seq - 1).to_string())
@@ -55,11 +58,11 @@ fn dropped_connections_rerun_nothing() {
     producer.send_batch(batch).unwrap();
     let mut kills = 0;
     while kills < 32 {
-        let_time_pass(Duration::from_millis(100)); // the reader reconnects meanwhile
+        let_time_pass(Duration::from_millis(50)); // the reader reconnects meanwhile
         kills += kill_readers(&server);
     }
     wait_for("everything acknowledged", || {
-        pending(&server, &topic) == 0 && consumer.stats().map(|s| s.acked).unwrap_or(0) >= 3_000
+        pending(&server, &topic) == 0 && consumer.stats().map(|s| s.acked).unwrap_or(0) >= 6_000
     });
     drop(consumer);
     let report = check(
@@ -70,7 +73,7 @@ fn dropped_connections_rerun_nothing() {
             ..Rules::default()
         },
     );
-    assert_eq!(report.starts, 3_000, "nothing ran twice");
+    assert_eq!(report.starts, 6_000, "nothing ran twice");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -130,7 +133,7 @@ fn a_short_io_timeout_keeps_the_idle_reader_connected() {
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let consumer = builder(&server, &topic)
         .ack_batch(16, Duration::from_millis(200))
-        .io_timeout(Duration::from_millis(20))
+        .io_timeout(Duration::from_millis(50))
         .build(&pool, move |_, _| {
             started_h.store(true, Ordering::SeqCst);
             latch_h.wait();
@@ -147,7 +150,8 @@ fn a_short_io_timeout_keeps_the_idle_reader_connected() {
     let before = connections_received(&server);
     let_time_pass(Duration::from_secs(1));
     let new = connections_received(&server) - before;
-    assert!(new <= 3, "{new} connections in a second of idling");
+    // Before: the reader timed out and reconnected about ten times a second.
+    assert!(new <= 5, "{new} connections in a second of idling");
     let pending = pending_entries(&server, &topic, 0);
     assert_eq!(pending[0].2, 1, "delivery count of the running entry");
     latch.open();
