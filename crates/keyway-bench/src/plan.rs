@@ -9,7 +9,7 @@ pub enum Size {
     Quick,
     /// `all`'s report: within ~10 minutes on a 2-core machine.
     Report,
-    /// A scenario or `curves` on its own, at the sizes SPEC §9 gives.
+    /// A scenario or `curves` on its own, at its full sizes.
     Full,
 }
 

@@ -1,7 +1,7 @@
 //! `keyway`: one pool per run (core threads = available parallelism).
 //!
 //! `contexts` submits through `Pool::lane(ctx)` handles made before timing
-//! (the look-up-free path SPEC §3 provides for hot callers); measured against
+//! (the look-up-free path keyway provides for hot callers); measured against
 //! `Pool::execute_sequential(ctx, …)` on this machine, lanes were as fast for
 //! 16 contexts and ~10% faster for 1,024 contexts; with `--batch`, one
 //! `Lane::execute_all` per batch. `keyway-typed` sends a `u64` message per

@@ -1,7 +1,7 @@
 //! The `strategy` work: a producer writes a fresh 16 KiB buffer per task
 //! ([`fill`]); consuming a task checksums its buffer ([`checksum`]) and
 //! records the checksum in the task's slot ([`consume`]). Every system calls
-//! these same `#[inline(never)]` functions (SPEC §9).
+//! these same `#[inline(never)]` functions.
 //!
 //! Kept in a file of its own (a child of `work`) so that it could be written
 //! while `work.rs` was being changed for other scenarios.
