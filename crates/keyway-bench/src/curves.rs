@@ -81,6 +81,8 @@ impl Plan {
     }
 }
 
+/// Systems of the work curve.
+const WORK_SYSTEMS: [&str; 4] = ["keyway", "thread-per-context", "tokio-actor", "ideal"];
 /// The Zipf exponents of the skew curve.
 const SKEWS: [f64; 4] = [0.6, 0.9, 1.1, 1.3];
 /// Keys of the skew curve.
@@ -160,7 +162,7 @@ pub fn measure(
     for &w in &plan.work {
         let total = (plan.work_increments / w).clamp(2_000, plan.contexts_tasks);
         let v = ContextsVariant::full(16, total / 16, w);
-        let report = contexts::run_variant(&v, opts)?;
+        let report = contexts::run_variant_of(&v, opts, Some(&WORK_SYSTEMS))?;
         emit(&report);
         by_work.add_report(&report, w as f64, |r| ns_per_task(r, v.total()));
     }

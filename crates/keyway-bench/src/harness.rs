@@ -256,7 +256,7 @@ fn selected(name: &'static str) -> bool {
 pub fn is_selected(name: &str) -> bool {
     SELECTED
         .get()
-        .map_or(true, |names| names.iter().any(|n| n == name))
+        .is_none_or(|names| names.iter().any(|n| n == name))
 }
 
 /// Names given to [`select_systems`] that no measurement offered so far.

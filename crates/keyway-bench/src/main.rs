@@ -80,7 +80,10 @@ SYSTEMS (row names; pick some with --systems a,b):
   hashed-slots        contexts, hotkey: N single-thread executors (N = cores), each
                       a thread draining its own queue of boxed closures; a context
                       runs on slot hash(context) mod N, so contexts sharing a slot
-                      wait behind each other
+                      wait behind each other (napart 2.0, the registry's crate of
+                      this design with work stealing, is not measured yet)
+  keyway-unordered    tax: Pool::execute of each task, no lane (no key order)
+  tokio (tax)         tax: a tokio task spawned per task (no key order)
   tokio-mutex         contexts --async: a tokio task per message holding its
                       context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one
@@ -197,7 +200,7 @@ enum Scenario {
     /// Cost curves: time per task vs contexts, producers and work per
     /// task, memory vs contexts; SVG plots and a CSV.
     Curves(OutArgs),
-    /// Every scenario, all variants, sized to finish within ~10 minutes on a
+    /// Every scenario, all variants, sized to finish within ~11 minutes on a
     /// 2-core machine (--out DIR also writes plots and an index.html).
     All(OutArgs),
 }

@@ -31,6 +31,19 @@ pub fn spin(work: u64) -> u64 {
     local.load(Ordering::Relaxed)
 }
 
+/// Atomic increments per ns of [`spin`] on this machine (the best of a few tries of 200,000):
+/// converts a work per task given in time into increments.
+pub fn increments_per_ns() -> f64 {
+    const N: u64 = 200_000;
+    (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            black_box(spin(N));
+            N as f64 / start.elapsed().as_nanos().max(1) as f64
+        })
+        .fold(0.0, f64::max)
+}
+
 /// The `throughput` task with exactly-once accounting: marks task `index`
 /// in `set` (a second run of it fails the run) and updates the shared
 /// completion counter.
@@ -261,7 +274,7 @@ pub fn unordered_context_task(run: &ContextsRun, ctx: usize, seq: u64) {
 #[inline]
 fn record_delays(run: &ContextsRun, ctx: usize, seq: u64, started: Option<Instant>) {
     if let (Some(schedule), Some(started)) = (&run.open_loop, started) {
-        if run.hot.map_or(true, |(hot, _)| hot != ctx) {
+        if run.hot.is_none_or(|(hot, _)| hot != ctx) {
             schedule.record(ctx, run.arrival(ctx, seq), started, Instant::now());
         }
     }

@@ -1,7 +1,10 @@
-//! `hotkey`: one hot key among many light ones. 1,024 light keys and one hot key, whose tasks
-//! do 100× a light task's work (1 task in 500 is the hot key's), offered on an open-loop
-//! schedule (arrivals at fixed times; delays counted from each task's intended submit time, as
-//! in `latency`) at a fixed share of the machine. Two variants on the same task stream and
+//! `hotkey`: one hot key among many light ones. 1,024 light keys (a light task: 100 µs of spin
+//! work, calibrated on this machine) and one hot key, whose tasks do 100× a light task's work
+//! (1 task in 250 is the hot key's: it keeps a thread busy ~4% of the time), offered on an
+//! open-loop schedule (arrivals at fixed times; delays counted from each task's intended submit
+//! time, as in `latency`) at a light load: the light work keeps 5% of the cores busy, so the
+//! light keys' waits come from the hot key, not from queueing for the CPU, and the producer
+//! (one task per ms on 2 cores) sleeps between arrivals instead of spinning a core away. Two variants on the same task stream and
 //! rate: the hot key's tasks doing the light work (no hot key) and doing 100× it. Each row
 //! reports the light keys' p50/p99/p99.9 submit-to-start (their head-of-line blocking: a
 //! light key waiting behind the hot key's work) and the run's total time; the hot variant's
@@ -10,7 +13,7 @@
 //! hot key's slot behind it. Per-key order is checked as in `contexts`.
 
 use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
@@ -31,25 +34,25 @@ use crate::systems::ractor_actor::Ractor;
 use crate::systems::thread_per_context::ThreadPerContext;
 use crate::systems::tokio_actor::TokioActor;
 use crate::systems::{run_contexts, ContextsSystem};
-use crate::work::{spin, ContextsRun};
+use crate::work::{increments_per_ns, ContextsRun};
 
 /// Light keys.
 const LIGHT_KEYS: usize = 1_024;
 /// The hot key is context 0; one task in this many is its.
-const HOT_EVERY: u64 = 500;
-/// Atomic increments of a light task.
-const LIGHT_WORK: u64 = 1_000;
+const HOT_EVERY: u64 = 250;
+/// µs of spin work of a light task.
+const LIGHT_US: f64 = 100.0;
 /// A hot task does this many times a light task's work.
 const HOT_FACTOR: u64 = 100;
 /// The offered load with no hot key: this share of the machine's cores kept busy by the
-/// tasks' own work (the hot key's extra work adds a fifth of it).
-const LOAD: f64 = 0.25;
+/// light tasks' own work (the hot key's extra work adds 40% to it).
+const LOAD: f64 = 0.05;
 /// Seconds of one open-loop run at full size.
-const RUN_S: f64 = 2.0;
+const RUN_S: f64 = 4.0;
 /// `--quick` divides the run's length by this.
 const QUICK_DIVISOR: u64 = 40;
-/// `all` divides it by this.
-const REPORT_DIVISOR: u64 = 5;
+/// `all` divides it by this (and counts one run per system).
+const REPORT_DIVISOR: u64 = 8;
 
 /// The `hotkey` knobs.
 #[derive(Debug, Clone, Default, Args)]
@@ -97,25 +100,11 @@ struct Light {
     points: Vec<(f64, f64)>,
 }
 
-/// Seconds one light task's work takes on this machine (the best of a few tries).
-fn light_task_s() -> f64 {
-    (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..100 {
-                std::hint::black_box(spin(LIGHT_WORK));
-            }
-            start.elapsed().as_secs_f64() / 100.0
-        })
-        .fold(f64::INFINITY, f64::min)
-        .max(1e-9)
-}
-
 /// The task stream: task `i` is the hot key's (context 0) every [`HOT_EVERY`]-th, else a
 /// light key drawn from its hash.
 fn stream(tasks: u64) -> Popularity {
     Popularity::from_draws(LIGHT_KEYS + 1, tasks, |i| {
-        if i % HOT_EVERY == 0 {
+        if i.is_multiple_of(HOT_EVERY) {
             0
         } else {
             1 + (splitmix64(i) % LIGHT_KEYS as u64) as usize
@@ -131,10 +120,15 @@ pub fn run(
     emit: &mut Emit<'_>,
 ) -> Result<Vec<Distribution>, String> {
     let factor = args.factor.unwrap_or(HOT_FACTOR);
+    // `all`'s report counts one run per system, as `latency` does (its time budget).
+    let opts = &RunOptions {
+        runs: if opts.report { 1 } else { opts.runs },
+        ..*opts
+    };
     let secs = RUN_S / opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR) as f64;
-    let light_s = light_task_s();
-    let rate = LOAD * cores() as f64 / light_s;
-    let tasks = ((rate * secs) as u64).max(2 * LIGHT_KEYS as u64);
+    let light_work = ((LIGHT_US * 1e3 * increments_per_ns()).round() as u64).max(1);
+    let rate = LOAD * cores() as f64 / (LIGHT_US / 1e6);
+    let tasks = ((rate * secs) as u64).max(64);
     let chosen: Vec<System> = systems()
         .into_iter()
         .filter(|s| is_selected(s.name))
@@ -150,7 +144,7 @@ pub fn run(
             .map(|(s, slot)| {
                 let s = *s;
                 Contender::new(s.name, move || {
-                    let (elapsed, light) = open_run(s, tasks, rate, hot, opts.timeout)?;
+                    let (elapsed, light) = open_run(s, tasks, rate, light_work, hot, opts.timeout)?;
                     slot.borrow_mut().push(light);
                     Ok(elapsed)
                 })
@@ -191,7 +185,8 @@ pub fn run(
         let mut params = Map::new();
         params.insert("light_keys".into(), json!(LIGHT_KEYS));
         params.insert("hot_every".into(), json!(HOT_EVERY));
-        params.insert("light_work".into(), json!(LIGHT_WORK));
+        params.insert("light_work".into(), json!(light_work));
+        params.insert("light_us".into(), json!(LIGHT_US));
         params.insert("hot_factor".into(), json!(hot));
         params.insert("rate".into(), json!(rate));
         params.insert("tasks".into(), json!(tasks));
@@ -199,12 +194,11 @@ pub fn run(
         params.insert("runs".into(), json!(opts.runs));
         params.insert("quick".into(), json!(opts.quick));
         let title = format!(
-            "{kind}: {} light keys (work {}) and one key with 1 task in {HOT_EVERY} \
-                 (work {}), {} tasks/s open loop ({} tasks; light keys' submit-to-start, \
-                 µs, median of {} runs)",
+            "{kind}: {} light keys ({LIGHT_US} µs of work each) and one key with 1 task in \
+             {HOT_EVERY} ({} µs), {} tasks/s open loop ({} tasks; light keys' submit-to-start, \
+             µs, median of {} runs)",
             group_thousands(LIGHT_KEYS as u64),
-            group_thousands(LIGHT_WORK),
-            group_thousands(LIGHT_WORK * hot),
+            LIGHT_US * hot as f64,
             group_thousands(rate as u64),
             group_thousands(tasks),
             opts.runs
@@ -224,19 +218,20 @@ pub fn run(
     Ok(plots)
 }
 
-/// One open-loop run of `s`: `tasks` tasks at `rate` per second, the hot key's doing `hot`×
-/// the light work; its time and the light keys' delays.
+/// One open-loop run of `s`: `tasks` tasks at `rate` per second, each light one `light_work`
+/// increments, the hot key's `hot`× that; its time and the light keys' delays.
 fn open_run(
     s: System,
     tasks: u64,
     rate: f64,
+    light_work: u64,
     hot: u64,
     timeout: Duration,
 ) -> Result<(Duration, Light), String> {
     // Leaked, as in `latency`: a peer may touch it after completion.
     let run: &'static ContextsRun = Box::leak(Box::new(
-        ContextsRun::with_popularity(stream(tasks), LIGHT_WORK)
-            .hot(0, LIGHT_WORK.saturating_mul(hot))
+        ContextsRun::with_popularity(stream(tasks), light_work)
+            .hot(0, light_work.saturating_mul(hot))
             .open_loop(rate),
     ));
     let elapsed = (s.run)(run, cores(), timeout)?;
@@ -270,7 +265,7 @@ mod tests {
     #[test]
     fn the_stream_gives_the_hot_key_its_share() {
         let p = stream(50_000);
-        assert_eq!(p.tasks_of(0), 100);
+        assert_eq!(p.tasks_of(0), 200);
         assert!((1..=LIGHT_KEYS).all(|k| p.tasks_of(k) > 10));
     }
 
@@ -280,7 +275,7 @@ mod tests {
     fn every_system_runs_a_short_hot_key_stream() {
         for s in systems() {
             for hot in [1, 10] {
-                let (_, light) = open_run(s, 3_000, 50_000.0, hot, Duration::from_secs(30))
+                let (_, light) = open_run(s, 3_000, 50_000.0, 3, hot, Duration::from_secs(30))
                     .unwrap_or_else(|e| panic!("{}: {e}", s.name));
                 assert!(light.p99 > 0.0 && light.p99 >= light.p50, "{}", s.name);
             }

@@ -7,7 +7,7 @@
 //! consumer's tax (keyway vs keyway-unordered) is in the `stream` scenario's rows, and `all`
 //! adds it to the closing table.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Map};
@@ -22,7 +22,7 @@ use crate::systems::keyway::KeywayLanes;
 use crate::systems::tokio_actor::TokioActor;
 use crate::systems::unordered::{KeywayUnordered, TokioUnordered};
 use crate::systems::{run_contexts, ContextsSystem};
-use crate::work::{spin, ContextsRun};
+use crate::work::{increments_per_ns, ContextsRun};
 
 /// Work per task, in ns.
 const WORK_NS: [u64; 3] = [0, 1_000, 100_000];
@@ -34,10 +34,13 @@ const ZIPF_S: f64 = 1.1;
 const TASKS: u64 = 400_000;
 /// CPU seconds of work a cell's tasks do at most at full size (bounds the 100 µs cells).
 const WORK_BUDGET_S: f64 = 2.0;
-/// `--quick` divides both by this.
+/// `--quick` divides both by this, and runs only [`QUICK_CELLS`].
 const QUICK_DIVISOR: u64 = 40;
-/// `all` divides both by this.
-const REPORT_DIVISOR: u64 = 8;
+/// `all` divides both by this and counts one run per system (after the warm-up run): its
+/// 10-minute budget.
+const REPORT_DIVISOR: u64 = 40;
+/// The cells of `--quick` (a smoke run): 0 and 100 µs of work on 1,024 keys, uniform and Zipf.
+const QUICK_CELLS: [(u64, usize); 2] = [(0, 1_024), (100_000, 1_024)];
 
 /// The `tax` knobs.
 #[derive(Debug, Clone, Default, Args)]
@@ -91,18 +94,6 @@ fn cells(args: &TaxArgs) -> Vec<Cell> {
     out
 }
 
-/// Atomic increments per ns of this machine's spin work (the best of a few tries).
-fn increments_per_ns() -> f64 {
-    const N: u64 = 200_000;
-    (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(spin(N));
-            N as f64 / start.elapsed().as_nanos().max(1) as f64
-        })
-        .fold(0.0, f64::max)
-}
-
 /// One row of the closing table: a cell and each pair's tax.
 #[derive(Debug, Clone)]
 pub struct Tax {
@@ -116,12 +107,22 @@ pub struct Tax {
 /// closing [`table`] (`all` adds the stream consumer's first).
 pub fn run(args: &TaxArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<Vec<Tax>, String> {
     let divisor = opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR);
+    let opts = &RunOptions {
+        runs: if opts.report { 1 } else { opts.runs },
+        ..*opts
+    };
     let per_ns = increments_per_ns();
     let mut taxes = Vec::new();
-    for cell in cells(args) {
+    let chosen = cells(args).into_iter().filter(|c| {
+        !opts.quick
+            || args.work_ns.is_some()
+            || args.keys.is_some()
+            || QUICK_CELLS.contains(&(c.work_ns, c.keys))
+    });
+    for cell in chosen {
         let work = (cell.work_ns as f64 * per_ns).round() as u64;
         let budget = WORK_BUDGET_S * 1e9 / cell.work_ns.max(1) as f64;
-        let tasks = ((TASKS as f64).min(budget) as u64 / divisor).max(cell.keys as u64);
+        let tasks = ((TASKS as f64).min(budget) as u64 / divisor).max(16);
         let run = state(cell, tasks, work);
         let t = opts.timeout;
         let threads = cores();
@@ -187,6 +188,10 @@ pub fn run(args: &TaxArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<Vec
 fn state(cell: Cell, tasks: u64, work: u64) -> &'static ContextsRun {
     let run = match cell.zipf {
         Some(s) => ContextsRun::with_popularity(Popularity::zipf(cell.keys, tasks, s), work),
+        // Fewer tasks than keys: uniform draws (some keys get none), not one task per key.
+        None if tasks < cell.keys as u64 => {
+            ContextsRun::with_popularity(Popularity::zipf(cell.keys, tasks, 0.0), work)
+        }
         None => ContextsRun::new(cell.keys, tasks.div_ceil(cell.keys as u64), work),
     };
     Box::leak(Box::new(run))
@@ -276,11 +281,12 @@ mod tests {
     /// made fresh for each run.
     #[test]
     fn the_systems_run_a_small_cell() {
-        for zipf in [None, Some(1.1)] {
+        // Uniform, skewed, and uniform with fewer tasks than keys.
+        for (keys, zipf) in [(50, None), (50, Some(1.1)), (5_000, None)] {
             let run = state(
                 Cell {
                     work_ns: 0,
-                    keys: 50,
+                    keys,
                     zipf,
                 },
                 2_000,

@@ -27,7 +27,7 @@ pub(super) fn measure_variant(
     if v.batch > 1 {
         kind.push_str(&format!(" batch {}", v.batch));
     }
-    if let Some(s) = v.zipf {
+    if let (Some(s), false) = (v.zipf, v.name == "zipf") {
         kind.push_str(&format!(" zipf {s}"));
     }
     let label = format!("contexts{kind} {}", v.name);
@@ -52,10 +52,9 @@ pub(super) fn measure_variant(
         params.insert("async_wait".into(), json!(w));
     }
     params.insert("zipf".into(), json!(v.zipf));
-    let per = if v.zipf.is_some() {
-        "tasks on average"
-    } else {
-        "tasks"
+    let per = match v.zipf {
+        Some(s) => format!("tasks on average, Zipf {s} popularity"),
+        None => "tasks".to_string(),
     };
     Ok(VariantReport {
         scenario: "contexts",
