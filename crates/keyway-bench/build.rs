@@ -18,11 +18,18 @@ fn main() {
     println!("cargo:rerun-if-changed={lock}");
     println!("cargo:rerun-if-changed=build.rs");
     let text = std::fs::read_to_string(lock).unwrap_or_default();
-    let peers = ["tokio", "rayon", "rayon-core", "crossbeam-channel"]
-        .iter()
-        .map(|name| format!("{name} {}", locked_version(&text, name)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let peers = [
+        "tokio",
+        "rayon",
+        "rayon-core",
+        "crossbeam-channel",
+        "kameo",
+        "ractor",
+    ]
+    .iter()
+    .map(|name| format!("{name} {}", locked_version(&text, name)))
+    .collect::<Vec<_>>()
+    .join(", ");
     println!("cargo:rustc-env=KEYWAY_BENCH_PEERS={peers}");
 }
 

@@ -1,5 +1,5 @@
 //! A diagnostic, not a benchmark: where keyway's open-loop submit-to-start delay comes from
-//! (`docs/experiments/README.md`, "The open-loop tail").
+//! (the open-loop tail-latency entry of `docs/experiments/README.md`).
 //!
 //! `cargo run --release -p keyway-bench --example latprobe -- RATE CONTEXTS WORK SECS [THREADS]`
 //!

@@ -1,5 +1,5 @@
 //! `keyway-bench curves`: how each system's cost grows with the work, as
-//! SVG plots and one CSV. Four curves:
+//! SVG plots and one CSV. Five curves:
 //!
 //! - time per task against the number of contexts (16 … 1,000,000;
 //!   sequential tasks of work 10, one producer): keyway, tokio-actor,
@@ -8,6 +8,8 @@
 //!   crossbeam-pool, rayon, rayon-scope, tokio;
 //! - time per task against work per task (1 … 10,000 atomic increments;
 //!   16 contexts): keyway, thread-per-context, tokio-actor, ideal;
+//! - time per task against key skew (Zipf exponent 0.6 … 1.3 over 10,000
+//!   keys; work 10): keyway, tokio-actor, kameo, ractor, hashed-slots, ideal;
 //! - memory against the number of contexts ever seen: the peak RSS of a
 //!   process that ran only that system (its threads, queues and handles,
 //!   plus the benchmark's order-check state of 128 bytes per context per
@@ -79,6 +81,22 @@ impl Plan {
     }
 }
 
+/// Systems of the work curve.
+const WORK_SYSTEMS: [&str; 4] = ["keyway", "thread-per-context", "tokio-actor", "ideal"];
+/// The Zipf exponents of the skew curve.
+const SKEWS: [f64; 4] = [0.6, 0.9, 1.1, 1.3];
+/// Keys of the skew curve.
+const SKEW_KEYS: usize = 10_000;
+/// Systems of the skew curve.
+const SKEW_SYSTEMS: [&str; 6] = [
+    "keyway",
+    "tokio-actor",
+    "kameo",
+    "ractor",
+    "hashed-slots",
+    "ideal",
+];
+
 /// Nanoseconds per task of a row.
 fn ns_per_task(r: &SystemResult, tasks: u64) -> Option<f64> {
     Some(r.median_s * 1e9 / tasks as f64)
@@ -144,11 +162,24 @@ pub fn measure(
     for &w in &plan.work {
         let total = (plan.work_increments / w).clamp(2_000, plan.contexts_tasks);
         let v = ContextsVariant::full(16, total / 16, w);
-        let report = contexts::run_variant(&v, opts)?;
+        let report = contexts::run_variant_of(&v, opts, Some(&WORK_SYSTEMS))?;
         emit(&report);
         by_work.add_report(&report, w as f64, |r| ns_per_task(r, v.total()));
     }
-    Ok(vec![by_contexts, by_producers, by_work, memory])
+    let mut by_skew = Curve::new(
+        "time-vs-skew",
+        "Time per task vs key skew (Zipf popularity over 10,000 keys, work 10, one producer)",
+        "Zipf exponent s (log): the hottest key's share grows with s",
+        "ns per task (log)",
+    );
+    for &s in &SKEWS {
+        let tasks = plan.contexts_tasks / SKEW_KEYS as u64;
+        let v = ContextsVariant::full(SKEW_KEYS, tasks.max(1), 10).skewed(s);
+        let report = contexts::run_variant_of(&v, opts, Some(&SKEW_SYSTEMS))?;
+        emit(&report);
+        by_skew.add_report(&report, s, |r| ns_per_task(r, v.total()));
+    }
+    Ok(vec![by_contexts, by_producers, by_work, by_skew, memory])
 }
 
 /// The CSV of every curve: `curve,x,system,y`.

@@ -4,6 +4,7 @@
 //! RSS; samples the process's OS threads while each system runs; and prints
 //! the result.
 
+pub mod alloc;
 pub mod env;
 pub mod options;
 pub mod report;
@@ -129,6 +130,8 @@ impl Samples {
         };
         let mut result = SystemResult::from_times(name, &times, ops, threads);
         result.cpu_s = cpu.map(|c| stats::median(&c));
+        let others: Option<Vec<f64>> = self.0.iter().map(|s| s.cost.others_cpu_s).collect();
+        result.others_cpu_s = others.map(|o| stats::median(&o));
         result.peak_rss_kib = max_of(|c| c.peak_rss_kib);
         result.rss_growth_kib = max_of(|c| c.rss_growth_kib);
         result.run_rss_growth_kib = self
@@ -138,6 +141,15 @@ impl Samples {
             .collect::<Option<Vec<u64>>>()
             .and_then(|v| v.into_iter().max());
         result.ready = self.0.iter().all(|s| s.ready);
+        if ops > 0 {
+            // The median run's allocations, per task.
+            let per_task = |f: fn(&Cost) -> u64| {
+                let v: Vec<f64> = self.0.iter().map(|s| f(&s.cost) as f64).collect();
+                stats::median(&v) / ops as f64
+            };
+            result.allocs_per_task = Some(per_task(|c| c.allocated.count));
+            result.alloc_bytes_per_task = Some(per_task(|c| c.allocated.bytes));
+        }
         result
     }
 }
@@ -244,7 +256,7 @@ fn selected(name: &'static str) -> bool {
 pub fn is_selected(name: &str) -> bool {
     SELECTED
         .get()
-        .map_or(true, |names| names.iter().any(|n| n == name))
+        .is_none_or(|names| names.iter().any(|n| n == name))
 }
 
 /// Names given to [`select_systems`] that no measurement offered so far.

@@ -35,6 +35,17 @@ impl Completion {
         }
     }
 
+    /// Closes the latch again for `count` completions, clearing any error: for a run's state
+    /// used again after every thread of the previous run has stopped.
+    pub fn reset(&self, count: usize) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.remaining.store(count, Ordering::Release);
+        *state = LatchState {
+            open: count == 0,
+            error: None,
+        };
+    }
+
     /// Counts one completion; the last one opens the latch.
     #[inline]
     pub fn count_down(&self) {

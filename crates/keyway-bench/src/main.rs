@@ -11,7 +11,7 @@
 // 5. systems
 // 6. harness
 // 7. work
-// 8. keys once order output open_loop
+// 8. keys once order output open_loop popularity
 // 9. latch
 mod curves;
 mod harness;
@@ -22,6 +22,7 @@ mod open_loop;
 mod order;
 mod output;
 mod plan;
+mod popularity;
 mod scenarios;
 mod sink;
 mod systems;
@@ -37,13 +38,19 @@ use harness::options::RunOptions;
 use harness::VariantReport;
 use scenarios::contexts::ContextsArgs;
 use scenarios::distributed::{ChildArgs, DistributedArgs};
+use scenarios::hotkey::HotKeyArgs;
 use scenarios::latency::LatencyArgs;
 use scenarios::ordered::OrderedArgs;
 use scenarios::schedule::ScheduleArgs;
 use scenarios::strategy::StrategyArgs;
 use scenarios::stream::StreamArgs;
+use scenarios::tax::TaxArgs;
 use scenarios::throughput::ThroughputArgs;
 use sink::{Format, Sink};
+
+/// Counts every allocation, for the allocations-per-task column.
+#[global_allocator]
+static ALLOCATOR: harness::alloc::Counting = harness::alloc::Counting;
 
 /// What `--help` says after the options: every system's name and how to
 /// read the columns.
@@ -65,6 +72,18 @@ SYSTEMS (row names; pick some with --systems a,b):
   tokio-actor-closure contexts: a tokio task per context whose mailbox carries
                       boxed closures (Box<dyn FnOnce() + Send>): the shape of
                       execute_sequential
+  kameo               contexts, hotkey: an actor per context from the kameo crate
+                      (unbounded mailbox), a u64 message per task sent with
+                      tell(..).try_send() and handled by Message<u64>
+  ractor              contexts, hotkey: an actor per context from the ractor crate,
+                      a u64 message per task sent with cast and handled by handle
+  hashed-slots        contexts, hotkey: N single-thread executors (N = cores), each
+                      a thread draining its own queue of boxed closures; a context
+                      runs on slot hash(context) mod N, so contexts sharing a slot
+                      wait behind each other (napart 2.0, the registry's crate of
+                      this design with work stealing, is not measured yet)
+  keyway-unordered    tax: Pool::execute of each task, no lane (no key order)
+  tokio (tax)         tax: a tokio task spawned per task (no key order)
   tokio-mutex         contexts --async: a tokio task per message holding its
                       context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one
@@ -111,6 +130,9 @@ COLUMNS:
               /proc/self/clear_refs; includes what earlier setup left resident)
   +RSS MiB    how much the timed region grew it: the memory the system took while
               it ran (queues, backlog, stacks)
+  allocs/task (B)  heap allocations per task during the timed region, every thread
+              of the process (a counting global allocator), and the bytes they
+              asked for per task, median run
 Every system gets an untimed warm-up run that is not counted, the same untimed
 readiness step before its clock (its threads started and idle), and the order of
 systems rotates every round. Every report starts with the machine, its load and
@@ -164,6 +186,12 @@ enum Scenario {
     /// sustained rate): p50/p99/p99.9/max submit-to-start and submit-to-finish, and p99/p99.9
     /// of the producer's lateness.
     Latency(LatencyArgs),
+    /// One hot key (100× the work) among 1,024 light keys, open loop: the light keys'
+    /// p50/p99/p99.9 submit-to-start with and without the hot key, and the total time.
+    Hotkey(HotKeyArgs),
+    /// The ordering tax: key-ordered time over unordered time at the same work (keyway lanes
+    /// vs Pool::execute, an actor per key vs a tokio task per task), over work, keys and skew.
+    Tax(TaxArgs),
     /// K processes of this command share one rate limit through Redis; one is killed.
     Distributed(DistributedArgs),
     /// One process of `distributed` (started by it).
@@ -172,7 +200,7 @@ enum Scenario {
     /// Cost curves: time per task vs contexts, producers and work per
     /// task, memory vs contexts; SVG plots and a CSV.
     Curves(OutArgs),
-    /// Every scenario, all variants, sized to finish within ~10 minutes on a
+    /// Every scenario, all variants, sized to finish within ~11 minutes on a
     /// 2-core machine (--out DIR also writes plots and an index.html).
     All(OutArgs),
 }
@@ -246,6 +274,20 @@ fn run(cli: &Cli) -> Result<(), String> {
                 }
                 Ok(())
             }
+            Scenario::Hotkey(args) => {
+                let dists = scenarios::hotkey::run(args, &opts, &mut emit)?;
+                if let Some(dir) = &args.out {
+                    for p in curves::write_latency(&dists, dir)? {
+                        eprintln!("keyway-bench: hot-key plot {}", p.display());
+                    }
+                }
+                Ok(())
+            }
+            Scenario::Tax(args) => {
+                let taxes = scenarios::tax::run(args, &opts, &mut emit)?;
+                emit(&scenarios::tax::table(&taxes, &opts));
+                Ok(())
+            }
             Scenario::Distributed(args) => {
                 scenarios::distributed::run(args, &opts, &mut emit, false)
             }
@@ -300,9 +342,16 @@ fn run_all(
     scenarios::ordered::run(&OrderedArgs::default(), opts, emit)?;
     scenarios::strategy::run(&StrategyArgs::default(), opts, emit)?;
     scenarios::schedule::run(&ScheduleArgs::default(), opts, emit)?;
-    let latency = scenarios::latency::run(&LatencyArgs::default(), opts, emit)?;
+    let mut latency = scenarios::latency::run(&LatencyArgs::default(), opts, emit)?;
+    latency.extend(scenarios::hotkey::run(&HotKeyArgs::default(), opts, emit)?);
+    let mut taxes = scenarios::tax::run(&TaxArgs::default(), opts, emit)?;
     // Skipped, with a note, where no redis-server is available.
-    scenarios::stream::run(&StreamArgs::default(), opts, emit, true)?;
+    let mut tee = |report: &VariantReport| {
+        taxes.extend(scenarios::tax::stream_tax(report));
+        emit(report);
+    };
+    scenarios::stream::run(&StreamArgs::default(), opts, &mut tee, true)?;
+    emit(&scenarios::tax::table(&taxes, opts));
     scenarios::distributed::run(&DistributedArgs::default(), opts, emit, true)?;
     let plots = match &args.out {
         Some(dir) => {

@@ -18,6 +18,7 @@ use crate::once::{ran, TaskSet};
 use crate::open_loop::OpenLoop;
 use crate::order::{verify_all, OrderCell};
 use crate::output::{expected_hash, Output, FNV_OFFSET, FNV_PRIME};
+use crate::popularity::Popularity;
 
 /// `work` atomic increments on a fresh local atomic; returns its final value.
 #[inline(never)]
@@ -28,6 +29,19 @@ pub fn spin(work: u64) -> u64 {
         local.fetch_add(1, Ordering::Relaxed);
     }
     local.load(Ordering::Relaxed)
+}
+
+/// Atomic increments per ns of [`spin`] on this machine (the best of a few tries of 200,000):
+/// converts a work per task given in time into increments.
+pub fn increments_per_ns() -> f64 {
+    const N: u64 = 200_000;
+    (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            black_box(spin(N));
+            N as f64 / start.elapsed().as_nanos().max(1) as f64
+        })
+        .fold(0.0, f64::max)
 }
 
 /// The `throughput` task with exactly-once accounting: marks task `index`
@@ -44,10 +58,16 @@ pub fn tick_once(set: &TaskSet, done: &Completion, index: u64) {
 pub struct ContextsRun {
     /// One order record per context.
     pub cells: Box<[OrderCell]>,
-    /// Tasks per context.
+    /// Tasks per context (with a [`popularity`](Self::popularity): the most any context has).
     pub tasks: u64,
     /// Atomic increments per task.
     pub work: u64,
+    /// Contexts of unequal popularity: which context each task goes to (`None`: every
+    /// context has [`tasks`](Self::tasks) tasks, submitted round robin).
+    pub popularity: Option<Popularity>,
+    /// One hot context whose tasks do more work: (context, atomic increments per task). An
+    /// open-loop run records the other contexts' delays only.
+    pub hot: Option<(usize, u64)>,
     /// Consecutive tasks of one context the producer hands over at once (1: one at a time).
     pub batch: u64,
     /// The open-loop schedule the producer keeps, and the tasks' delays (`latency`); `None`:
@@ -66,7 +86,73 @@ impl ContextsRun {
             work,
             batch: 1,
             open_loop: None,
+            popularity: None,
+            hot: None,
             done: Completion::new(if tasks == 0 { 0 } else { contexts }),
+        }
+    }
+
+    /// Fresh state for the tasks of `popularity` (one context per key, each task `work`
+    /// increments), submitted in its order; a context with no task counts as done.
+    pub fn with_popularity(popularity: Popularity, work: u64) -> Self {
+        let contexts = popularity.keys();
+        let most = (0..contexts).map(|c| popularity.tasks_of(c)).max();
+        Self {
+            cells: (0..contexts).map(|_| OrderCell::default()).collect(),
+            tasks: most.unwrap_or(0),
+            work,
+            batch: 1,
+            open_loop: None,
+            done: Completion::new(popularity.busy_keys()),
+            popularity: Some(popularity),
+            hot: None,
+        }
+    }
+
+    /// Makes the state fresh again for another run of the same tasks, once every thread of
+    /// the previous run has stopped (a popularity run's state is large: it is made once per
+    /// variant and used by every run of it).
+    pub fn reset(&self) {
+        for cell in self.cells.iter() {
+            cell.reset();
+        }
+        let contexts = match &self.popularity {
+            Some(p) => p.busy_keys(),
+            None if self.tasks == 0 => 0,
+            None => self.contexts(),
+        };
+        self.done.reset(contexts);
+    }
+
+    /// The same run with context `ctx`'s tasks doing `work` increments each.
+    pub fn hot(mut self, ctx: usize, work: u64) -> Self {
+        self.hot = Some((ctx, work));
+        self
+    }
+
+    /// Tasks of context `ctx`.
+    #[inline]
+    pub fn tasks_of(&self, ctx: usize) -> u64 {
+        match &self.popularity {
+            None => self.tasks,
+            Some(p) => p.tasks_of(ctx),
+        }
+    }
+
+    /// Atomic increments task of context `ctx` does.
+    #[inline]
+    pub fn work_of(&self, ctx: usize) -> u64 {
+        match self.hot {
+            Some((hot, work)) if hot == ctx => work,
+            _ => self.work,
+        }
+    }
+
+    /// Tasks in the run.
+    pub fn total(&self) -> u64 {
+        match &self.popularity {
+            None => self.tasks * self.contexts() as u64,
+            Some(p) => p.order().len() as u64,
         }
     }
 
@@ -80,6 +166,9 @@ impl ContextsRun {
     /// The position of task `seq` of `ctx` in the arrival schedule: a batch's tasks arrive
     /// together, at its first task's turn.
     fn arrival(&self, ctx: usize, seq: u64) -> u64 {
+        if let Some(p) = &self.popularity {
+            return p.position(ctx, seq);
+        }
         let first = (seq - 1) / self.batch * self.batch + 1;
         let len = self.batch.min(self.tasks - first + 1);
         (first - 1) * self.contexts() as u64 + ctx as u64 * len
@@ -100,7 +189,8 @@ impl ContextsRun {
     /// Calls `submit(ctx, seq)` for every task in the order a producer submits
     /// them: round robin over the contexts (messages of many clients
     /// interleaved), [`batch`](Self::batch) consecutive tasks of a context at a
-    /// time, sequence numbers starting at 1. Stops at the first error.
+    /// time, sequence numbers starting at 1; with a [`popularity`](Self::popularity), in its
+    /// order (one task at a time). Stops at the first error.
     pub fn produce(
         &self,
         mut submit: impl FnMut(usize, u64) -> Result<(), String>,
@@ -118,6 +208,16 @@ impl ContextsRun {
         // The producer's lateness, kept here and handed over once (no lock per submit).
         let mut late = self.open_loop.as_ref().map(|_| OpenLoop::histogram());
         let mut feed = || {
+            if let Some(p) = &self.popularity {
+                for (i, &(ctx, seq)) in p.order().iter().enumerate() {
+                    if let (Some(schedule), Some(late)) = (&self.open_loop, late.as_mut()) {
+                        late.saturating_record(schedule.wait_turn(i as u64).max(1));
+                    }
+                    let seq = u64::from(seq);
+                    submit(ctx as usize, seq..=seq)?;
+                }
+                return Ok(());
+            }
             let mut first = 1;
             while first <= self.tasks {
                 let last = first.saturating_add(self.batch - 1).min(self.tasks);
@@ -141,7 +241,7 @@ impl ContextsRun {
 
     /// Checks that every context ran all its tasks, in order.
     pub fn verify(&self) -> Result<(), String> {
-        verify_all(&self.cells, self.tasks)
+        verify_all(&self.cells, |ctx| self.tasks_of(ctx))
     }
 }
 
@@ -150,10 +250,10 @@ impl ContextsRun {
 #[inline(never)]
 pub fn context_task(run: &ContextsRun, ctx: usize, seq: u64) {
     let started = run.open_loop.as_ref().map(|_| Instant::now());
-    black_box(spin(run.work));
+    black_box(spin(run.work_of(ctx)));
     run.cells[ctx].record(seq);
     record_delays(run, ctx, seq, started);
-    if seq == run.tasks {
+    if seq == run.tasks_of(ctx) {
         run.done.count_down();
     }
 }
@@ -163,9 +263,9 @@ pub fn context_task(run: &ContextsRun, ctx: usize, seq: u64) {
 #[inline(never)]
 pub fn unordered_context_task(run: &ContextsRun, ctx: usize, seq: u64) {
     let started = run.open_loop.as_ref().map(|_| Instant::now());
-    black_box(spin(run.work));
+    black_box(spin(run.work_of(ctx)));
     record_delays(run, ctx, seq, started);
-    if run.cells[ctx].count() == run.tasks {
+    if run.cells[ctx].count() == run.tasks_of(ctx) {
         run.done.count_down();
     }
 }
@@ -174,7 +274,9 @@ pub fn unordered_context_task(run: &ContextsRun, ctx: usize, seq: u64) {
 #[inline]
 fn record_delays(run: &ContextsRun, ctx: usize, seq: u64, started: Option<Instant>) {
     if let (Some(schedule), Some(started)) = (&run.open_loop, started) {
-        schedule.record(ctx, run.arrival(ctx, seq), started, Instant::now());
+        if run.hot.is_none_or(|(hot, _)| hot != ctx) {
+            schedule.record(ctx, run.arrival(ctx, seq), started, Instant::now());
+        }
     }
 }
 
@@ -350,6 +452,41 @@ mod tests {
         run.done
             .wait_since(Instant::now(), Duration::from_secs(1))
             .unwrap();
+    }
+
+    #[test]
+    fn a_popularity_run_verifies_completes_and_runs_again_after_a_reset() {
+        let run = ContextsRun::with_popularity(Popularity::zipf(40, 2_000, 1.1), 1);
+        assert_eq!(run.total(), 2_000);
+        for _round in 0..2 {
+            assert!(run.verify().is_err(), "nothing ran yet");
+            run.produce(|c, s| {
+                context_task(&run, c, s);
+                Ok(())
+            })
+            .unwrap();
+            run.verify().unwrap();
+            run.done
+                .wait_since(Instant::now(), Duration::from_secs(1))
+                .unwrap();
+            run.reset();
+            assert!(run.done.remaining() > 0);
+        }
+        // A task out of its context's order fails the check.
+        let (ctx, _) = run.popularity.as_ref().unwrap().order()[0];
+        let ctx = ctx as usize;
+        context_task(&run, ctx, 2);
+        let err = run.cells[ctx].verify(run.tasks_of(ctx)).unwrap_err();
+        assert!(err.contains("order broken"), "{err}");
+    }
+
+    #[test]
+    fn the_hot_context_does_its_own_work() {
+        let run = ContextsRun::new(3, 1, 5).hot(1, 500);
+        assert_eq!(
+            (run.work_of(0), run.work_of(1), run.work_of(2)),
+            (5, 500, 5)
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! An async typed lane (`typed_lanes_async`) allocates nothing per message. A counting
+//! Allocation budget of async typed lanes: an async typed lane (`typed_lanes_async`) allocates nothing per message. A counting
 //! global allocator counts every allocation in the process while 100,000 messages go through
 //! one busy lane, with a handler whose future is ready at once and with one that yields once.
 //! (Its own test binary: the allocator counts the whole process.)

@@ -1,4 +1,4 @@
-//! Multi-key tasks: no allocation per multi-key task in the common case. A counting
+//! Allocation budget of multi-key tasks: no allocation per multi-key task in the common case. A counting
 //! global allocator counts every allocation in the process while 100,000 two-key tasks on a few
 //! warm keys go through the pool, at most `WINDOW` of them in flight at once (a producer that runs
 //! far ahead of the workers needs a task cell per task in flight, however cells are kept).

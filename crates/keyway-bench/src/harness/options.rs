@@ -16,7 +16,7 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Where progress goes.
     pub progress: Progress,
-    /// Sized for `all`'s report (finishing within ~10 minutes on a 2-core
+    /// Sized for `all`'s report (finishing within ~11 minutes on a 2-core
     /// machine): scenarios that would take longer shrink their task counts
     /// and say so in their parameters.
     pub report: bool,

@@ -1,4 +1,4 @@
-//! Results and their output: the human table and the JSON line (one object per result, fields described on `Report::json`).
+//! Results and their output: the human table and the JSON line.
 
 use serde_json::{json, Map, Value};
 
@@ -39,6 +39,15 @@ pub struct SystemResult {
     /// Whether every run took the harness's readiness step before its clock
     /// started.
     pub ready: bool,
+    /// Allocations per task during the timed region (every thread of the process: producer,
+    /// workers, the system's own threads), the median over runs; `None` where a run counts no
+    /// tasks.
+    pub allocs_per_task: Option<f64>,
+    /// Bytes those allocations asked for, per task.
+    pub alloc_bytes_per_task: Option<f64>,
+    /// CPU seconds other processes used during a timed region (the machine's busy time less
+    /// this process's), the median over runs: how much a run was disturbed.
+    pub others_cpu_s: Option<f64>,
     /// Further named figures of a scenario that measures more than time
     /// (`latency`: rates and delays), printed in a second table.
     pub extra: Vec<(&'static str, f64)>,
@@ -62,6 +71,9 @@ impl SystemResult {
             rss_growth_kib: None,
             run_rss_growth_kib: None,
             ready: true,
+            allocs_per_task: None,
+            alloc_bytes_per_task: None,
+            others_cpu_s: None,
             extra: Vec::new(),
         }
     }
@@ -94,6 +106,9 @@ impl SystemResult {
             "rss_growth_kib": self.rss_growth_kib,
             "run_rss_growth_kib": self.run_rss_growth_kib,
             "ready": self.ready,
+            "allocs_per_task": self.allocs_per_task,
+            "alloc_bytes_per_task": self.alloc_bytes_per_task,
+            "others_cpu_s": self.others_cpu_s,
             "times_s": self.times_s,
         })
     }
@@ -120,7 +135,7 @@ fn figure(v: f64) -> String {
 
 /// The header of [`VariantReport::csv_rows`].
 pub const CSV_HEADER: &str = "scenario,params,system,median_s,min_s,max_s,ops_per_s,threads,\
-cpu_s,peak_rss_kib,rss_growth_kib,vs_keyway,times_s";
+cpu_s,peak_rss_kib,rss_growth_kib,allocs_per_task,alloc_bytes_per_task,vs_keyway,times_s";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -179,7 +194,7 @@ impl VariantReport {
     pub fn table(&self) -> String {
         let mut out = format!("{} · {}\n", self.scenario, self.title);
         out.push_str(&format!(
-            "  {:<18} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
+            "  {:<19} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>13} {:>9}\n",
             "system",
             "median s",
             "min s",
@@ -189,6 +204,7 @@ impl VariantReport {
             "cpu s (cores)",
             "RSS MiB",
             "+RSS MiB",
+            "allocs/task (B)",
             "vs keyway"
         ));
         for r in &self.results {
@@ -199,8 +215,12 @@ impl VariantReport {
                 (Some(c), Some(b)) => format!("{c:.3} ({b:.1})"),
                 _ => "-".to_string(),
             };
+            let allocs = match (r.allocs_per_task, r.alloc_bytes_per_task) {
+                (Some(n), Some(b)) => format!("{} ({})", figure(n), figure(b)),
+                _ => "-".to_string(),
+            };
             out.push_str(&format!(
-                "  {:<18} {:>9.4} {:>9.4} {:>9.4} {:>12} {:>7} {:>13} {:>8} {:>8} {:>9}\n",
+                "  {:<19} {:>9.4} {:>9.4} {:>9.4} {:>12} {:>7} {:>13} {:>8} {:>8} {:>13} {:>9}\n",
                 r.system,
                 r.median_s,
                 r.min_s,
@@ -210,6 +230,7 @@ impl VariantReport {
                 cpu,
                 mib(r.peak_rss_kib),
                 mib(r.rss_growth_kib),
+                allocs,
                 ratio
             ));
         }
@@ -255,7 +276,7 @@ impl VariantReport {
             .map(|r| {
                 let times: Vec<String> = r.times_s.iter().map(|t| t.to_string()).collect();
                 format!(
-                    "{},\"{params}\",{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},\"{params}\",{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     self.scenario,
                     r.system,
                     r.median_s,
@@ -266,6 +287,8 @@ impl VariantReport {
                     opt(r.cpu_s),
                     opt(r.peak_rss_kib),
                     opt(r.rss_growth_kib),
+                    opt(r.allocs_per_task),
+                    opt(r.alloc_bytes_per_task),
                     opt(self.vs_keyway(r)),
                     times.join(" ")
                 )
@@ -279,7 +302,7 @@ pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -335,6 +358,9 @@ mod tests {
                 "rss_growth_kib",
                 "run_rss_growth_kib",
                 "ready",
+                "allocs_per_task",
+                "alloc_bytes_per_task",
+                "others_cpu_s",
                 "times_s"
             ]
         );

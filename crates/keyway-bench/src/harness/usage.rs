@@ -9,6 +9,9 @@
 
 use std::time::Duration;
 
+use super::alloc::Allocated;
+use super::env::Disturbance;
+
 /// CPU time the whole process has used so far (user + system, every thread),
 /// or `None` where the OS does not tell.
 pub fn cpu_time() -> Option<Duration> {
@@ -61,6 +64,8 @@ pub fn parse_kib(status: &str, field: &str) -> Option<u64> {
 pub struct Usage {
     cpu_at_start: Option<Duration>,
     rss_at_start: Option<u64>,
+    allocated_at_start: Allocated,
+    disturbance: Option<Disturbance>,
     reset: bool,
 }
 
@@ -77,6 +82,11 @@ pub struct Cost {
     /// Whether the peak could be reset at the start (otherwise the peak is
     /// the process's lifetime peak and `rss_growth_kib` is an upper bound).
     pub peak_reset: bool,
+    /// What the process allocated during the region (every thread).
+    pub allocated: Allocated,
+    /// CPU seconds other processes used during the region (the machine's busy
+    /// time less this process's).
+    pub others_cpu_s: Option<f64>,
 }
 
 impl Usage {
@@ -86,6 +96,8 @@ impl Usage {
         Self {
             rss_at_start: rss_kib(),
             cpu_at_start: cpu_time(),
+            allocated_at_start: Allocated::now(),
+            disturbance: Disturbance::now(),
             reset,
         }
     }
@@ -96,8 +108,12 @@ impl Usage {
             (Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
             _ => None,
         };
+        let allocated = Allocated::now().since(self.allocated_at_start);
+        let others_cpu_s = self.disturbance.and_then(|d| d.others_since()).map(|o| o.0);
         let peak = peak_rss_kib();
         Cost {
+            allocated,
+            others_cpu_s,
             cpu_s,
             peak_rss_kib: peak,
             rss_growth_kib: peak

@@ -1,8 +1,10 @@
 //! `contexts`: many contexts of sequential tasks (each task spins `work`
 //! atomic increments and checks its context's order), one producer.
 //!
-//! Variants: `seed` (16 × 50,000, work 1,000), `fine` (16 × 50,000, work 10)
-//! and `many` (1,024 × 781, work 10: 799,744 tasks). Any knob picks a single
+//! Variants: `seed` (16 × 50,000, work 1,000), `fine` (16 × 50,000, work 10),
+//! `many` (1,024 × 781, work 10: 799,744 tasks) and `zipf` (800,000 tasks of work 10 over
+//! 100,000 keys whose popularity follows Zipf's law with exponent 1.1: the hottest key
+//! takes about 12% of the tasks, most keys a few or none). Any knob picks a single
 //! variant; the knobs not given come from the named variant they start from
 //! (`--variant`, else `many` when `--contexts` is not 16, else `fine` when
 //! `--work` is 10, else `seed`), with tasks per context keeping that
@@ -14,15 +16,19 @@ pub mod variant;
 
 use clap::Args;
 
-use runs::{contender, measure_variant};
-use variant::{Variant, NAMED, SEED_CONTEXTS};
+use runs::{contender, measure_variant, shared_contender};
+use variant::{Variant, NAMED, SEED_CONTEXTS, ZIPF, ZIPF_KEYS};
 
 use super::Emit;
+use crate::harness;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
+use crate::systems::hashed_slots::HashedSlots;
 use crate::systems::ideal::Ideal;
+use crate::systems::kameo_actor::Kameo;
 use crate::systems::keyway::{KeywayLanes, KeywayTyped};
+use crate::systems::ractor_actor::Ractor;
 use crate::systems::thread_per_context::ThreadPerContext;
 pub use crate::systems::thread_per_context::THREAD_LIMIT;
 use crate::systems::tokio_actor::TokioActor;
@@ -32,6 +38,10 @@ use crate::systems::tokio_actor_closure::TokioActorClosure;
 const QUICK_DIVISOR: u64 = 50;
 /// `all` divides the task counts by this (its 10-minute budget).
 const REPORT_DIVISOR: u64 = 4;
+/// A skewed variant's keys are divided by this when its tasks are (`--quick` and `all`), its
+/// tasks per key multiplied: 10,000 keys then, so that setting up an actor per key (ractor's
+/// spawn awaits each actor's start) does not outweigh the run.
+const SKEW_KEY_DIVISOR: usize = 10;
 
 /// The `contexts` knobs.
 #[derive(Debug, Clone, Default, Args)]
@@ -59,6 +69,20 @@ pub struct ContextsArgs {
     /// `Lane::execute_all`; the peers send them one by one, as they have no batch call).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: Option<u64>,
+    /// Key popularity: draw the tasks over the contexts with Zipf exponent S (1.1: the
+    /// hottest key takes ~12%; 0: uniform draws) instead of round robin; picks a single
+    /// variant, on 100,000 contexts unless --contexts says otherwise.
+    #[arg(long, value_name = "S", value_parser = zipf_exponent)]
+    pub zipf: Option<f64>,
+}
+
+fn zipf_exponent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=10.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "a Zipf exponent is a number from 0 to 10, not {s:?}"
+        )),
+    }
 }
 
 /// The variants to run for `args`: all three standard ones, or the one the
@@ -73,11 +97,21 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
         && args.tasks.is_none()
         && args.work.is_none()
         && args.variant.is_none()
+        && args.zipf.is_none()
     {
+        let (_, c, t, w) = ZIPF;
         NAMED
             .iter()
             .map(|&(_, c, t, w)| Variant::full(c, t, w))
+            .chain([Variant::full(c, t, w).skewed(variant::ZIPF_S)])
             .collect()
+    } else if let Some(s) = args.zipf {
+        let (_, c, t, w) = ZIPF;
+        let contexts = args.contexts.map_or(ZIPF_KEYS, |c| c as usize);
+        let tasks = args
+            .tasks
+            .unwrap_or((c as u64 * t / contexts as u64).max(1));
+        vec![Variant::full(contexts, tasks, args.work.unwrap_or(w)).skewed(s)]
     } else {
         let base = match (&args.variant, args.contexts, args.work) {
             (Some(name), _, _) => name.as_str(),
@@ -103,6 +137,11 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
     };
     if divisor > 1 && args.tasks.is_none() {
         for v in &mut list {
+            if v.zipf.is_some() && args.contexts.is_none() {
+                // Fewer keys keep the total: 100,000 actors' set-up would dwarf the work.
+                v.contexts /= SKEW_KEY_DIVISOR;
+                v.tasks *= SKEW_KEY_DIVISOR as u64;
+            }
             v.tasks = (v.tasks / divisor).max(1);
         }
     }
@@ -127,18 +166,55 @@ pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Resul
 /// Measures one variant (every system; `thread-per-context` only up to
 /// [`THREAD_LIMIT`] contexts).
 pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+    run_variant_of(v, opts, None)
+}
+
+/// [`run_variant`] with only the systems named in `only` (all: `None`).
+pub fn run_variant_of(
+    v: &Variant,
+    opts: &RunOptions,
+    only: Option<&[&str]>,
+) -> Result<VariantReport, String> {
+    let keep = |c: &harness::Contender<'_>| only.is_none_or(|names| names.contains(&c.name));
     let threads = cores();
     let timeout = opts.timeout;
     let mut contenders = vec![
         contender::<KeywayLanes>(v, threads, timeout),
         contender::<KeywayTyped>(v, threads, timeout),
     ];
+    if let Some(s) = v.zipf {
+        // One state for every run (it is large), made fresh before each.
+        let run = runs::skewed_run(v, s);
+        let mut contenders = vec![
+            shared_contender::<KeywayLanes>(run, threads, timeout),
+            shared_contender::<KeywayTyped>(run, threads, timeout),
+        ];
+        if v.contexts <= THREAD_LIMIT {
+            contenders.push(shared_contender::<ThreadPerContext>(run, threads, timeout));
+        }
+        contenders.extend([
+            shared_contender::<TokioActor>(run, threads, timeout),
+            shared_contender::<TokioActorClosure>(run, threads, timeout),
+            shared_contender::<Kameo>(run, threads, timeout),
+            shared_contender::<Ractor>(run, threads, timeout),
+            shared_contender::<HashedSlots>(run, threads, timeout),
+            shared_contender::<Ideal>(run, threads, timeout),
+        ]);
+        contenders.retain(keep);
+        return measure_variant(v, opts, None, contenders);
+    }
     if v.contexts <= THREAD_LIMIT {
         contenders.push(contender::<ThreadPerContext>(v, threads, timeout));
     }
-    contenders.push(contender::<TokioActor>(v, threads, timeout));
-    contenders.push(contender::<TokioActorClosure>(v, threads, timeout));
-    contenders.push(contender::<Ideal>(v, threads, timeout));
+    contenders.extend([
+        contender::<TokioActor>(v, threads, timeout),
+        contender::<TokioActorClosure>(v, threads, timeout),
+        contender::<Kameo>(v, threads, timeout),
+        contender::<Ractor>(v, threads, timeout),
+        contender::<HashedSlots>(v, threads, timeout),
+        contender::<Ideal>(v, threads, timeout),
+    ]);
+    contenders.retain(keep);
     measure_variant(v, opts, None, contenders)
 }
 
@@ -153,7 +229,7 @@ mod tests {
     use crate::work::ContextsRun;
 
     #[test]
-    fn no_knob_runs_all_three_variants() {
+    fn no_knob_runs_every_named_variant() {
         let names: Vec<_> = variants(&ContextsArgs::default(), false)
             .iter()
             .map(|v| (v.name, v.contexts, v.tasks, v.work))
@@ -163,9 +239,44 @@ mod tests {
             [
                 ("seed", 16, 50_000, 1_000),
                 ("fine", 16, 50_000, 10),
-                ("many", 1024, 781, 10)
+                ("many", 1024, 781, 10),
+                ("zipf", 100_000, 8, 10)
             ]
         );
+        assert_eq!(variants(&ContextsArgs::default(), false)[3].zipf, Some(1.1));
+        let one = variants(
+            &ContextsArgs {
+                zipf: Some(0.8),
+                contexts: Some(1_000),
+                ..Default::default()
+            },
+            false,
+        );
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            (one[0].contexts, one[0].tasks, one[0].zipf),
+            (1_000, 800, Some(0.8))
+        );
+        assert!(zipf_exponent("nan").is_err() && zipf_exponent("-1").is_err());
+    }
+
+    /// Every contexts peer runs a small skewed workload correctly, twice on one state.
+    #[test]
+    fn peers_run_a_small_skewed_workload() {
+        let v = Variant::full(300, 10, 3).skewed(1.1);
+        let run = runs::skewed_run(&v, 1.1);
+        let t = Duration::from_secs(30);
+        for _ in 0..2 {
+            runs::run_shared::<KeywayLanes>(run, 2, t).unwrap();
+            runs::run_shared::<KeywayTyped>(run, 2, t).unwrap();
+            runs::run_shared::<ThreadPerContext>(run, 2, t).unwrap();
+            runs::run_shared::<TokioActor>(run, 2, t).unwrap();
+            runs::run_shared::<TokioActorClosure>(run, 2, t).unwrap();
+            runs::run_shared::<Kameo>(run, 2, t).unwrap();
+            runs::run_shared::<Ractor>(run, 2, t).unwrap();
+            runs::run_shared::<HashedSlots>(run, 2, t).unwrap();
+            runs::run_shared::<Ideal>(run, 2, t).unwrap();
+        }
     }
 
     #[test]
@@ -225,6 +336,9 @@ mod tests {
         run_once::<ThreadPerContext>(&v, 2, timeout).unwrap();
         run_once::<TokioActor>(&v, 2, timeout).unwrap();
         run_once::<TokioActorClosure>(&v, 2, timeout).unwrap();
+        run_once::<Kameo>(&v, 2, timeout).unwrap();
+        run_once::<Ractor>(&v, 2, timeout).unwrap();
+        run_once::<HashedSlots>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
         run_once::<KeywayTyped>(&v, 2, timeout).unwrap();
@@ -245,6 +359,9 @@ mod tests {
                 "thread-per-context",
                 "tokio-actor",
                 "tokio-actor-closure",
+                "kameo",
+                "ractor",
+                "hashed-slots",
                 "ideal",
             ],
         );

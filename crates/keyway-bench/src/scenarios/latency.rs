@@ -325,7 +325,7 @@ fn figures(sustained: f64, s: &Summary) -> Vec<(&'static str, f64)> {
 }
 
 /// The submit-to-start distribution as plot points.
-fn plotted(s: &Summary) -> Vec<(f64, f64)> {
+pub fn plotted(s: &Summary) -> Vec<(f64, f64)> {
     PLOTTED
         .iter()
         .map(|&q| (1.0 / (1.0 - q), s.start.value_at_quantile(q) as f64 / 1e3))

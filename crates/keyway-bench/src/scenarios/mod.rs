@@ -1,12 +1,14 @@
-//! The benchmark scenarios this command implements.
+//! The scenarios this command implements.
 
 pub mod contexts;
 pub mod distributed;
+pub mod hotkey;
 pub mod latency;
 pub mod ordered;
 pub mod schedule;
 pub mod strategy;
 pub mod stream;
+pub mod tax;
 pub mod throughput;
 
 #[cfg(test)]

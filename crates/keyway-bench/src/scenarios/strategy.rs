@@ -32,7 +32,7 @@ use crate::work::strategy::{Mix, StrategyRun, BLOCKING_SLEEP, BUFFER_BYTES};
 /// Tasks per run with non-blocking tasks.
 const TASKS: u64 = 1_000_000;
 /// Tasks per run in the blocking and mixed variants (`--tasks` sets more).
-/// The scenario's nominal size is 1,000,000, but keyway's adaptive strategy, when it chooses
+/// The full size would be 1,000,000, but keyway's adaptive strategy, when it chooses
 /// produce-execute-consume for blocking tasks, queues them on its pool's
 /// unbounded queue: measured 1.1 GiB of backlog (+RSS) at 100,000 tasks of
 /// 16 KiB, so 1,000,000 would need up to 16 GiB, more than a shared machine

@@ -113,7 +113,7 @@ pub fn run(
     let row_on = |name: &str| {
         args.rows
             .as_ref()
-            .map_or(true, |r| r.iter().any(|x| x == name))
+            .is_none_or(|r| r.iter().any(|x| x == name))
     };
     let sleep_keys = if row_on("sleep") {
         // --quick (a smoke run): one key and many.

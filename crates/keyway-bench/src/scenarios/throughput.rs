@@ -94,7 +94,7 @@ fn sized_variants(args: &ThroughputArgs, divisor: u64) -> Vec<Variant> {
             .map(|&k| (k, args.key_space.unwrap_or(KEY_SPACE)))
             .collect(),
     };
-    if args.key_space.is_none() && args.keys.map_or(true, |k| k == 2) {
+    if args.key_space.is_none() && args.keys.is_none_or(|k| k == 2) {
         kinds.push((2, SMALL_KEY_SPACE));
     }
     kinds

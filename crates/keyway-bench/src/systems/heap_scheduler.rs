@@ -100,7 +100,7 @@ impl ScheduleSystem for HeapScheduler {
     ) -> Result<(), String> {
         let (lock, cv) = &*self.shared;
         let mut st = lock.lock().unwrap();
-        let earliest = st.heap.peek().map_or(true, |Reverse(top)| due < top.due);
+        let earliest = st.heap.peek().is_none_or(|Reverse(top)| due < top.due);
         st.seq += 1;
         let seq = st.seq;
         st.heap.push(Reverse(Item {

@@ -29,7 +29,7 @@ impl ContextsSystem for Ideal {
                     .spawn(move || {
                         gate.wait();
                         for ctx in (i..run.contexts()).step_by(threads) {
-                            for seq in 1..=run.tasks {
+                            for seq in 1..=run.tasks_of(ctx) {
                                 context_task(run, ctx, seq);
                             }
                         }

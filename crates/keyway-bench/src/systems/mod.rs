@@ -5,11 +5,14 @@
 pub mod async_contexts;
 pub mod crossbeam_pool;
 pub mod global_mutex;
+pub mod hashed_slots;
 pub mod heap_scheduler;
 pub mod ideal;
+pub mod kameo_actor;
 pub mod keyway;
 pub mod keyway_scheduler;
 pub mod mutex_per_key;
+pub mod ractor_actor;
 pub mod rayon_collect;
 pub mod rayon_pool;
 pub mod rayon_scope;
@@ -21,6 +24,7 @@ pub mod tokio_actor;
 pub mod tokio_actor_closure;
 pub mod tokio_sleep;
 pub mod tokio_spawn;
+pub mod unordered;
 
 use std::time::{Duration, Instant};
 

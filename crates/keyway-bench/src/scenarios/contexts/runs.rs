@@ -11,6 +11,7 @@ use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::report::group_thousands;
 use crate::harness::{measure, Contender, VariantReport};
+use crate::popularity::Popularity;
 use crate::systems::{run_contexts, ContextsSystem};
 use crate::work::ContextsRun;
 
@@ -25,6 +26,9 @@ pub(super) fn measure_variant(
     let mut kind = wait.map_or(String::new(), |w| format!(" async {w}"));
     if v.batch > 1 {
         kind.push_str(&format!(" batch {}", v.batch));
+    }
+    if let (Some(s), false) = (v.zipf, v.name == "zipf") {
+        kind.push_str(&format!(" zipf {s}"));
     }
     let label = format!("contexts{kind} {}", v.name);
     let results = measure(
@@ -47,10 +51,15 @@ pub(super) fn measure_variant(
     if let Some(w) = wait {
         params.insert("async_wait".into(), json!(w));
     }
+    params.insert("zipf".into(), json!(v.zipf));
+    let per = match v.zipf {
+        Some(s) => format!("tasks on average, Zipf {s} popularity"),
+        None => "tasks".to_string(),
+    };
     Ok(VariantReport {
         scenario: "contexts",
         title: format!(
-            "{}{kind}: {} contexts × {} tasks, work {} ({} tasks; {} runs, median)",
+            "{}{kind}: {} contexts × {} {per}, work {} ({} tasks; {} runs, median)",
             v.name,
             group_thousands(v.contexts as u64),
             group_thousands(v.tasks),
@@ -84,5 +93,32 @@ pub(crate) fn run_once<S: ContextsSystem>(
     let run: &'static ContextsRun = Box::leak(Box::new(
         ContextsRun::new(v.contexts, v.tasks, v.work).batched(v.batch),
     ));
+    run_contexts::<S>(run, threads, timeout)
+}
+
+/// The state of a skewed variant's runs: `v`'s tasks drawn over its contexts with Zipf exponent
+/// `s`, made once (untimed) and leaked, as runs' states are.
+pub(super) fn skewed_run(v: &Variant, s: f64) -> &'static ContextsRun {
+    let popularity = Popularity::zipf(v.contexts, v.total(), s);
+    Box::leak(Box::new(ContextsRun::with_popularity(popularity, v.work)))
+}
+
+/// A contender whose runs all use `run`, made fresh before each.
+pub(super) fn shared_contender<S: ContextsSystem>(
+    run: &'static ContextsRun,
+    threads: usize,
+    timeout: Duration,
+) -> Contender<'static> {
+    Contender::new(S::NAME, move || run_shared::<S>(run, threads, timeout))
+}
+
+/// One run of system `S` on `run`, made fresh first (every earlier run's threads have
+/// stopped: each system's teardown waits for them).
+pub(crate) fn run_shared<S: ContextsSystem>(
+    run: &'static ContextsRun,
+    threads: usize,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    run.reset();
     run_contexts::<S>(run, threads, timeout)
 }
