@@ -14,10 +14,10 @@
 //!   arrival, so that the first goes at once.
 //!
 //! An interval admitted in full (as many tasks as its quota) has no grid: the pace's `1 / rate`
-//! spacing is then the even spread. A driver that woke late releases every slot it missed at once: the grid is fixed in time, so
-//! a slow step loses no capacity. The pace ([`Pace`](super::pace::Pace)) is checked as well: it
-//! keeps releases at least `1 / rate` apart and within the one-second window, whatever the
-//! grid says (the slots of an interval's quota are never closer than that anyway).
+//! spacing is then the even spread. A driver that woke late releases every slot it missed at
+//! once: the grid is fixed in time, so a slow step loses no capacity. The pace
+//! ([`Pace`](super::pace::Pace)) is checked as well: it keeps releases at least `1 / rate` apart
+//! and within the one-second window, whatever the grid says.
 
 /// The grid of one interval (times in nanoseconds since the scheduler's epoch).
 pub(crate) struct Spread {
