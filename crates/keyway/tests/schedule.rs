@@ -743,6 +743,22 @@ fn bad_intervals_are_refused() {
     }
 }
 
+/// A scheduler thread name with a NUL byte cannot name a thread: a typed error, not a panic.
+#[test]
+fn a_thread_name_with_a_nul_byte_is_refused() {
+    let pool = pool(1);
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Scheduler::builder(&pool).thread_name("kw\0sched").build()
+    }));
+    let Ok(built) = built else {
+        panic!("build panicked on a thread name with a NUL byte");
+    };
+    let err = built.unwrap_err();
+    assert!(matches!(err, ConfigError::InvalidThreadName(_)), "{err:?}");
+    assert!(err.to_string().contains("NUL"), "{err}");
+    pool.shutdown();
+}
+
 #[test]
 fn unknown_and_duplicate_executors_are_refused() {
     let pool = pool(1);

@@ -215,7 +215,9 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The name of the scheduler's thread (default `keyway-scheduler`).
+    /// The name of the scheduler's thread (default `keyway-scheduler`). It must not contain
+    /// a NUL byte: [`build`](SchedulerBuilder::build) then fails with
+    /// [`ConfigError::InvalidThreadName`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -255,6 +257,10 @@ impl SchedulerBuilder {
         }
         if self.interval > MAX_INTERVAL {
             return Err(ConfigError::IntervalTooLong(self.interval));
+        }
+        if self.thread_name.contains('\0') {
+            // Checked before anything starts: the thread's spawn would panic on it.
+            return Err(ConfigError::InvalidThreadName(self.thread_name));
         }
         let mut names = HashMap::new();
         for (i, (name, config)) in self.executors.iter().enumerate() {

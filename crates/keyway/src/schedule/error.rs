@@ -38,6 +38,9 @@ pub enum ConfigError {
     UnknownExecutor(String),
     /// The scheduler's driver thread could not be started.
     Spawn(String),
+    /// The name given for the scheduler's thread contains a NUL byte, which no thread name may
+    /// hold.
+    InvalidThreadName(String),
     /// The [`Coordinator`](crate::Coordinator)'s `join` panicked for this executor while the
     /// scheduler was being built (no scheduler was started).
     CoordinatorPanicked(String),
@@ -117,6 +120,10 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::UnknownExecutor(name) => write!(f, "no executor is named {name:?}"),
             ConfigError::Spawn(e) => write!(f, "could not start the scheduler's thread: {e}"),
+            ConfigError::InvalidThreadName(name) => write!(
+                f,
+                "the scheduler's thread name {name:?} contains a NUL byte, which no thread name may hold"
+            ),
             ConfigError::CoordinatorPanicked(name) => {
                 write!(f, "the coordinator panicked joining executor {name:?}")
             }

@@ -178,10 +178,14 @@ impl Intervals {
         }
         self.order_for_release(&mut all);
         self.spread = all.len();
+        let full = self
+            .quota
+            .is_some_and(|q| u64::try_from(all.len()).unwrap_or(u64::MAX) >= q);
         self.spread_grid.start(
             clock.start_of(k),
             clock.start_of(k.saturating_add(1)),
             all.len(),
+            full,
         );
         self.admitted = vec![all];
         self.released_spread = 0;

@@ -13,10 +13,11 @@
 //!   if none was held before they came (or none released yet in the interval), from their
 //!   arrival, so that the first goes at once.
 //!
-//! A driver that woke late releases every slot it missed at once: the grid is fixed in time, so
-//! a slow step loses no capacity. The pace ([`Pace`](super::pace::Pace)) is checked as well: it
-//! keeps releases at least `1 / rate` apart and within the one-second window, whatever the
-//! grid says (the slots of an interval's quota are never closer than that anyway).
+//! An interval admitted in full (as many tasks as its quota) has no grid: the pace's `1 / rate`
+//! spacing is then the even spread. A driver that woke late releases every slot it missed at
+//! once: the grid is fixed in time, so a slow step loses no capacity. The pace
+//! ([`Pace`](super::pace::Pace)) is checked as well: it keeps releases at least `1 / rate` apart
+//! and within the one-second window, whatever the grid says.
 
 /// The grid of one interval (times in nanoseconds since the scheduler's epoch).
 pub(crate) struct Spread {
@@ -28,6 +29,8 @@ pub(crate) struct Spread {
     done: u64,
     /// When the last release of this interval went.
     last: Option<u64>,
+    /// The interval was admitted in full: released at the pace alone.
+    off: bool,
 }
 
 impl Spread {
@@ -38,23 +41,31 @@ impl Spread {
             n: 0,
             done: 0,
             last: None,
+            off: false,
         }
     }
 
-    /// An interval from `start` to `end` begins, with `held` tasks admitted.
-    pub(crate) fn start(&mut self, start: u64, end: u64, held: usize) {
+    /// An interval from `start` to `end` begins, with `held` tasks admitted; `full`: as many
+    /// as its quota, so that the pace alone spaces them (`1 / rate` apart is then already even
+    /// over the interval, and a grid as rigid as this one, checked on top of the pace's window,
+    /// was measured to lose about 3% of a full interval's releases on a loaded machine).
+    pub(crate) fn start(&mut self, start: u64, end: u64, held: usize, full: bool) {
         *self = Spread {
             origin: start,
             end,
             n: count(held),
             done: 0,
             last: None,
+            off: full,
         };
     }
 
     /// Tasks arrived at `now` for the interval already running: `before` were held for release
     /// before them, `held` are now.
     pub(crate) fn arrived(&mut self, now: u64, before: usize, held: usize) {
+        if self.off {
+            return;
+        }
         match self.last {
             Some(last) if before > 0 => {
                 self.origin = last;
@@ -72,7 +83,7 @@ impl Spread {
     /// May a task be released at `now`? (Always, once the grid's slots are used up: more held
     /// than it was laid for cannot happen, but should not stall a task.)
     pub(crate) fn allows(&self, now: u64) -> bool {
-        if self.done >= self.n {
+        if self.off || self.done >= self.n {
             return true;
         }
         let span = u128::from(self.end.saturating_sub(self.origin));
@@ -103,7 +114,7 @@ mod test {
     /// `interval` ms.
     fn run(interval: u64, held: usize, step: u64) -> Vec<u64> {
         let mut s = Spread::new();
-        s.start(0, interval * MS, held);
+        s.start(0, interval * MS, held, false);
         let (mut now, mut left, mut times) = (0, held, Vec::new());
         while left > 0 && now < interval * MS {
             while left > 0 && s.allows(now) {
@@ -129,7 +140,7 @@ mod test {
         assert_eq!(run(100, 100, 1_070_000).len(), 100);
         // A step 30 ms late releases the slots it missed at once.
         let mut s = Spread::new();
-        s.start(0, 100 * MS, 10);
+        s.start(0, 100 * MS, 10, false);
         let mut n = 0;
         while s.allows(30 * MS) {
             s.released(30 * MS);
@@ -141,7 +152,7 @@ mod test {
     #[test]
     fn late_arrivals_go_over_what_is_left() {
         let mut s = Spread::new();
-        s.start(0, 400 * MS, 0);
+        s.start(0, 400 * MS, 0, false);
         // Three arrive at 100 with nothing held: the first at once, then every 100 ms.
         s.arrived(100 * MS, 0, 3);
         assert!(s.allows(100 * MS));
@@ -166,19 +177,25 @@ mod test {
     fn extremes() {
         let mut s = Spread::new();
         assert!(s.allows(0)); // no grid: nothing to hold back
-        s.start(0, u64::MAX, usize::MAX);
+        s.start(0, u64::MAX, usize::MAX, false);
         assert!(s.allows(0));
         s.released(0);
         assert!(!s.allows(0));
         assert!(s.allows(1)); // u64::MAX slots over u64::MAX ns: one per ns
-        s.start(u64::MAX - 10, u64::MAX, 2);
+        s.start(u64::MAX - 10, u64::MAX, 2, false);
         assert!(s.allows(u64::MAX - 10));
         s.released(u64::MAX - 10);
         assert!(!s.allows(u64::MAX - 6));
         assert!(s.allows(u64::MAX - 5));
         // An interval that ends before its origin (a late driver): every slot has come.
-        s.start(10, 5, 3);
+        s.start(10, 5, 3, false);
         s.released(10);
         assert!(s.allows(10));
+        // A full interval: the pace alone.
+        s.start(0, 100 * MS, 10, true);
+        s.released(0);
+        assert!(s.allows(0));
+        s.arrived(1, 9, 10);
+        assert!(s.allows(1));
     }
 }

@@ -143,23 +143,23 @@ fn late_arrivals_are_spread_over_what_is_left_of_the_interval() {
     m.scheduler.shutdown();
 }
 
-/// The spreading never goes faster than the limit: 40 tasks due together in an interval of
-/// 400 ms at 50 per second: 20 admitted (the interval's quota), 20 ms apart, the rest in the
-/// next interval.
+/// The spreading keeps the limit's spacing: 15 tasks due together in an interval of 400 ms at
+/// 50 per second (a quota of 20) go every 400 / 15 ms, never closer than 1 / 50 s.
 #[test]
 fn spreading_keeps_the_limit() {
     let m = Manual::new(400, "x", ExecutorConfig::with_tps(50.0));
-    for _ in 0..40 {
+    for _ in 0..15 {
         let task = m.task("t");
         m.scheduler
             .execute_with("x", Timing::after(Duration::from_millis(400)), task)
             .unwrap();
     }
-    m.advance_to(1200, 1);
+    m.advance_to(800, 1);
     let times = m.times();
-    assert_eq!(times.len(), 40);
-    let expected: Vec<u64> = (0..40).map(|i| 400 + 20 * i).collect();
+    // Slot i at 400 + i × 400 / 15 ms, released at the first step (1 ms) at or after it.
+    let expected: Vec<u64> = (0..15u64).map(|i| 400 + (i * 400).div_ceil(15)).collect();
     assert_eq!(times, expected);
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 20), "{times:?}");
     m.scheduler.shutdown();
 }
 
