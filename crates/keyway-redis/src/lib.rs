@@ -68,6 +68,7 @@
 //! `dnf install redis` (Fedora), or build it from <https://redis.io/download>
 //! (`make`; the binary is `src/redis-server`).
 
+pub mod admin;
 mod builder;
 mod coordinator;
 mod error;

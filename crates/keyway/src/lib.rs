@@ -153,7 +153,10 @@ mod sequencer;
 mod strategy;
 mod task;
 
-pub use engine::{blocking, LaneDepth, Stats};
+/// The names of the series a timed pool publishes with the `metrics` feature.
+#[cfg(feature = "metrics")]
+pub use engine::export as metric_names;
+pub use engine::{blocking, Histogram, LaneDepth, Metrics, RunningTask, Stats};
 pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,

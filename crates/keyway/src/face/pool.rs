@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::builder::PoolBuilder;
 use super::users::{Attached, Users};
-use crate::engine::{refused, reserved, Config, Registry, Stats, Work};
+use crate::engine::{refused, reserved, Config, NotPlain, Registry, Stats, Work};
 use crate::error::{BuildError, ShutdownTimedOut, SubmitError, TryExecuteError};
 use crate::lane::PoolHandle;
 use crate::task::{PendingTask, Plain, Task, TaskHandle};
@@ -147,8 +147,14 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         let registry = self.registry();
-        if let Err(why) = registry.admit() {
-            return Err(refused(why, f));
+        if let Err(not_plain) = registry.admit_timing() {
+            match not_plain {
+                NotPlain::Timed => {
+                    registry.schedule(Work::Task(registry.timed(Task::new(Plain(f)))));
+                    return Ok(());
+                }
+                NotPlain::Refused(why) => return Err(refused(why, f)),
+            }
         }
         registry.schedule(Work::Task(Task::new(Plain(f))));
         Ok(())
@@ -169,8 +175,15 @@ impl Pool {
         T: Send + 'static,
     {
         let registry = self.registry();
-        if let Err(why) = registry.admit() {
-            return Err(refused(why, f));
+        if let Err(not_plain) = registry.admit_timing() {
+            match not_plain {
+                NotPlain::Timed => {
+                    let (handle, task) = TaskHandle::pair(f);
+                    registry.schedule(Work::Task(registry.timed(Task::new(task))));
+                    return Ok(handle);
+                }
+                NotPlain::Refused(why) => return Err(refused(why, f)),
+            }
         }
         let (handle, task) = TaskHandle::pair(f);
         registry.schedule(Work::Task(Task::new(task)));

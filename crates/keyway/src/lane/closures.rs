@@ -10,7 +10,7 @@ use std::sync::Weak;
 
 use super::key::KeyPanicked;
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
-use crate::engine::{refused, Registry};
+use crate::engine::{refused, NotPlain, Registry};
 use crate::error::{panic_message, SubmitError};
 use crate::future::{Launcher, Release};
 use crate::task::{
@@ -147,13 +147,44 @@ pub(crate) fn admit_entry_then<F, T, W>(
 where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
-    if let Err(why) = registry.admit() {
-        // `place` owns the task's keys. A key whose `Drop` panics must not unwind through this
-        // return: the refused task in the return value would leak with it (a panic while a
-        // local is dropped does not drop the value being returned).
-        drop_quietly(place);
-        return Err(refused(why, f));
+    if let Err(not_plain) = registry.admit_timing() {
+        match not_plain {
+            // The pool's meter samples this one: its task is timed (`engine::metrics`).
+            NotPlain::Timed => {
+                let timed = move |f| match wrap(f) {
+                    (out, ClosureEntry::One { task, coalescing }) => (
+                        out,
+                        ClosureEntry::One {
+                            task: registry.timed(task),
+                            coalescing,
+                        },
+                    ),
+                    other => other,
+                };
+                return place_admitted(registry, f, timed, place);
+            }
+            NotPlain::Refused(why) => {
+                // `place` owns the task's keys. A key whose `Drop` panics must not unwind
+                // through this return: the refused task in the return value would leak with
+                // it (a panic while a local is dropped does not drop the value being returned).
+                drop_quietly(place);
+                return Err(refused(why, f));
+            }
+        }
     }
+    place_admitted(registry, f, wrap, place)
+}
+
+/// [`admit_entry_then`] once the task is admitted.
+fn place_admitted<F, T, W>(
+    registry: &Registry,
+    f: F,
+    wrap: W,
+    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+) -> Result<T, SubmitError<F>>
+where
+    W: FnOnce(F) -> (T, ClosureEntry),
+{
     let mut parts = Some((f, wrap));
     let mut make = || match parts.take() {
         Some((f, wrap)) => wrap(f),
