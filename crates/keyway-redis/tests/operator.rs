@@ -108,7 +108,11 @@ fn inspect_shows_a_killed_members_shards_expire_and_get_taken_over() {
     wait_for("every shard owned", || {
         before = keyway_stream(&c, &["inspect"]);
         let shards = before["shards"].as_array().unwrap();
-        let alive = before["members"].as_array().unwrap().iter().filter(|m| m["alive"] == true);
+        let alive = before["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["alive"] == true);
         alive.count() == 3
             && shards.iter().all(|s| s["owner_alive"] == true)
             && shards.iter().any(|s| owner(s) == Some("m1"))
@@ -132,7 +136,11 @@ fn inspect_shows_a_killed_members_shards_expire_and_get_taken_over() {
     };
     // Expiring: still m1's, its lease running down with nobody renewing it.
     let first = lease_left(&keyway_stream(&c, &["inspect"]));
-    assert_eq!(first.len(), victim.len(), "m1's shards still m1's just after the kill");
+    assert_eq!(
+        first.len(),
+        victim.len(),
+        "m1's shards still m1's just after the kill"
+    );
     wait_for("m1's leases to run down", || {
         let now = lease_left(&keyway_stream(&c, &["inspect"]));
         now.is_empty() || now.iter().max() < first.iter().min()
@@ -189,14 +197,39 @@ fn replay_runs_a_fixed_poison_entry_and_acks_it_after_its_keys_earlier_entries()
     c.poison = None;
     c.spawn("m0");
     let shard_arg = shard.to_string();
-    let dry = keyway_stream(&c, &["dead-letters", "replay", "--shard", &shard_arg, "--all", "--dry-run"]);
+    let dry = keyway_stream(
+        &c,
+        &[
+            "dead-letters",
+            "replay",
+            "--shard",
+            &shard_arg,
+            "--all",
+            "--dry-run",
+        ],
+    );
     assert_eq!(dry["replayed"][0]["new_id"], Value::Null);
-    assert_eq!(keyway_stream(&c, &["dead-letters", "list"]).as_array().unwrap().len(), 1);
-    let replayed = keyway_stream(&c, &["dead-letters", "replay", "--shard", &shard_arg, "--all"]);
-    let new_id = replayed["replayed"][0]["new_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        keyway_stream(&c, &["dead-letters", "list"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let replayed = keyway_stream(
+        &c,
+        &["dead-letters", "replay", "--shard", &shard_arg, "--all"],
+    );
+    let new_id = replayed["replayed"][0]["new_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     producer.send("k1", "6").unwrap(); // appended after the replay
     c.wait_done();
-    assert!(keyway_stream(&c, &["dead-letters", "list"]).as_array().unwrap().is_empty());
+    assert!(keyway_stream(&c, &["dead-letters", "list"])
+        .as_array()
+        .unwrap()
+        .is_empty());
     let lines = c.journal_lines("m0");
     let at = |prefix: &str| {
         lines
@@ -208,7 +241,12 @@ fn replay_runs_a_fixed_poison_entry_and_acks_it_after_its_keys_earlier_entries()
         .iter()
         .position(|l| l.starts_with("F k1 2 ") && l.contains(&new_id) && l.contains(" ok "))
         .unwrap_or_else(|| panic!("the replayed entry {new_id} did not succeed: {lines:#?}"));
-    assert!(lines.iter().any(|l| l.starts_with('A') && l.ends_with(&new_id)), "not acked");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with('A') && l.ends_with(&new_id)),
+        "not acked"
+    );
     // Order: after every earlier entry of k1, before the one appended after the replay.
     assert!(at("F k1 5 ") < replay_ok);
     assert!(replay_ok < at("S k1 6 "));
@@ -233,18 +271,40 @@ fn cleanup_never_deletes_a_consumer_with_pending_entries() {
         .exec(&mut conn)
         .unwrap();
     for p in ["a", "b"] {
-        redis::cmd("XADD").arg(&stream).arg("*").arg("k").arg("x").arg("p").arg(p).exec(&mut conn).unwrap();
+        redis::cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg("k")
+            .arg("x")
+            .arg("p")
+            .arg(p)
+            .exec(&mut conn)
+            .unwrap();
     }
     // "ghost" holds an entry it never acked; "idle" holds none.
     redis::cmd("XREADGROUP")
-        .arg("GROUP").arg("keyway").arg("ghost").arg("COUNT").arg(1)
-        .arg("STREAMS").arg(&stream).arg(">")
+        .arg("GROUP")
+        .arg("keyway")
+        .arg("ghost")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(&stream)
+        .arg(">")
         .exec(&mut conn)
         .unwrap();
-    redis::cmd("XGROUP").arg("CREATECONSUMER").arg(&stream).arg("keyway").arg("idle").exec(&mut conn).unwrap();
+    redis::cmd("XGROUP")
+        .arg("CREATECONSUMER")
+        .arg(&stream)
+        .arg("keyway")
+        .arg("idle")
+        .exec(&mut conn)
+        .unwrap();
     let consumers = |conn: &mut redis::Connection| -> Vec<String> {
         let rows: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
-            .arg("CONSUMERS").arg(&stream).arg("keyway")
+            .arg("CONSUMERS")
+            .arg(&stream)
+            .arg("keyway")
             .query(conn)
             .unwrap();
         let mut names: Vec<String> = rows
@@ -258,17 +318,30 @@ fn cleanup_never_deletes_a_consumer_with_pending_entries() {
     assert_eq!(dry["deleted"], serde_json::json!(["idle"]));
     assert_eq!(dry["refused"][0]["consumer"], "ghost");
     assert_eq!(dry["refused"][0]["pending"], 1);
-    assert_eq!(consumers(&mut conn), ["ghost", "idle"], "a dry run changes nothing");
+    assert_eq!(
+        consumers(&mut conn),
+        ["ghost", "idle"],
+        "a dry run changes nothing"
+    );
     let done = keyway_stream(&c, &["cleanup"]);
     assert_eq!(done["deleted"], serde_json::json!(["idle"]));
     assert_eq!(done["refused"][0]["consumer"], "ghost");
     assert_eq!(consumers(&mut conn), ["ghost"]);
     // Once its entry is acked, it goes too.
     let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
-        .arg(&stream).arg("keyway").arg("-").arg("+").arg(10)
+        .arg(&stream)
+        .arg("keyway")
+        .arg("-")
+        .arg("+")
+        .arg(10)
         .query(&mut conn)
         .unwrap();
-    redis::cmd("XACK").arg(&stream).arg("keyway").arg(&pending[0].0).exec(&mut conn).unwrap();
+    redis::cmd("XACK")
+        .arg(&stream)
+        .arg("keyway")
+        .arg(&pending[0].0)
+        .exec(&mut conn)
+        .unwrap();
     let last = keyway_stream(&c, &["cleanup"]);
     assert_eq!(last["deleted"], serde_json::json!(["ghost"]));
     assert!(consumers(&mut conn).is_empty());

@@ -172,7 +172,12 @@ impl Admin {
         })
     }
 
-    fn shard(&mut self, shard: u32, now: i128, members: &[Member]) -> Result<ShardReport, AdminError> {
+    fn shard(
+        &mut self,
+        shard: u32,
+        now: i128,
+        members: &[Member],
+    ) -> Result<ShardReport, AdminError> {
         let stream = self.topic.shard_key(shard);
         let (owner, epoch, expires): (Option<String>, Option<u64>, Option<i64>) =
             redis::cmd("HMGET")
@@ -315,7 +320,10 @@ impl Admin {
             for k in &keys {
                 call.key(k);
             }
-            let n: i64 = call.arg(&self.group).arg(&s.consumer).invoke(&mut self.conn)?;
+            let n: i64 = call
+                .arg(&self.group)
+                .arg(&s.consumer)
+                .invoke(&mut self.conn)?;
             if n < 0 {
                 // It took entries since `members` looked.
                 out.refused.push(Straggler {

@@ -26,7 +26,11 @@ use serde_json::{json, Value};
 #[command(name = "keyway-stream", version)]
 struct Cli {
     /// The Redis URL.
-    #[arg(long, env = "KEYWAY_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        env = "KEYWAY_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
     url: String,
     /// The topic's name.
     #[arg(long)]
@@ -145,7 +149,9 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::DeadLetters(Dead::List { shard, limit }) => {
             let list = admin.dead_letters(*shard, *limit)?;
             let doc = Value::Array(list.iter().map(dead_json).collect());
-            let mut t = String::from("SHARD  ID                 ORIGINAL           ATTEMPTS  KEY              REASON\n");
+            let mut t = String::from(
+                "SHARD  ID                 ORIGINAL           ATTEMPTS  KEY              REASON\n",
+            );
             for d in &list {
                 t += &format!(
                     "{:<6} {:<18} {:<18} {:<9} {:<16} {}\n",
@@ -183,7 +189,11 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
                     "shard": r.shard, "dead_letter_id": r.dead_letter_id, "new_id": r.new_id,
                 })).collect::<Vec<_>>(),
             });
-            let verb = if p.dry_run { "would replay" } else { "replayed" };
+            let verb = if p.dry_run {
+                "would replay"
+            } else {
+                "replayed"
+            };
             let t = done
                 .iter()
                 .map(|r| {
@@ -330,7 +340,3 @@ fn dead_json(d: &DeadLetter) -> Value {
         "epoch": d.epoch,
     })
 }
-
-
-
-

@@ -28,7 +28,6 @@ use super::worker::WorkerCtx;
 
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
-    #[inline]
     pub(crate) fn admit(&self) -> Result<(), Refusal> {
         match self.admit_timing() {
             Ok(()) | Err(NotPlain::Timed) => Ok(()),
@@ -39,8 +38,8 @@ impl Registry {
     /// [`admit`](Self::admit) for a caller that can time its task: `Err(Timed)` means accepted,
     /// and this task is one the pool's meter samples (wrap it with [`Registry::timed`]). A pool
     /// without a meter or a capacity takes the same path as before either existed: the one test
-    /// of `admit_extra` stands where the test of the capacity was.
-    #[inline]
+    /// of `admit_extra` stands where the test of the capacity was. Not inlined (as `admit`
+    /// was not before it): its callers on the submission path stay small enough to be inlined.
     pub(crate) fn admit_timing(&self) -> Result<(), NotPlain> {
         self.accepted.incr();
         if self.closed.load(Ordering::SeqCst) {

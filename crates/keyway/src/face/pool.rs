@@ -148,13 +148,7 @@ impl Pool {
     {
         let registry = self.registry();
         if let Err(not_plain) = registry.admit_timing() {
-            match not_plain {
-                NotPlain::Timed => {
-                    registry.schedule(Work::Task(registry.timed(Task::new(Plain(f)))));
-                    return Ok(());
-                }
-                NotPlain::Refused(why) => return Err(refused(why, f)),
-            }
+            return off_plain(registry, not_plain, f, |f| ((), Task::new(Plain(f))));
         }
         registry.schedule(Work::Task(Task::new(Plain(f))));
         Ok(())
@@ -176,14 +170,10 @@ impl Pool {
     {
         let registry = self.registry();
         if let Err(not_plain) = registry.admit_timing() {
-            match not_plain {
-                NotPlain::Timed => {
-                    let (handle, task) = TaskHandle::pair(f);
-                    registry.schedule(Work::Task(registry.timed(Task::new(task))));
-                    return Ok(handle);
-                }
-                NotPlain::Refused(why) => return Err(refused(why, f)),
-            }
+            return off_plain(registry, not_plain, f, |f| {
+                let (handle, task) = TaskHandle::pair(f);
+                (handle, Task::new(task))
+            });
         }
         let (handle, task) = TaskHandle::pair(f);
         registry.schedule(Work::Task(Task::new(task)));
@@ -428,5 +418,25 @@ impl std::fmt::Debug for Pool {
         f.debug_struct("Pool")
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// `execute` and `submit` off their plain path, out of line so that the plain path stays as
+/// it was: refused (`f` handed back), or accepted and timed (the pool's meter samples it).
+#[cold]
+#[inline(never)]
+fn off_plain<F, T>(
+    registry: &Arc<Registry>,
+    not_plain: NotPlain,
+    f: F,
+    make: impl FnOnce(F) -> (T, Task),
+) -> Result<T, SubmitError<F>> {
+    match not_plain {
+        NotPlain::Timed => {
+            let (out, task) = make(f);
+            registry.schedule(Work::Task(registry.timed(task)));
+            Ok(out)
+        }
+        NotPlain::Refused(why) => Err(refused(why, f)),
     }
 }
