@@ -129,7 +129,7 @@
 //! submitting thread submits, then one in [`metrics_sampling`](PoolBuilder::metrics_sampling),
 //! 128 by default): [`Pool::metrics`] adds to [`Stats`] histograms of queue wait (submission to
 //! start) and run time, the age of the oldest waiting task, and the longest-running tasks with
-//! their lane. A pool built without it takes no new path per task. [`Pool::stats`] and
+//! their lane. A pool built without it runs no timing code per task. [`Pool::stats`] and
 //! [`Pool::metrics`] cost the same whatever the number of lanes (beyond 256 live lanes the
 //! deepest come from a bounded watch list). With the `metrics` feature, a timed pool publishes
 //! its numbers through the `metrics` crate's facade under the names in `metric_names`
