@@ -68,6 +68,14 @@
 //! [`Error::Auth`]; an unreachable host [`Error::Unreachable`]; a malformed URL
 //! [`Error::InvalidUrl`].
 //!
+//! ## Operating a consumer group
+//! The [`admin`] module (and the `keyway-stream` command built on it, feature `cli`, on by
+//! default) inspects a stream consumer group from outside — per shard owner, epoch, lease left,
+//! lag, pending entries and dead letters; live members and consumers left with pending
+//! entries — and replays, purges or cleans up safely. With the `metrics` feature,
+//! `keyway_redis::metrics::publish` sends a consumer's numbers through the `metrics`
+//! crate's facade (and turns on keyway's own `metrics` feature for the pool).
+//!
 //! ## Tests and `redis-server`
 //! The crate's tests start their own `redis-server` on a free loopback port, so that they can
 //! kill, pause and restart it. Without a `redis-server` on `PATH` they print a note and pass,
@@ -76,10 +84,13 @@
 //! `dnf install redis` (Fedora), or build it from <https://redis.io/download>
 //! (`make`; the binary is `src/redis-server`).
 
+pub mod admin;
 mod builder;
 mod coordinator;
 mod error;
 mod heartbeat;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod script;
 pub mod stream;
 

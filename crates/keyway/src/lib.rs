@@ -127,6 +127,32 @@
 //! pool.shutdown();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Operating keyway ([`Metrics`], [`Histogram`], [`RunningTask`])
+//! A pool built with [`PoolBuilder::metrics`] times a sample of its tasks (the first each
+//! submitting thread submits, then one in [`metrics_sampling`](PoolBuilder::metrics_sampling),
+//! 128 by default): [`Pool::metrics`] adds to [`Stats`] histograms of queue wait (submission to
+//! start) and run time, the age of the oldest waiting task, and the longest-running tasks with
+//! their lane. A pool built without it runs no timing code per task. [`Pool::stats`] and
+//! [`Pool::metrics`] cost the same whatever the number of lanes (beyond 256 live lanes the
+//! deepest come from a bounded watch list). With the `metrics` feature, a timed pool publishes
+//! its numbers through the `metrics` crate's facade under the names in `metric_names`
+//! (seconds for times, the label `pool`, never a key); the README's "Operating keyway" section
+//! lists them, the Grafana dashboard in `docs/grafana`, and keyway-redis's `keyway-stream`
+//! command for stream consumer groups.
+//!
+//! ```
+//! let pool = keyway::Pool::builder().name("orders").metrics(true).build()?;
+//! for i in 0..1_000u32 {
+//!     pool.execute_sequential(i % 8, || ())?;
+//! }
+//! pool.wait_idle();
+//! let m = pool.metrics();
+//! println!("{m}"); // ...; timed 1 in 128: queue wait p50 ... p99 ..., run time ...
+//! assert!(m.queue_wait.count() >= 7 && m.run_time.count() >= 7);
+//! pool.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![warn(missing_docs)]
 
@@ -157,7 +183,10 @@ mod sequencer;
 mod strategy;
 mod task;
 
-pub use engine::{blocking, LaneDepth, Stats};
+/// The names of the series a timed pool publishes with the `metrics` feature.
+#[cfg(feature = "metrics")]
+pub use engine::export as metric_names;
+pub use engine::{blocking, Histogram, LaneDepth, Metrics, RunningTask, Stats};
 pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,

@@ -21,6 +21,8 @@ use crate::work::{context_task, process, write, ContextsRun, OrderedRun};
 fn build_pool(threads: usize) -> Result<Pool, String> {
     Pool::builder()
         .core_threads(threads)
+        // Callgrind A/B of the pool's metrics: KEYWAY_BENCH_METRICS=1 times a sample of tasks.
+        .metrics(std::env::var_os("KEYWAY_BENCH_METRICS").is_some())
         .build()
         .map_err(|e| format!("building the keyway pool: {e}"))
 }

@@ -273,7 +273,7 @@ impl std::fmt::Debug for StreamConsumer {
     }
 }
 
-fn as_int(v: &Value) -> Option<u64> {
+pub(crate) fn as_int(v: &Value) -> Option<u64> {
     match v {
         Value::Int(n) => u64::try_from(*n).ok(),
         Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
@@ -282,7 +282,7 @@ fn as_int(v: &Value) -> Option<u64> {
 }
 
 /// `XPENDING key group`: `[count, min, max, consumers]`.
-fn pending_count(v: &Value) -> u64 {
+pub(crate) fn pending_count(v: &Value) -> u64 {
     match v {
         Value::Array(a) => a.first().and_then(as_int).unwrap_or(0),
         _ => 0,
@@ -290,7 +290,7 @@ fn pending_count(v: &Value) -> u64 {
 }
 
 /// `XPENDING key group - + 1`: the oldest entry's idle time.
-fn oldest_idle(v: &Value) -> Option<Duration> {
+pub(crate) fn oldest_idle(v: &Value) -> Option<Duration> {
     let Value::Array(rows) = v else { return None };
     let Value::Array(row) = rows.first()? else {
         return None;
@@ -299,7 +299,7 @@ fn oldest_idle(v: &Value) -> Option<Duration> {
 }
 
 /// `XINFO GROUPS key`: the `lag` of `group`.
-fn group_lag(v: &Value, group: &str) -> Option<u64> {
+pub(crate) fn group_lag(v: &Value, group: &str) -> Option<u64> {
     let Value::Array(groups) = v else { return None };
     for g in groups {
         let fields: Vec<(&Value, &Value)> = match g {

@@ -161,6 +161,7 @@ mod loom_state;
 
 pub use config::{StreamConsumerBuilder, MAX_DURATION};
 pub use consumer::StreamConsumer;
+pub(crate) use consumer::{as_int, group_lag, oldest_idle, pending_count};
 pub use delivery::{Acked, Delivery, HandlerError};
 pub use error::StreamError;
 pub use hash::{fnv1a64, shard_of, SHARD_RULE};

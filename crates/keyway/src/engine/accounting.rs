@@ -23,19 +23,40 @@
 use std::sync::atomic::Ordering;
 
 use super::registry::Registry;
-use super::work::Refusal;
+use super::work::{NotPlain, Refusal};
 use super::worker::WorkerCtx;
 
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
     pub(crate) fn admit(&self) -> Result<(), Refusal> {
+        match self.admit_timing() {
+            Ok(()) | Err(NotPlain::Timed) => Ok(()),
+            Err(NotPlain::Refused(why)) => Err(why),
+        }
+    }
+
+    /// [`admit`](Self::admit) for a caller that can time its task: `Err(Timed)` means accepted,
+    /// and this task is one the pool's meter samples (wrap it with [`Registry::timed`]). A pool
+    /// without a meter or a capacity takes the same path as before either existed: the one test
+    /// of `admit_extra` stands where the test of the capacity was. Not inlined (as `admit`
+    /// was not before it): its callers on the submission path stay small enough to be inlined.
+    pub(crate) fn admit_timing(&self) -> Result<(), NotPlain> {
         self.accepted.incr();
         if self.closed.load(Ordering::SeqCst) {
             self.accepted.decr();
+            self.refused.fetch_add(1, Ordering::Relaxed);
             // A worker may have seen this admission pending and parked: tell it (loom_sleep).
             self.wake_if_drained();
-            return Err(Refusal::Shutdown);
+            return Err(NotPlain::Refused(Refusal::Shutdown));
         }
+        if self.config.admit_extra {
+            return self.admit_extra();
+        }
+        Ok(())
+    }
+
+    /// Admission's part beyond counting: the capacity's room, then the meter's sampling.
+    fn admit_extra(&self) -> Result<(), NotPlain> {
         if let Some(cap) = self.config.capacity {
             // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
             // room, and wakes no submitter waiting for room. SeqCst, failure included: a
@@ -47,12 +68,16 @@ impl Registry {
                 });
             if taken.is_err() {
                 self.accepted.decr();
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 // An idle waiter may have seen this admission pending.
                 self.waiters.released_idle();
-                return Err(Refusal::Full);
+                return Err(NotPlain::Refused(Refusal::Full));
             }
         }
-        Ok(())
+        match &self.meter {
+            Some(meter) if meter.sample() => Err(NotPlain::Timed),
+            _ => Ok(()),
+        }
     }
 
     /// A started task left work behind (a future that has not completed): it stays pending, as

@@ -49,4 +49,9 @@ pub(crate) struct Config {
     pub(crate) keep_idle: Option<Duration>,
     /// The pool's name in its tracing span and events (default: `thread_name`).
     pub(crate) name: String,
+    /// `PoolBuilder::metrics`: time one admission in this many per submitting thread (`None`:
+    /// no timing).
+    pub(crate) metrics: Option<u32>,
+    /// Admission does more than count: a `capacity`, or a meter (set by `Registry::new`).
+    pub(crate) admit_extra: bool,
 }

@@ -27,6 +27,11 @@ pub(crate) trait Held {
     /// Puts every entry not yet started back at the front of its lane, in order, and returns
     /// how many entries already ran without being counted finished yet (then counted here).
     fn put_back(&self) -> usize;
+
+    /// The hash of the lane whose turn this is, when the turn runs one lane's entries.
+    fn context_hash(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One registration: what a turn holds, and the registration it covers (turns nest: a
@@ -102,6 +107,17 @@ pub(crate) fn put_back_held() {
             }
         });
     }
+}
+
+/// The lane of the innermost turn registered on this thread, if it names one (a timed task
+/// asks, as it starts, which lane it runs in).
+pub(crate) fn context_hash() -> Option<u64> {
+    let node = HOLDING.try_with(|h| h.innermost.get()).ok().flatten()?;
+    // SAFETY: as in `put_back_held`: a linked node and what it points to live on a frame below
+    // this one on this thread's stack; `context_hash` only reads.
+    let node = unsafe { node.as_ref() };
+    // SAFETY: as above.
+    unsafe { node.held.as_ref() }.context_hash()
 }
 
 /// Runs `first_poll`, the first poll of a future whose task was just extended (`extend_task`)

@@ -224,6 +224,8 @@ impl Registry {
             }
             std::thread::yield_now();
         }
+        self.handed_back
+            .fetch_add(pending.len() as u64, Ordering::Relaxed);
         tracing::debug!(
             pool = self.name(),
             handed_back = pending.len(),

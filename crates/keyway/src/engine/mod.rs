@@ -11,6 +11,9 @@
 //! * `reserved` — reserved threads and `try_execute`;
 //! * `elastic` — workers started, auxiliary threads added and retired;
 //! * `snapshot` — [`Stats`] read from the registry;
+//! * `meter` — time in the numbers: sampled tasks timed ([`Metrics`], `Pool::metrics`), with
+//!   `histogram` (its buckets), `metrics` (the public snapshot) and `export` (the `metrics`
+//!   feature's series);
 //! * `holding` — the one per-thread record of what a pool thread holds outside any queue;
 //! * `on_pool` — the pool as a running thread sees it: stopping or not, where a finish counts;
 //! * `accounting` — admission and the one count of finished tasks;
@@ -27,6 +30,7 @@
 //! * `sleep` — parking and waking without lost wake-ups; `progress` — what the monitor reads;
 //! * `live` — started futures waiting for a wake-up, cancelled by `shutdown_now`;
 //! * `waiters` — waiting for room under `capacity`, and for the pool to go idle;
+//! * `watch` — the lanes found deeper than a turn's batch, which `Stats` reads with many lanes;
 //! * `config`, `hasher`, `counter`, `stats` — settings, the key hasher, striped counters, the
 //!   public statistics types.
 
@@ -34,10 +38,15 @@ mod accounting;
 pub(crate) mod config;
 mod counter;
 mod elastic;
+#[cfg(feature = "metrics")]
+pub mod export;
 mod hasher;
+mod histogram;
 pub(crate) mod holding;
 mod lifecycle;
 mod live;
+pub(crate) mod meter;
+mod metrics;
 mod monitor;
 mod on_pool;
 mod progress;
@@ -50,6 +59,7 @@ mod stats;
 mod stoppers;
 mod threads;
 pub(crate) mod waiters;
+pub(crate) mod watch;
 mod work;
 pub(crate) mod worker;
 
@@ -70,10 +80,13 @@ mod loom_waiters;
 
 pub(crate) use config::Config;
 pub(crate) use hasher::KeyHasher;
+pub use histogram::Histogram;
+pub use metrics::{Metrics, RunningTask};
 pub(crate) use on_pool::{on_pool, schedule_woken, with_pool, OnPool};
 pub(crate) use registry::Registry;
 pub use stats::{LaneDepth, Stats};
-pub(crate) use work::{LaneJob, PollTask, Refusal, TableOps, Work};
+pub(crate) use watch::{Watch, Watched};
+pub(crate) use work::{LaneJob, NotPlain, PollTask, Refusal, TableOps, Work};
 pub use worker::blocking;
 pub(crate) use worker::WorkerCtx;
 

@@ -21,6 +21,7 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
     let mut since = vec![Instant::now(); n];
     let period = registry.config.monitor_period;
     let blocked_after = registry.config.blocked_after;
+    let mut scan = 0usize;
     loop {
         parker.park_timeout(period);
         if registry.is_closed() && registry.live.load(Ordering::Acquire) == 0 {
@@ -31,10 +32,16 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
             let slot = &registry.slots[i];
             let long_enough = now.duration_since(since[i]) >= blocked_after;
             let blocking = slot.blocking.load(Ordering::Acquire);
-            match slot
+            let seen = slot
                 .progress
-                .observe(&mut last_seq[i], long_enough, blocking)
-            {
+                .observe(&mut last_seq[i], long_enough, blocking);
+            if let Some(meter) = &registry.meter {
+                // Since when this worker is in its current task (not: between tasks).
+                let seq = last_seq[i];
+                let start = if seen == Seen::Moving { now } else { since[i] };
+                meter.note_in_task(i, (seq % 2 == 1).then_some((start, seq)));
+            }
+            match seen {
                 Seen::Moving => since[i] = now,
                 Seen::Waiting => {}
                 Seen::Stuck => {
@@ -47,11 +54,18 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
                 }
             }
         }
+        #[cfg(feature = "metrics")]
+        if let Some(meter) = &registry.meter {
+            meter.export.publish(&registry.metrics());
+        }
         registry.ensure_threads();
         // Freeing idle lanes drops their keys: user code, which must not end the monitor.
+        // Each period also scans one shard of each table for deep lanes (the watch list).
+        scan += 1;
         let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for table in registry.tables() {
                 table.sweep_expired();
+                table.scan_deep(scan, registry.config.lane_batch, &registry.watch);
             }
         }));
         if swept.is_err() {

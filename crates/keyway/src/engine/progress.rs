@@ -81,6 +81,11 @@ impl Progress {
         self.stuck.store(false, Ordering::Release);
     }
 
+    /// The thread's `run_seq` now (odd while inside a task).
+    pub(crate) fn seq(&self) -> u64 {
+        self.run_seq.load(Ordering::Acquire)
+    }
+
     /// Whether the thread is inside a task now (for `Stats::running_tasks`; a snapshot).
     pub(crate) fn in_task(&self) -> bool {
         self.run_seq.load(Ordering::Acquire) % 2 == 1

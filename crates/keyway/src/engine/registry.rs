@@ -14,11 +14,13 @@ use parking_lot::{Condvar, Mutex};
 use super::config::Config;
 use super::counter::Striped;
 use super::live::Live;
+use super::meter::{Meter, Timed};
 use super::progress::Progress;
 use super::seats::Reserved;
 use super::sleep::Sleep;
 use super::stoppers::Stoppers;
 use super::waiters::Waiters;
+use super::watch::Watch;
 use super::work::{TableOps, Work};
 use super::worker;
 use crate::task::{drop_quietly, PanicReport};
@@ -76,6 +78,14 @@ pub(crate) struct Registry {
     pub(crate) futures: Live,
     /// Submitters waiting for room, callers of `wait_idle`.
     pub(crate) waiters: Waiters,
+    /// Lanes found deeper than a turn's batch (`watch.rs`).
+    pub(crate) watch: Watch,
+    /// The timed side (`PoolBuilder::metrics`), if the pool has one.
+    pub(crate) meter: Option<Arc<Meter>>,
+    /// Tasks refused at admission.
+    pub(crate) refused: AtomicU64,
+    /// Accepted tasks handed back unrun by `shutdown_now`.
+    pub(crate) handed_back: AtomicU64,
 }
 
 impl Registry {
@@ -94,6 +104,9 @@ impl Registry {
             });
         }
         let span = tracing::info_span!("keyway_pool", pool = config.name.as_str());
+        let meter = config
+            .metrics
+            .map(|one_in| Arc::new(Meter::new(one_in, config.max_threads, &config.name)));
         Registry {
             span,
             free_slots: Mutex::new((0..config.max_threads).rev().collect()),
@@ -121,6 +134,10 @@ impl Registry {
             tables: Mutex::new(Vec::new()),
             futures: Live::new(),
             waiters: Waiters::new(),
+            meter,
+            watch: Watch::new(),
+            refused: AtomicU64::new(0),
+            handed_back: AtomicU64::new(0),
         }
     }
 
@@ -257,6 +274,14 @@ impl Registry {
         let mut tables = self.tables.lock();
         tables.retain(|t| t.strong_count() > 0);
         tables.push(table);
+    }
+
+    /// `task`, timed if the pool has a meter (`admit_timing` said `Timed`).
+    pub(crate) fn timed(&self, task: crate::task::Task) -> crate::task::Task {
+        match &self.meter {
+            Some(meter) => Timed::wrap(meter, task),
+            None => task,
+        }
     }
 
     pub(crate) fn tables(&self) -> Vec<Arc<dyn TableOps>> {

@@ -5,18 +5,29 @@ use std::sync::atomic::Ordering;
 use super::registry::Registry;
 use super::stats::{LaneDepth, Stats};
 
+/// Up to this many live lanes, `Stats::largest_lanes` looks at every lane.
+pub(crate) const WALK_MAX: usize = 256;
+
 impl Stats {
     /// A snapshot of `registry`'s threads, tasks and lanes.
     pub(crate) fn of(registry: &Registry) -> Stats {
         let live = registry.live.load(Ordering::Acquire);
         let core = registry.core_target.load(Ordering::Acquire).min(live);
         let tables = registry.tables();
-        let mut largest = Vec::new();
-        for t in &tables {
-            t.deepest(8, &mut largest);
-        }
-        largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
-        largest.truncate(8);
+        let live_lanes = tables.iter().map(|t| t.live_lanes()).sum();
+        // Up to `WALK_MAX` lanes, each is looked at; beyond, the watch list (lanes that used up
+        // a turn's batch), so that the cost does not grow with the lanes.
+        let largest = if live_lanes <= WALK_MAX {
+            let mut largest = Vec::new();
+            for t in &tables {
+                t.deepest(8, &mut largest);
+            }
+            largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
+            largest.truncate(8);
+            largest
+        } else {
+            registry.watch.deepest(8)
+        };
         let finished = registry.finished_total();
         let unfinished = registry.accepted.sum().saturating_sub(finished);
         // Read after `unfinished`; a task accepted in between may show as running although
@@ -44,7 +55,7 @@ impl Stats {
             panicked_tasks: registry.panicked.load(Ordering::Acquire),
             jobs_moved_off_blocked: moved,
             transfers: moved,
-            live_lanes: tables.iter().map(|t| t.live_lanes()).sum(),
+            live_lanes,
             largest_lanes: largest,
         }
     }

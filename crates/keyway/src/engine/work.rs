@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 
 use super::registry::Registry;
 use super::stats::LaneDepth;
+use super::watch::Watch;
 use super::worker::WorkerCtx;
 use crate::task::{PendingTask, Task};
 
@@ -35,6 +36,13 @@ pub(crate) enum Refusal {
     Full,
 }
 
+/// What `admit_timing` says besides a plain `Ok`: refused, or accepted and to be timed.
+pub(crate) enum NotPlain {
+    Refused(Refusal),
+    /// Accepted; this is a task the pool's meter samples (`engine::metrics`).
+    Timed,
+}
+
 /// What the pool needs from every lane table, whatever its kind.
 pub(crate) trait TableOps: Send + Sync {
     /// Takes every queued entry of every lane (the workers have stopped).
@@ -46,4 +54,7 @@ pub(crate) trait TableOps: Send + Sync {
     fn sweep_expired(&self);
     /// Adds the `n` deepest lanes to `out`.
     fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>);
+    /// The monitor's look at one shard (`cursor` modulo the shard count): lanes with more than
+    /// `deep` entries queued go on `watch`.
+    fn scan_deep(&self, cursor: usize, deep: usize, watch: &Watch);
 }

@@ -119,6 +119,11 @@ impl WorkerCtx {
         &self.registry.slots[self.index]
     }
 
+    /// This worker's `run_seq` (odd while inside a task).
+    pub(crate) fn run_seq(&self) -> u64 {
+        self.slot().progress.seq()
+    }
+
     /// Queues `job` on this worker's own deque — unless the worker is inside `blocking`, where
     /// work queued behind it would wait for the blocking call.
     pub(crate) fn push_local(&self, job: Work) {

@@ -53,6 +53,9 @@ pub struct PoolBuilder {
     idle_lanes: Option<usize>,
     keep_idle: Option<Duration>,
     name: Option<String>,
+    /// `metrics` and `metrics_sampling` (`pool_metrics.rs`).
+    pub(super) metrics: bool,
+    pub(super) metrics_sampling: Option<u32>,
 }
 
 impl PoolBuilder {
@@ -556,6 +559,11 @@ impl PoolBuilder {
         if thread_name.contains('\0') {
             return err(BuildErrorKind::NulInThreadName);
         }
+        if self.metrics_sampling == Some(0) {
+            return err(BuildErrorKind::ZeroCount {
+                setting: "metrics_sampling",
+            });
+        }
         if let Some(size) = self.stack_size {
             if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size) {
                 return err(BuildErrorKind::StackSize {
@@ -586,6 +594,11 @@ impl PoolBuilder {
             hasher: self.hasher.unwrap_or_default(),
             idle_lanes: self.idle_lanes,
             keep_idle: self.keep_idle,
+            metrics: self.metrics.then(|| {
+                self.metrics_sampling
+                    .unwrap_or(crate::engine::meter::DEFAULT_SAMPLING)
+            }),
+            admit_extra: self.capacity.is_some() || self.metrics,
         })
     }
 }
@@ -603,6 +616,8 @@ impl std::fmt::Debug for PoolBuilder {
             .field("idle_lanes", &self.idle_lanes)
             .field("keep_idle", &self.keep_idle)
             .field("name", &self.name)
+            .field("metrics", &self.metrics)
+            .field("metrics_sampling", &self.metrics_sampling)
             .finish_non_exhaustive()
     }
 }

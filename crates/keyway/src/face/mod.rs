@@ -18,6 +18,7 @@ mod pool;
 mod pool_futures;
 mod pool_keyed;
 mod pool_lanes;
+mod pool_metrics;
 mod pool_room;
 mod pool_typed;
 mod typed_lane;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::builder::PoolBuilder;
 use super::users::{Attached, Users};
-use crate::engine::{refused, reserved, Config, Registry, Stats, Work};
+use crate::engine::{refused, reserved, Config, NotPlain, Registry, Stats, Work};
 use crate::error::{BuildError, ShutdownTimedOut, SubmitError, TryExecuteError};
 use crate::lane::PoolHandle;
 use crate::task::{PendingTask, Plain, Task, TaskHandle};
@@ -147,8 +147,8 @@ impl Pool {
         F: FnOnce() + Send + 'static,
     {
         let registry = self.registry();
-        if let Err(why) = registry.admit() {
-            return Err(refused(why, f));
+        if let Err(not_plain) = registry.admit_timing() {
+            return off_plain(registry, not_plain, f, |f| ((), Task::new(Plain(f))));
         }
         registry.schedule(Work::Task(Task::new(Plain(f))));
         Ok(())
@@ -169,8 +169,11 @@ impl Pool {
         T: Send + 'static,
     {
         let registry = self.registry();
-        if let Err(why) = registry.admit() {
-            return Err(refused(why, f));
+        if let Err(not_plain) = registry.admit_timing() {
+            return off_plain(registry, not_plain, f, |f| {
+                let (handle, task) = TaskHandle::pair(f);
+                (handle, Task::new(task))
+            });
         }
         let (handle, task) = TaskHandle::pair(f);
         registry.schedule(Work::Task(Task::new(task)));
@@ -415,5 +418,25 @@ impl std::fmt::Debug for Pool {
         f.debug_struct("Pool")
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// `execute` and `submit` off their plain path, out of line so that the plain path stays as
+/// it was: refused (`f` handed back), or accepted and timed (the pool's meter samples it).
+#[cold]
+#[inline(never)]
+fn off_plain<F, T>(
+    registry: &Arc<Registry>,
+    not_plain: NotPlain,
+    f: F,
+    make: impl FnOnce(F) -> (T, Task),
+) -> Result<T, SubmitError<F>> {
+    match not_plain {
+        NotPlain::Timed => {
+            let (out, task) = make(f);
+            registry.schedule(Work::Task(registry.timed(task)));
+            Ok(out)
+        }
+        NotPlain::Refused(why) => Err(refused(why, f)),
     }
 }

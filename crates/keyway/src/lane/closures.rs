@@ -10,7 +10,7 @@ use std::sync::Weak;
 
 use super::key::KeyPanicked;
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
-use crate::engine::{refused, Registry};
+use crate::engine::{refused, NotPlain, Registry};
 use crate::error::{panic_message, SubmitError};
 use crate::future::{Launcher, Release};
 use crate::task::{
@@ -147,13 +147,61 @@ pub(crate) fn admit_entry_then<F, T, W>(
 where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
-    if let Err(why) = registry.admit() {
-        // `place` owns the task's keys. A key whose `Drop` panics must not unwind through this
-        // return: the refused task in the return value would leak with it (a panic while a
-        // local is dropped does not drop the value being returned).
-        drop_quietly(place);
-        return Err(refused(why, f));
+    if let Err(not_plain) = registry.admit_timing() {
+        return not_plain_entry(registry, not_plain, f, wrap, place);
     }
+    place_admitted(registry, f, wrap, place)
+}
+
+/// [`admit_entry_then`] off its plain path, out of line so that the plain path stays as it
+/// was: refused, or accepted and timed (the pool's meter samples it, `engine::meter`).
+#[cold]
+#[inline(never)]
+fn not_plain_entry<F, T, W>(
+    registry: &Registry,
+    not_plain: NotPlain,
+    f: F,
+    wrap: W,
+    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+) -> Result<T, SubmitError<F>>
+where
+    W: FnOnce(F) -> (T, ClosureEntry),
+{
+    match not_plain {
+        NotPlain::Timed => {
+            let timed = move |f| match wrap(f) {
+                (out, ClosureEntry::One { task, coalescing }) => (
+                    out,
+                    ClosureEntry::One {
+                        task: registry.timed(task),
+                        coalescing,
+                    },
+                ),
+                other => other,
+            };
+            place_admitted(registry, f, timed, place)
+        }
+        NotPlain::Refused(why) => {
+            // `place` owns the task's keys. A key whose `Drop` panics must not unwind through
+            // this return: the refused task in the return value would leak with it (a panic
+            // while a local is dropped does not drop the value being returned).
+            drop_quietly(place);
+            Err(refused(why, f))
+        }
+    }
+}
+
+/// [`admit_entry_then`] once the task is admitted (inlined in both of its callers).
+#[inline(always)]
+fn place_admitted<F, T, W>(
+    registry: &Registry,
+    f: F,
+    wrap: W,
+    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+) -> Result<T, SubmitError<F>>
+where
+    W: FnOnce(F) -> (T, ClosureEntry),
+{
     let mut parts = Some((f, wrap));
     let mut make = || match parts.take() {
         Some((f, wrap)) => wrap(f),

@@ -31,6 +31,7 @@ mod sweep;
 mod table;
 mod turn;
 pub(crate) mod typed;
+mod watched;
 
 #[cfg(all(test, loom))]
 mod loom_keyed;

@@ -150,6 +150,10 @@ impl<S: LaneKind> Holds for Chunk<S> {
             self.lane.clone().run_again(pool, Again::Yield);
         }
     }
+
+    fn context_hash(&self) -> Option<u64> {
+        Some(self.lane.hash)
+    }
 }
 
 impl<S: LaneKind> LaneJob for LaneCore<S> {
@@ -202,6 +206,7 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
         let mut chunk = entries.into_inner();
         // The batch is used up: what is left of the chunk goes back in front of the queue, and
         // the chunk's buffer is the lane's spare again.
+        pool.registry.watch.note(&lane);
         lane.end_turn(&pool, Again::Yield, |st| {
             st.give_back(&mut chunk);
             st.keep_spare(chunk);

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::table::{LaneKind, LaneTable};
-use crate::engine::{LaneDepth, TableOps};
+use crate::engine::{LaneDepth, TableOps, Watch};
 use crate::task::PendingTask;
 
 impl<S: LaneKind> TableOps for LaneTable<S> {
@@ -48,6 +48,10 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
 
     fn live_lanes(&self) -> usize {
         self.live.load(Ordering::Relaxed)
+    }
+
+    fn scan_deep(&self, cursor: usize, deep: usize, watch: &Watch) {
+        self.scan_shard(cursor, deep, watch);
     }
 
     fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>) {

@@ -34,6 +34,10 @@ pub(crate) trait Holds {
     fn put_back(&self);
     /// Something unwound out of the turn: the lane must not stay scheduled with no runner.
     fn unwound(&self, pool: &OnPool<'_>);
+    /// The lane whose entries the turn runs, if one (for the pool's metrics).
+    fn context_hash(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Holds for () {
@@ -155,6 +159,10 @@ impl<H: Holds> Held for Turn<'_, H> {
     fn put_back(&self) -> usize {
         self.held.put_back();
         self.ran.replace(0)
+    }
+
+    fn context_hash(&self) -> Option<u64> {
+        self.held.context_hash()
     }
 }
 

@@ -1,0 +1,319 @@
+//! Time in the pool's numbers: sampled queue wait and run time, the oldest waiting age, the
+//! longest-running tasks, and the counts [`Metrics`] carries (`Pool::metrics`).
+//!
+//! **Cost.** Timing is decided when the pool is built (`PoolBuilder::metrics`). A pool without it
+//! has no [`Meter`], and its tasks take no path they did not take before: admission's one test
+//! of "is there anything beyond counting" (a capacity, or a meter) was there already, and the
+//! timed path is reached only through it. With a meter, each submitting thread counts down its
+//! admissions and times one in `metrics_sampling` (128 by default): that task is wrapped
+//! ([`Timed`]) so that it records its own queue wait (admission to start) and run time; the
+//! others cost a thread-local decrement. The monitor, once a period, notes since when each
+//! worker is in its current task (for any task, timed or not).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+#[cfg(feature = "metrics")]
+use super::export;
+use super::histogram::AtomicHistogram;
+use super::metrics::{self as snapshot, Metrics, RunningTask};
+
+use super::holding;
+use super::worker;
+use crate::task::{Abandon, PanicReport, Runnable, Task};
+
+/// The default sampling: one admission in this many is timed.
+pub(crate) const DEFAULT_SAMPLING: u32 = 128;
+
+/// How many timed tasks the oldest-waiting age follows at once (more in flight are timed but
+/// not followed).
+const WAITING_SLOTS: usize = 64;
+
+/// The timed side of one pool.
+pub(crate) struct Meter {
+    /// One admission in `one_in` is timed.
+    pub(crate) one_in: u32,
+    /// The instant the meter's nanosecond marks count from.
+    epoch: Instant,
+    pub(crate) queue_wait: AtomicHistogram,
+    pub(crate) run_time: AtomicHistogram,
+    /// Timed tasks not yet started: their admission mark (nanoseconds since `epoch`, plus one;
+    /// 0 = free).
+    waiting: Box<[AtomicU64]>,
+    /// Per worker slot: the timed task running there, if any.
+    running: Box<[Mutex<Option<Run>>]>,
+    /// Per worker slot: since when the monitor sees that worker in its current task
+    /// (nanoseconds since `epoch`, plus one; 0 = not in a task), and that task's `run_seq`.
+    in_task_since: Box<[(AtomicU64, AtomicU64)]>,
+    /// The `metrics` facade's series of this pool.
+    #[cfg(feature = "metrics")]
+    pub(crate) export: export::Handles,
+}
+
+/// A timed task running on a worker.
+#[derive(Clone, Copy)]
+struct Run {
+    since: Instant,
+    context_hash: Option<u64>,
+    /// The worker's `run_seq` while the task runs: tells whether it is still the same task.
+    seq: u64,
+}
+
+impl Meter {
+    pub(crate) fn new(one_in: u32, worker_slots: usize, _pool: &str) -> Self {
+        Meter {
+            one_in: one_in.max(1),
+            epoch: Instant::now(),
+            queue_wait: AtomicHistogram::new(),
+            run_time: AtomicHistogram::new(),
+            waiting: (0..WAITING_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            running: (0..worker_slots).map(|_| Mutex::new(None)).collect(),
+            in_task_since: (0..worker_slots)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+            #[cfg(feature = "metrics")]
+            export: export::Handles::new(_pool),
+        }
+    }
+
+    fn mark(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    fn at(&self, mark: u64) -> Instant {
+        self.epoch
+            .checked_add(Duration::from_nanos(mark - 1))
+            .unwrap_or(self.epoch)
+    }
+
+    /// Whether this admission (on this thread) is one to time: a thread-local countdown.
+    #[inline]
+    pub(crate) fn sample(&self) -> bool {
+        thread_local! {
+            static LEFT: Cell<u32> = const { Cell::new(0) };
+        }
+        LEFT.try_with(|left| match left.get() {
+            0 => {
+                left.set(self.one_in - 1);
+                true
+            }
+            n => {
+                left.set(n - 1);
+                false
+            }
+        })
+        .unwrap_or(false)
+    }
+
+    /// Follows a timed task admitted `at` until it starts (for the oldest waiting age).
+    fn follow(self: &Arc<Self>, at: Instant) -> Option<Following> {
+        let mark = self.mark(at);
+        let start = (mark as usize) % WAITING_SLOTS;
+        (0..WAITING_SLOTS)
+            .map(|i| (start + i) % WAITING_SLOTS)
+            .find(|&i| {
+                self.waiting[i]
+                    .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .map(|slot| Following {
+                meter: self.clone(),
+                slot,
+            })
+    }
+
+    /// The monitor's look at worker `slot`: in a task (run_seq `seq`) since `since`, or not in
+    /// one (`None`).
+    pub(crate) fn note_in_task(&self, slot: usize, since: Option<(Instant, u64)>) {
+        if let Some((mark, seq)) = self.in_task_since.get(slot) {
+            match since {
+                Some((at, s)) => {
+                    seq.store(s, Ordering::Relaxed);
+                    mark.store(self.mark(at), Ordering::Release);
+                }
+                None => mark.store(0, Ordering::Release),
+            }
+        }
+    }
+
+    /// The oldest waiting age among the timed tasks followed, at `now`.
+    fn oldest_waiting(&self, now: Instant) -> Option<Duration> {
+        self.waiting
+            .iter()
+            .map(|w| w.load(Ordering::Acquire))
+            .filter(|&m| m != 0)
+            .min()
+            .map(|m| now.saturating_duration_since(self.at(m)))
+    }
+
+    /// Tasks running now on the workers, longest first: timed ones with their lane, and any
+    /// the monitor saw in one task for at least a period. `seq_of(slot)` is the worker's
+    /// current `run_seq`.
+    fn running(&self, now: Instant, seq_of: impl Fn(usize) -> u64) -> Vec<RunningTask> {
+        let mut out = Vec::new();
+        for (slot, cell) in self.running.iter().enumerate() {
+            let seq = seq_of(slot);
+            if seq % 2 == 0 {
+                continue; // between tasks
+            }
+            let timed = (*cell.lock()).filter(|r| r.seq == seq);
+            let (m, s) = &self.in_task_since[slot];
+            let mark = m.load(Ordering::Acquire);
+            let seen = (mark != 0 && s.load(Ordering::Relaxed) == seq).then(|| self.at(mark));
+            let since = match (timed, seen) {
+                (Some(r), Some(at)) => Some(r.since.min(at)),
+                (Some(r), None) => Some(r.since),
+                (None, at) => at,
+            };
+            if let Some(since) = since {
+                out.push(RunningTask {
+                    thread: slot,
+                    context_hash: timed.and_then(|r| r.context_hash),
+                    running_for: now.saturating_duration_since(since),
+                });
+            }
+        }
+        out.sort_by_key(|r| std::cmp::Reverse(r.running_for));
+        out
+    }
+}
+
+/// A timed task followed for the oldest waiting age; let go when it starts, is abandoned, or
+/// is dropped.
+struct Following {
+    meter: Arc<Meter>,
+    slot: usize,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.meter.waiting[self.slot].store(0, Ordering::Release);
+    }
+}
+
+/// A timed task: the task, and when it was admitted. It records its queue wait as it starts
+/// and its run time as it ends; it never unwinds (the task it wraps contains its panics).
+pub(crate) struct Timed {
+    task: Task,
+    admitted: Instant,
+    meter: Arc<Meter>,
+    following: Option<Following>,
+}
+
+impl Timed {
+    /// Times `task`, admitted now.
+    pub(crate) fn wrap(meter: &Arc<Meter>, task: Task) -> Task {
+        let admitted = Instant::now();
+        Task::new(Timed {
+            task,
+            admitted,
+            following: meter.follow(admitted),
+            meter: meter.clone(),
+        })
+    }
+}
+
+impl Runnable for Timed {
+    fn run(self) -> Result<(), PanicReport> {
+        let Timed {
+            task,
+            admitted,
+            meter,
+            following,
+        } = self;
+        let start = Instant::now();
+        drop(following);
+        let wait = start.saturating_duration_since(admitted);
+        meter.queue_wait.record(wait);
+        #[cfg(feature = "metrics")]
+        meter.export.queue_wait.record(wait.as_secs_f64());
+        // On a worker: what runs there, and in which lane (the turn that runs it says).
+        let slot = worker::with_current(|cx| cx.map(|cx| (cx.index, cx.run_seq())));
+        if let Some((index, seq)) = slot {
+            if let Some(cell) = meter.running.get(index) {
+                *cell.lock() = Some(Run {
+                    since: start,
+                    context_hash: holding::context_hash(),
+                    seq,
+                });
+            }
+        }
+        let out = task.run();
+        let ran = start.elapsed();
+        meter.run_time.record(ran);
+        #[cfg(feature = "metrics")]
+        meter.export.run_time.record(ran.as_secs_f64());
+        if let Some((index, _)) = slot {
+            if let Some(cell) = meter.running.get(index) {
+                *cell.lock() = None;
+            }
+        }
+        out
+    }
+
+    fn abandon(self, why: Abandon) {
+        drop(self.following);
+        self.task.abandon(why);
+    }
+}
+
+impl super::registry::Registry {
+    /// A snapshot of this pool's numbers with the time in them.
+    pub(crate) fn metrics(&self) -> Metrics {
+        let stats = super::stats::Stats::of(self);
+        let now = Instant::now();
+        let submitted = self.accepted.sum();
+        let refused = self.refused.load(Ordering::Relaxed);
+        let handed_back = self.handed_back.load(Ordering::Relaxed);
+        match &self.meter {
+            None => Metrics::untimed(stats, submitted, refused, handed_back),
+            Some(m) => Metrics {
+                stats,
+                timed: true,
+                sample_one_in: m.one_in,
+                queue_wait: m.queue_wait.snapshot(),
+                run_time: m.run_time.snapshot(),
+                oldest_waiting: m.oldest_waiting(now),
+                longest_running: {
+                    let mut r = m.running(now, |slot| self.slots[slot].progress.seq());
+                    r.truncate(snapshot::TOP);
+                    r
+                },
+                submitted_tasks: submitted,
+                refused_tasks: refused,
+                handed_back_tasks: handed_back,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_admission_in_n_is_sampled_per_thread() {
+        let m = Meter::new(4, 1, "t");
+        let picks: Vec<bool> = (0..12).map(|_| m.sample()).collect();
+        assert_eq!(picks.iter().filter(|&&p| p).count(), 3, "{picks:?}");
+        let every = Meter::new(0, 1, "t"); // 0 is taken as 1
+        assert!((0..5).all(|_| every.sample()));
+    }
+
+    #[test]
+    fn a_followed_task_leaves_the_oldest_age_when_dropped() {
+        let m = Arc::new(Meter::new(1, 1, "t"));
+        let t0 = Instant::now();
+        let f: Vec<_> = (0..WAITING_SLOTS + 3).map(|_| m.follow(t0)).collect();
+        assert_eq!(f.iter().filter(|f| f.is_some()).count(), WAITING_SLOTS);
+        assert!(m.oldest_waiting(Instant::now()).is_some());
+        drop(f);
+        assert_eq!(m.oldest_waiting(Instant::now()), None);
+    }
+}

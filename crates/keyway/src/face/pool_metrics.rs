@@ -1,0 +1,74 @@
+//! Timing a pool's tasks: [`PoolBuilder::metrics`], [`PoolBuilder::metrics_sampling`] and
+//! [`Pool::metrics`].
+
+use super::builder::PoolBuilder;
+use super::pool::Pool;
+use crate::engine::Metrics;
+
+impl PoolBuilder {
+    /// Times a sample of the pool's tasks: [`Pool::metrics`] then carries histograms of how long
+    /// tasks wait before they start and how long they run, the age of the oldest waiting task,
+    /// and the longest-running tasks with their lane. Default: off.
+    ///
+    /// Decided here, once: a pool built without it has no timing code on any task's path. With
+    /// it, each submitting thread times one in [`metrics_sampling`](Self::metrics_sampling)
+    /// tasks (128 by default); the others cost a thread-local countdown (measured with
+    /// callgrind on keyway-bench `contexts --work 10`: see the crate docs' "Operating keyway").
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().metrics(true).build().unwrap();
+    /// assert!(pool.metrics().timed);
+    /// let plain = keyway::Pool::new().unwrap();
+    /// assert!(!plain.metrics().timed);
+    /// # pool.shutdown(); plain.shutdown();
+    /// ```
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
+    /// With [`metrics`](Self::metrics) on: one task in `one_in` is timed, per submitting
+    /// thread (the first a thread submits, then every `one_in`-th). Default 128; 1 times every
+    /// task (for tests, or a pool whose tasks are long). Zero is refused by
+    /// [`build`](Self::build).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().metrics(true).metrics_sampling(1).build().unwrap();
+    /// pool.execute(|| ()).unwrap();
+    /// pool.wait_idle(); // a task's run time is recorded as it ends, after its handle has the result
+    /// assert_eq!(pool.metrics().run_time.count(), 1);
+    /// assert!(keyway::Pool::builder().metrics_sampling(0).build().is_err());
+    /// # pool.shutdown();
+    /// ```
+    pub fn metrics_sampling(mut self, one_in: u32) -> Self {
+        self.metrics_sampling = Some(one_in);
+        self
+    }
+}
+
+impl Pool {
+    /// A snapshot of the pool's numbers with time in them: [`stats`](Pool::stats), the
+    /// histograms of queue wait and run time, the oldest waiting age, the longest-running tasks,
+    /// and the counts of submitted, refused and handed-back tasks (see [`Metrics`]). The time
+    /// figures need [`PoolBuilder::metrics`].
+    ///
+    /// Its cost does not grow with the number of lanes: it reads counters, the histograms'
+    /// buckets and a bounded watch list of lanes, so a thread may poll it (measured: the
+    /// `stats_cost` example).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().metrics(true).metrics_sampling(1).build().unwrap();
+    /// pool.submit_sequential("k", || std::thread::sleep(std::time::Duration::from_millis(1)))
+    ///     .unwrap()
+    ///     .join()
+    ///     .unwrap();
+    /// pool.wait_idle(); // its run time is recorded as it ends, after its handle has the result
+    /// let m = pool.metrics();
+    /// assert!(m.run_time.quantile(0.5).unwrap() >= std::time::Duration::from_millis(1));
+    /// assert_eq!(m.stats.completed_tasks, 1);
+    /// pool.shutdown();
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        self.registry().metrics()
+    }
+}
