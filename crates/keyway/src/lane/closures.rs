@@ -5,16 +5,17 @@ use std::any::Any;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Weak;
 
+use super::entry::Parts;
 use super::key::KeyPanicked;
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use crate::engine::{refused, NotPlain, Registry};
-use crate::error::{panic_message, SubmitError};
-use crate::future::{Launcher, Release};
+use crate::error::SubmitError;
+use crate::future::Release;
 use crate::task::{
-    drop_quietly, Abandon, ContextOf, PanicReport, PendingTask, Plain, Task, TaskHandle,
+    drop_quietly, Abandon, ContextOf, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle,
+    WithHandle,
 };
 
 /// The most entries a batch ([`push_all`]) gathers before it queues them: bounds its buffer
@@ -24,91 +25,62 @@ const BATCH_RUN: usize = 1_024;
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
 
-pub(crate) enum ClosureEntry {
-    /// A task of this lane alone.
-    One { task: Task, coalescing: bool },
-    /// A multi-key task, standing in every lane of its keys (rule 6).
-    Many(Arc<dyn Barrier>),
-    /// A future of this lane alone (rule 7): it holds the lane until it is done.
-    Async { fut: Launcher, coalescing: bool },
-}
+pub(crate) use super::entry::ClosureEntry;
 
 impl LaneKind for Closures {
     type Entry = ClosureEntry;
 
+    #[inline]
     fn is_coalescing(entry: &ClosureEntry) -> bool {
-        matches!(
-            entry,
-            ClosureEntry::One {
-                coalescing: true,
-                ..
-            } | ClosureEntry::Async {
-                coalescing: true,
-                ..
-            }
-        )
+        entry.is_coalescing()
     }
 
+    #[inline]
     fn is_async(&self, entry: &ClosureEntry) -> bool {
-        matches!(entry, ClosureEntry::Async { .. })
+        entry.is_async()
     }
 
     fn launch(
         &self,
         lane: &Arc<LaneCore<Self>>,
-        key: &(dyn Any + Send + Sync),
+        _key: &(dyn Any + Send + Sync),
         registry: &Arc<Registry>,
         entry: ClosureEntry,
     ) -> Ran {
-        match entry {
-            ClosureEntry::Async { fut, .. } => {
+        match entry.into_parts() {
+            Parts::Launch(fut) => {
                 fut.launch(registry, Release::Resume(lane.clone()));
                 Ran::Suspended
             }
-            other => Ran::Done(self.run(key, other)),
+            Parts::Task(task) => Ran::Done(task.run()),
+            // Never launched: a runner stops at barriers (rule 6).
+            Parts::Many(_) => Ran::Done(Ok(())),
         }
     }
 
+    #[inline]
     fn run(&self, _key: &(dyn Any + Send + Sync), entry: ClosureEntry) -> Result<(), PanicReport> {
-        match entry {
-            ClosureEntry::One { task, .. } => task.run(),
-            // Never taken as a chunk entry: `take_chunk` stops at barriers.
-            ClosureEntry::Many(_) => Ok(()),
-            // Never taken as a chunk entry either (rule 7); run here if it ever were.
-            ClosureEntry::Async { fut, .. } => Task::new(fut.into_runnable(Weak::new())).run(),
-        }
+        entry.run()
     }
 
     fn abandon(&self, entry: ClosureEntry, why: Abandon) -> Result<(), PanicReport> {
-        match entry {
-            ClosureEntry::One { task, .. } => task.abandon_reporting(why),
-            ClosureEntry::Many(_) => Ok(()),
-            ClosureEntry::Async { fut, .. } => catch_unwind(AssertUnwindSafe(|| fut.abandon(why)))
-                .map_err(|p| PanicReport::new(panic_message(&*p).to_owned())),
-        }
+        entry.abandon(why)
     }
 
     fn pending(lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<PendingTask> {
-        match entry {
-            ClosureEntry::One { task, .. } => {
-                let context = lane.clone() as Arc<dyn ContextOf>;
-                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
-            }
-            ClosureEntry::Many(multi) => multi.hand_back(),
+        let task = match entry.into_parts() {
+            Parts::Task(task) => task,
+            Parts::Many(multi) => return multi.hand_back(),
             // Handed back unstarted: run, it blocks on the future (no lane to hold any more).
-            ClosureEntry::Async { fut, .. } => {
-                let context = lane.clone() as Arc<dyn ContextOf>;
-                let task = Task::new(fut.into_runnable(Weak::new()));
-                Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
-            }
-        }
+            Parts::Launch(fut) => Task::new(fut.into_runnable(Weak::new())),
+        };
+        let context = lane.clone() as Arc<dyn ContextOf>;
+        Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))
     }
 
+    #[inline]
     fn barrier(entry: &ClosureEntry) -> Option<&Arc<dyn Barrier>> {
-        match entry {
-            ClosureEntry::Many(multi) => Some(multi),
-            ClosureEntry::One { .. } | ClosureEntry::Async { .. } => None,
-        }
+        entry.barrier()
     }
 }
 
@@ -120,7 +92,7 @@ pub(crate) type MakeEntry<'a, T> = &'a mut dyn FnMut() -> (T, ClosureEntry);
 /// `place` calls the maker it is given once it has found the lanes (under their shard locks) and
 /// queues the entry. When a key's `Hash`, `Eq` or `Drop` panics first, `place` answers
 /// `KeyPanicked` without calling it: the admission is taken back and the task handed back.
-pub(crate) fn admit_then<F, T, W>(
+pub(crate) fn admit_then<F, T, R, W>(
     registry: &Registry,
     f: F,
     coalescing: bool,
@@ -128,11 +100,12 @@ pub(crate) fn admit_then<F, T, W>(
     place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
 ) -> Result<T, SubmitError<F>>
 where
-    W: FnOnce(F) -> (T, Task),
+    R: Runnable + 'static,
+    W: FnOnce(F) -> (T, R),
 {
     let wrap = move |f| {
         let (out, task) = wrap(f);
-        (out, ClosureEntry::One { task, coalescing })
+        (out, ClosureEntry::task(task, coalescing))
     };
     admit_entry_then(registry, f, wrap, place)
 }
@@ -169,15 +142,9 @@ where
 {
     match not_plain {
         NotPlain::Timed => {
-            let timed = move |f| match wrap(f) {
-                (out, ClosureEntry::One { task, coalescing }) => (
-                    out,
-                    ClosureEntry::One {
-                        task: registry.timed(task),
-                        coalescing,
-                    },
-                ),
-                other => other,
+            let timed = move |f| {
+                let (out, entry) = wrap(f);
+                (out, timed_entry(registry, entry))
             };
             place_admitted(registry, f, timed, place)
         }
@@ -188,6 +155,17 @@ where
             drop_quietly(place);
             Err(refused(why, f))
         }
+    }
+}
+
+/// `entry`, timed by the pool's meter when it is a task of its lane alone; a future or a
+/// multi-key task's stand-in is counted, not timed, and comes back as it was.
+fn timed_entry(registry: &Registry, entry: ClosureEntry) -> ClosureEntry {
+    let coalescing = entry.is_coalescing();
+    match entry.into_parts() {
+        Parts::Task(task) => ClosureEntry::task(registry.timed(task), coalescing),
+        Parts::Launch(fut) => ClosureEntry::future(fut, coalescing),
+        Parts::Many(multi) => ClosureEntry::many(multi),
     }
 }
 
@@ -219,31 +197,31 @@ where
     }
 }
 
-pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Task) {
-    ((), Task::new(Plain(f)))
+pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Plain<F>) {
+    ((), Plain(f))
 }
 
-pub(crate) fn with_handle<F, T>(f: F) -> (TaskHandle<T>, Task)
+pub(crate) fn with_handle<F, T>(f: F) -> (TaskHandle<T>, WithHandle<F, T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (handle, task) = TaskHandle::pair(f);
-    (handle, Task::new(task))
+    TaskHandle::pair(f)
 }
 
 /// Queues `f` (made a task by `wrap`) in the lane of `ctx`, admitted first; refused, it comes
 /// back in the error.
-pub(crate) fn submit<K, F, T>(
+pub(crate) fn submit<K, F, T, R>(
     registry: &Arc<Registry>,
     lanes: &Arc<LaneTable<Closures>>,
     ctx: K,
     f: F,
     coalescing: bool,
-    wrap: impl FnOnce(F) -> (T, Task),
+    wrap: impl FnOnce(F) -> (T, R),
 ) -> Result<T, SubmitError<F>>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    R: Runnable + 'static,
 {
     admit_then(registry, f, coalescing, wrap, |make| {
         lanes.submit(registry, ctx, make)
@@ -280,17 +258,17 @@ pub(crate) fn push_entry<F, T>(
 }
 
 /// [`push_entry`] for a closure task (`wrap` makes the task).
-pub(crate) fn push<F, T>(
+pub(crate) fn push<F, T, R: Runnable + 'static>(
     registry: &Arc<Registry>,
     lanes: &Arc<LaneTable<Closures>>,
     lane: &Arc<LaneCore<Closures>>,
     f: F,
     coalescing: bool,
-    wrap: impl FnOnce(F) -> (T, Task),
+    wrap: impl FnOnce(F) -> (T, R),
 ) -> Result<T, SubmitError<F>> {
     push_entry(registry, lanes, lane, f, move |f| {
         let (out, task) = wrap(f);
-        (out, ClosureEntry::One { task, coalescing })
+        (out, ClosureEntry::task(task, coalescing))
     })
 }
 
@@ -323,10 +301,7 @@ where
             back.extend(tasks);
             return Err(refused(why, back));
         }
-        batch.entries.push(ClosureEntry::One {
-            task: Task::new(Plain(f)),
-            coalescing: false,
-        });
+        batch.entries.push(ClosureEntry::task(Plain(f), false));
         if batch.entries.len() == BATCH_RUN {
             batch.queue();
         }

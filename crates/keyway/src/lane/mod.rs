@@ -22,6 +22,7 @@
 //!   multi-key tasks, and of pinned lanes' table references.
 
 pub(crate) mod closures;
+mod entry;
 mod key;
 pub(crate) mod keyed;
 mod pool_handle;

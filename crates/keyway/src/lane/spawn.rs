@@ -19,7 +19,7 @@ where
 {
     let (handle, completer) = TaskHandle::for_future();
     let fut = Launcher::new(fut, Some(completer));
-    (handle, ClosureEntry::Async { fut, coalescing })
+    (handle, ClosureEntry::future(fut, coalescing))
 }
 
 /// A fire-and-forget future's lane entry: no handle (`Pool::execute_async_sequential`).
@@ -28,13 +28,7 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let fut = Launcher::new(fut, None);
-    (
-        (),
-        ClosureEntry::Async {
-            fut,
-            coalescing: false,
-        },
-    )
+    ((), ClosureEntry::future(fut, false))
 }
 
 /// Runs `fut` in the lane of `ctx` (`coalescing`: it may replace, and be replaced by, the

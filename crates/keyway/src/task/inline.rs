@@ -18,9 +18,9 @@
 //!
 //! Every `// SAFETY:` comment here and in the vtables built on this store cites these:
 //!
-//! 1. **Fit or box, by type.** A value of type `T` is kept in `data` itself when `fits::<T>()`
-//!    (its size and alignment are no larger than [`Words`]'), and as a `Box<T>` otherwise. The
-//!    choice depends on `T` alone, so `InlineBox::new` (which stores) and `Slot`'s accessors
+//! 1. **Fit or box, by type.** A value of type `T` is kept in `data` itself when
+//!    `fits::<T, N>()` (its size is at most the store's `N` words, [`Words`], and its alignment
+//!    at most a word's), and as a `Box<T>` otherwise. The choice depends on `T` and `N` alone, so `InlineBox::new` (which stores) and `Slot`'s accessors
 //!    (which read back) agree on the layout; it is a constant and compiles away.
 //! 2. **One type per vtable.** `InlineBox::new::<T>` stores a `T` together with
 //!    `<V as VTableFor<T>>::VTABLE`, and neither changes afterwards. A function of that vtable
@@ -37,49 +37,50 @@
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
-/// Words of a value kept in place.
+/// Words of a value kept in place by default (a store may choose fewer: `N`).
 pub(crate) const WORDS: usize = 4;
 
-/// The in-place storage.
-pub(crate) type Words = [usize; WORDS];
+/// The in-place storage of `N` words.
+pub(crate) type Words<const N: usize = WORDS> = [usize; N];
 
-/// True if a `T` is kept in place (rule 1).
-const fn fits<T>() -> bool {
-    size_of::<T>() <= size_of::<Words>() && align_of::<T>() <= align_of::<Words>()
+/// True if a `T` is kept in place in `N` words (rule 1).
+pub(crate) const fn fits<T, const N: usize>() -> bool {
+    size_of::<T>() <= size_of::<Words<N>>() && align_of::<T>() <= align_of::<usize>()
 }
 
-/// What every vtable of an [`InlineBox`] can do: drop a value it was made for.
-pub(crate) trait VTable: Sync + 'static {
+/// What every vtable of an [`InlineBox`] of `N` words can do: drop a value it was made for.
+pub(crate) trait VTable<const N: usize = WORDS>: Sync + 'static {
     /// Drops the value in `slot`, which holds the type this vtable instance was made for.
-    fn drop_value(&self, slot: Slot<'_>);
+    fn drop_value(&self, slot: Slot<'_, N>);
 }
 
 /// The instance of the vtable `Self` for stored values of type `T` (rule 2).
-pub(crate) trait VTableFor<T>: VTable {
+pub(crate) trait VTableFor<T, const N: usize = WORDS>: VTable<N> {
     /// The vtable of every `InlineBox` holding a `T`.
     const VTABLE: &'static Self;
 }
 
-/// One value of a type known to `vtable`, in place or boxed (see the module documentation).
-pub(crate) struct InlineBox<V: VTable> {
+/// One value of a type known to `vtable`, in place or boxed (see the module documentation),
+/// with `N` words of place.
+pub(crate) struct InlineBox<V: VTable<N>, const N: usize = WORDS> {
     vtable: &'static V,
-    data: MaybeUninit<Words>,
+    data: MaybeUninit<Words<N>>,
     /// Not `Sync` (the value need not be), and `Send` only through the impl below.
     _not_sync: PhantomData<*mut ()>,
 }
 
 // SAFETY: rule 4 — only `Send` values are stored; the vtable is `Sync` (`VTable`'s bound).
-unsafe impl<V: VTable> Send for InlineBox<V> {}
+unsafe impl<V: VTable<N>, const N: usize> Send for InlineBox<V, N> {}
 
-impl<V: VTable> InlineBox<V> {
+impl<V: VTable<N>, const N: usize> InlineBox<V, N> {
     /// Stores `value`: in place if it fits, boxed otherwise.
     #[inline]
     pub(crate) fn new<T: Send + 'static>(value: T) -> Self
     where
-        V: VTableFor<T>,
+        V: VTableFor<T, N>,
     {
-        let mut data = MaybeUninit::<Words>::uninit();
-        if fits::<T>() {
+        let mut data = MaybeUninit::<Words<N>>::uninit();
+        if fits::<T, N>() {
             // SAFETY: rule 1 — a `T` fits and is aligned for `Words` (just checked); `data` is
             // uninitialised, so nothing is overwritten.
             unsafe { data.as_mut_ptr().cast::<T>().write(value) };
@@ -89,7 +90,7 @@ impl<V: VTable> InlineBox<V> {
             unsafe { data.as_mut_ptr().cast::<Box<T>>().write(Box::new(value)) };
         }
         InlineBox {
-            vtable: <V as VTableFor<T>>::VTABLE,
+            vtable: <V as VTableFor<T, N>>::VTABLE,
             data,
             _not_sync: PhantomData,
         }
@@ -103,7 +104,7 @@ impl<V: VTable> InlineBox<V> {
 
     /// Borrows the stored value, for a vtable function that only looks at it.
     #[inline]
-    pub(crate) fn slot_ref(&self) -> SlotRef<'_> {
+    pub(crate) fn slot_ref(&self) -> SlotRef<'_, N> {
         SlotRef {
             data: self.data.as_ptr(),
             _live: PhantomData,
@@ -114,7 +115,7 @@ impl<V: VTable> InlineBox<V> {
     /// one function of that vtable (rules 2, 3). The store is not dropped afterwards, even if
     /// `f` unwinds.
     #[inline]
-    pub(crate) fn consume<R>(self, f: impl FnOnce(&'static V, Slot<'_>) -> R) -> R {
+    pub(crate) fn consume<R>(self, f: impl FnOnce(&'static V, Slot<'_, N>) -> R) -> R {
         let mut this = ManuallyDrop::new(self);
         let vtable = this.vtable;
         f(
@@ -127,7 +128,7 @@ impl<V: VTable> InlineBox<V> {
     }
 }
 
-impl<V: VTable> Drop for InlineBox<V> {
+impl<V: VTable<N>, const N: usize> Drop for InlineBox<V, N> {
     fn drop(&mut self) {
         let slot = Slot {
             data: self.data.as_mut_ptr(),
@@ -141,19 +142,19 @@ impl<V: VTable> Drop for InlineBox<V> {
 
 /// The live value of a consumed [`InlineBox`], owned: it must be taken or dropped by the one
 /// vtable function it is given to (rule 3).
-pub(crate) struct Slot<'a> {
-    data: *mut Words,
-    _live: PhantomData<&'a mut Words>,
+pub(crate) struct Slot<'a, const N: usize = WORDS> {
+    data: *mut Words<N>,
+    _live: PhantomData<&'a mut Words<N>>,
 }
 
-impl Slot<'_> {
+impl<const N: usize> Slot<'_, N> {
     /// Moves the value out (and frees its box, if it had one).
     ///
     /// # Safety
     /// The slot holds a live `T` (rule 2: called from a function of `VTableFor<T>::VTABLE`).
     #[inline]
     pub(crate) unsafe fn take<T>(self) -> T {
-        if fits::<T>() {
+        if fits::<T, N>() {
             // SAFETY: rules 1, 2 — a live `T` in place, read once (rule 3: `self` is consumed).
             unsafe { self.data.cast::<T>().read() }
         } else {
@@ -168,7 +169,7 @@ impl Slot<'_> {
     /// As for [`take`](Slot::take).
     #[inline]
     pub(crate) unsafe fn drop_value<T>(self) {
-        if fits::<T>() {
+        if fits::<T, N>() {
             // SAFETY: rules 1, 2 — a live `T` in place, dropped once (rule 3).
             unsafe { self.data.cast::<T>().drop_in_place() }
         } else {
@@ -179,19 +180,19 @@ impl Slot<'_> {
 }
 
 /// The live value of an [`InlineBox`], borrowed.
-pub(crate) struct SlotRef<'a> {
-    data: *const Words,
-    _live: PhantomData<&'a Words>,
+pub(crate) struct SlotRef<'a, const N: usize = WORDS> {
+    data: *const Words<N>,
+    _live: PhantomData<&'a Words<N>>,
 }
 
-impl<'a> SlotRef<'a> {
+impl<'a, const N: usize> SlotRef<'a, N> {
     /// The value.
     ///
     /// # Safety
     /// The slot holds a live `T` (rule 2: called from a function of `VTableFor<T>::VTABLE`).
     #[inline]
     pub(crate) unsafe fn get<T>(self) -> &'a T {
-        if fits::<T>() {
+        if fits::<T, N>() {
             // SAFETY: rules 1, 2, 3 — a live `T` in place, borrowed for as long as the box.
             unsafe { &*self.data.cast::<T>() }
         } else {
@@ -241,7 +242,7 @@ mod tests {
     }
 
     fn check<const N: usize>(inline: bool) {
-        assert_eq!(fits::<Counted<N>>(), inline);
+        assert_eq!(fits::<Counted<N>, WORDS>(), inline);
         let drops = Arc::new(AtomicUsize::new(0));
         let make = || InlineBox::<Ops>::new(Counted(drops.clone(), [2; N]));
         let b = make();

@@ -25,10 +25,10 @@ pub(crate) use contain::{contain, drop_quietly, wake_quietly};
 pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
 #[cfg(test)]
-pub(crate) use inline::WORDS;
+pub(crate) use inline::{fits, WORDS};
 pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
-pub(crate) use raw::Task;
+pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

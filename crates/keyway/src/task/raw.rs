@@ -30,19 +30,26 @@ impl<R: Runnable + 'static> VTableFor<R> for TaskVTable {
         run: |slot| unsafe { slot.take::<R>() }.run(),
         // SAFETY: rule 2, as for `run`.
         abandon: |slot, why| unsafe { slot.take::<R>() }.abandon(why),
-        drop: |slot| {
-            // SAFETY: rule 2, as for `run`.
-            let drop = || unsafe { slot.drop_value::<R>() };
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(drop)) {
-                log_drop_panic(panic_message(&*payload));
-            }
-        },
+        // SAFETY: rule 2, as for `run`.
+        drop: |slot| drop_contained(|| unsafe { slot.drop_value::<R>() }),
     };
 }
 
 /// One task, run once or abandoned once (or dropped, which counts as abandoned unannounced).
 /// Dropping it never unwinds: a panicking capture drop is logged.
 pub(crate) struct Task(InlineBox<TaskVTable>);
+
+/// A stored task is itself runnable, so a wrapper made of one (the pool's sampled timing) can be
+/// stored again, in a lane's entry say.
+impl Runnable for Task {
+    fn run(self) -> Result<(), PanicReport> {
+        Task::run(self)
+    }
+
+    fn abandon(self, why: Abandon) {
+        Task::abandon(self, why)
+    }
+}
 
 impl Task {
     #[inline]
@@ -55,15 +62,7 @@ impl Task {
     /// (on the cancelled path too). A panic in any of them comes back as a report.
     pub(crate) fn run(self) -> Result<(), PanicReport> {
         // If the call unwinds, the value was consumed by it (`Runnable::run` takes it by value).
-        let run = || self.0.consume(|vtable, slot| (vtable.run)(slot));
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(outcome) => outcome,
-            Err(payload) => {
-                let report = PanicReport::new(panic_message(&*payload).to_owned());
-                super::drop_quietly(payload);
-                Err(report)
-            }
-        }
+        run_contained(|| self.0.consume(|vtable, slot| (vtable.run)(slot)))
     }
 
     /// Drops the task unrun, telling its handle why. Never unwinds: a panicking capture drop
@@ -77,9 +76,40 @@ impl Task {
     /// Drops the task unrun, telling its handle why. Never unwinds: a panicking capture drop
     /// comes back as its report, for the caller to report to the pool.
     pub(crate) fn abandon_reporting(self, why: Abandon) -> Result<(), PanicReport> {
-        let abandon = || self.0.consume(|vtable, slot| (vtable.abandon)(slot, why));
-        catch_unwind(AssertUnwindSafe(abandon))
-            .map_err(|payload| PanicReport::new(panic_message(&*payload).to_owned()))
+        abandon_contained(|| self.0.consume(|vtable, slot| (vtable.abandon)(slot, why)))
+    }
+}
+
+/// Runs `run` (which consumes a stored task and runs it), catching whatever unwinds out of it:
+/// the containment boundary of every task the pool runs (a [`Task`], a lane's entry). A panic
+/// comes back as a report.
+#[inline]
+pub(crate) fn run_contained(
+    run: impl FnOnce() -> Result<(), PanicReport>,
+) -> Result<(), PanicReport> {
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(outcome) => outcome,
+        Err(payload) => {
+            let report = PanicReport::new(panic_message(&*payload).to_owned());
+            super::drop_quietly(payload);
+            Err(report)
+        }
+    }
+}
+
+/// Runs `abandon` (which consumes a stored task unrun), catching whatever unwinds out of it: a
+/// panicking capture drop comes back as its report.
+#[inline]
+pub(crate) fn abandon_contained(abandon: impl FnOnce()) -> Result<(), PanicReport> {
+    catch_unwind(AssertUnwindSafe(abandon))
+        .map_err(|payload| PanicReport::new(panic_message(&*payload).to_owned()))
+}
+
+/// Drops a stored value in place, logging a panic of its drop instead of unwinding.
+#[inline]
+pub(crate) fn drop_contained(drop: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(drop)) {
+        log_drop_panic(panic_message(&*payload));
     }
 }
 

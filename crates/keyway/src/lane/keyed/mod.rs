@@ -41,7 +41,8 @@ use super::key::{catch_key, KeyPanicked};
 use super::table::{LaneCore, LaneTable};
 use crate::engine::{Registry, Work};
 use crate::error::SubmitError;
-use crate::task::{drop_quietly, Task};
+use crate::lane::entry::Parts;
+use crate::task::{drop_quietly, Runnable, Task};
 use run::{Body, MultiTask};
 
 /// Appends a multi-key task to the lanes of `keys` (two or more distinct keys). A panic of a
@@ -166,10 +167,10 @@ fn push_new<T>(
     make: MakeEntry<'_, T>,
 ) -> (T, Arc<MultiTask>, usize) {
     let (out, entry) = make();
-    let body = match entry {
-        ClosureEntry::One { task, .. } => Body::Run(task),
-        ClosureEntry::Async { fut, .. } => Body::Launch(fut),
-        ClosureEntry::Many(_) => unreachable!("admit_then makes single entries"),
+    let body = match entry.into_parts() {
+        Parts::Task(task) => Body::Run(task),
+        Parts::Launch(fut) => Body::Launch(fut),
+        Parts::Many(_) => unreachable!("admit_then makes single entries"),
     };
     let multi = cells::new_task(body, lanes);
     let fresh = multi
@@ -191,25 +192,20 @@ fn count_fresh(registry: &Arc<Registry>, multi: Arc<MultiTask>, fresh: usize) {
 }
 
 /// Runs `f` (made a task by `wrap`) holding every key in `keys` (`Pool::execute_keyed`).
-pub(crate) fn submit<K, F, T>(
+pub(crate) fn submit<K, F, T, R>(
     registry: &Arc<Registry>,
     lanes: &Arc<LaneTable<Closures>>,
     keys: impl IntoIterator<Item = K>,
     f: F,
-    wrap: impl FnOnce(F) -> (T, Task),
+    wrap: impl FnOnce(F) -> (T, R),
 ) -> Result<T, SubmitError<F>>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    R: Runnable + 'static,
 {
     let wrap = |f| {
         let (out, task) = wrap(f);
-        (
-            out,
-            ClosureEntry::One {
-                task,
-                coalescing: false,
-            },
-        )
+        (out, ClosureEntry::task(task, false))
     };
     submit_entry(registry, lanes, keys, f, wrap)
 }
@@ -239,18 +235,16 @@ where
         return Err(SubmitError::KeyPanicked(f));
     };
     admit_entry_then(registry, f, wrap, |make| match distinct.len() {
-        0 => match make() {
-            (out, ClosureEntry::One { task, .. }) => {
-                registry.schedule(Work::Task(task));
-                Ok(out)
-            }
-            (out, ClosureEntry::Async { fut, .. }) => {
-                let task = fut.into_runnable(Arc::downgrade(registry));
-                registry.schedule(Work::Task(Task::new(task)));
-                Ok(out)
-            }
-            (_, ClosureEntry::Many(_)) => unreachable!("admit_then makes single entries"),
-        },
+        0 => {
+            let (out, entry) = make();
+            let task = match entry.into_parts() {
+                Parts::Task(task) => task,
+                Parts::Launch(fut) => Task::new(fut.into_runnable(Arc::downgrade(registry))),
+                Parts::Many(_) => unreachable!("admit_then makes single entries"),
+            };
+            registry.schedule(Work::Task(task));
+            Ok(out)
+        }
         1 => match distinct.pop() {
             Some(key) => lanes.submit(registry, key, make),
             None => unreachable!("one key"),

@@ -22,7 +22,7 @@ pub(crate) enum Passed {
 
 /// True if `entry` is the multi-key task `multi`.
 fn is(entry: Option<&ClosureEntry>, multi: &MultiTask) -> bool {
-    matches!(entry, Some(ClosureEntry::Many(m)) if std::ptr::addr_eq(Arc::as_ptr(m), multi))
+    matches!(entry.and_then(ClosureEntry::barrier), Some(m) if std::ptr::addr_eq(Arc::as_ptr(m), multi))
 }
 
 impl LaneCore<Closures> {
@@ -36,7 +36,7 @@ impl LaneCore<Closures> {
     ) -> bool {
         let mut st = self.state.lock();
         st.queue
-            .push_back(ClosureEntry::Many(multi.clone() as Arc<dyn Barrier>));
+            .push_back(ClosureEntry::many(multi.clone() as Arc<dyn Barrier>));
         let fresh = st.table.is_none();
         if fresh {
             st.schedule(table);
@@ -59,10 +59,10 @@ impl LaneCore<Closures> {
                 return Passed::Done;
             }
             st.queue.pop_front();
-            match st.queue.front() {
+            match st.queue.front().map(ClosureEntry::barrier) {
                 None => st.turn_idle(self.pinned()),
-                Some(ClosureEntry::Many(next)) => return arrive_next(next),
-                Some(_) => return Passed::Restart(self.clone()),
+                Some(Some(next)) => return arrive_next(next),
+                Some(None) => return Passed::Restart(self.clone()),
             }
         };
         self.let_go(idle);

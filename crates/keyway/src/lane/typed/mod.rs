@@ -326,7 +326,13 @@ where
         return Err(refused(why, ()));
     }
     let (handle, task) = with_handle(|| ());
-    match push(registry, table, key, Box::new(task), Entry::Flush) {
+    match push(
+        registry,
+        table,
+        key,
+        Box::new(Task::new(task)),
+        Entry::Flush,
+    ) {
         Ok(()) => Ok(handle),
         Err(task) => {
             drop(task); // never ran, never will: its handle is dropped with it
