@@ -274,6 +274,12 @@ impl Pool {
     /// Returns true once idle; false, at once, when called from one of the pool's own threads,
     /// whose running task keeps the pool busy (a task cannot wait for itself).
     ///
+    /// Idle counts tasks, not lanes: a runner lets its lane go (and, with
+    /// [`idle_lanes(0)`](crate::PoolBuilder::idle_lanes), frees it) just after the lane's last
+    /// task is counted finished, so right after this returns [`Stats::live_lanes`](crate::Stats)
+    /// may still count a lane whose runner has not let go yet; it drops by itself within
+    /// moments. Lanes kept idle stay as [`keep_idle`](crate::PoolBuilder::keep_idle) says.
+    ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;

@@ -1,0 +1,304 @@
+//! Async typed lanes (`typed_lanes_async`) as one driver per lane activation handles them: the
+//! messages a driver takes from its lane itself (not only the one a runner launched) keep every
+//! guarantee — panics contained with the key going on, `shutdown_now` cancelling the started
+//! message and handing back exactly the unstarted ones, idle lanes freed.
+
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{fixed_pool, Latch};
+
+enum Msg {
+    /// Holds the lane until the test opens it, so the messages behind it queue up and one
+    /// driver takes them one after another.
+    Gate(futures::channel::oneshot::Receiver<()>),
+    N(u32),
+}
+
+/// A handler that panics before making its future, and a future that panics after an await,
+/// in the middle of a run of queued messages: each is reported once, in its key's context, and
+/// the key's other messages still run, in order (ready ones and yielding ones).
+#[test]
+fn panics_inside_a_drivers_run_are_contained_and_the_key_goes_on() {
+    let hashes = Arc::new(Mutex::new(Vec::new()));
+    let seen = hashes.clone();
+    let pool = keyway::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .panic_hook(move |r| seen.lock().unwrap().push(r.context_hash()))
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u32, msg: Msg| {
+        assert!(!matches!(msg, Msg::N(3)), "the handler panics on 3");
+        let sink = sink.clone();
+        async move {
+            match msg {
+                Msg::Gate(open) => drop(open.await),
+                Msg::N(n) => {
+                    if n % 2 == 0 {
+                        keyway::yield_now().await;
+                    }
+                    assert!(n != 6, "the future panics on 6");
+                    sink.lock().unwrap().push(n);
+                }
+            }
+        }
+    });
+    let (open, gate) = futures::channel::oneshot::channel();
+    lanes.send(7, Msg::Gate(gate)).unwrap();
+    for n in 0..200 {
+        lanes.send(7, Msg::N(n)).unwrap();
+    }
+    open.send(()).unwrap();
+    lanes.flush(7).unwrap().join().unwrap();
+    let want: Vec<u32> = (0..200).filter(|n| *n != 3 && *n != 6).collect();
+    assert_eq!(*log.lock().unwrap(), want);
+    assert_eq!(pool.stats().panicked_tasks, 2);
+    let key = pool.context_hash(&7u32);
+    assert_eq!(*hashes.lock().unwrap(), vec![Some(key), Some(key)]);
+    pool.shutdown();
+}
+
+/// `shutdown_now` while a driver waits in the middle of its lane: the messages it already
+/// handled stay handled, the started one is cancelled at its await (its future dropped), and
+/// exactly the unstarted ones come back, in order, as messages.
+#[test]
+fn shutdown_now_cancels_a_drivers_message_and_hands_back_the_rest() {
+    let pool = fixed_pool(1);
+    let (started, dropped) = (Latch::new(1), Latch::new(1));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (sink, s, d) = (log.clone(), started.clone(), dropped.clone());
+    struct OnDrop(Latch);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.count_down();
+        }
+    }
+    let lanes = pool.typed_lanes_async(move |_: &u32, n: u32| {
+        let (sink, s, d) = (sink.clone(), s.clone(), d.clone());
+        async move {
+            keyway::yield_now().await;
+            if n == 3 {
+                let _guard = OnDrop(d);
+                s.count_down();
+                std::future::pending::<()>().await;
+            }
+            sink.lock().unwrap().push(n);
+        }
+    });
+    for n in 0..10 {
+        lanes.send(1, n).unwrap();
+    }
+    started.wait();
+    let pending = pool.shutdown_now();
+    assert!(
+        dropped.wait_for(common::HANG),
+        "the started message was cancelled"
+    );
+    let back: Vec<u32> = pending
+        .into_iter()
+        .map(|p| match p.into_message::<u32>() {
+            Ok(n) => n,
+            Err(_) => panic!("not a message of the lane"),
+        })
+        .collect();
+    assert_eq!(back, (4..10).collect::<Vec<_>>());
+    assert_eq!(*log.lock().unwrap(), vec![0, 1, 2]);
+    // The cancelled message is counted finished right after its future's drop.
+    common::eventually("nothing unfinished", || {
+        pool.stats().unfinished_tasks() == 0
+    });
+}
+
+/// Two fixed threads and a monitor that frees idle lanes every 10 ms.
+fn quick_monitor_pool() -> keyway::Pool {
+    keyway::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .monitor_period(Duration::from_millis(10))
+        .build()
+        .unwrap()
+}
+
+/// A driver that found its lane empty lets the lane go: idle lanes are freed (rule 3), and a
+/// key used again gets a lane that runs.
+#[test]
+fn async_typed_lanes_are_freed_when_idle() {
+    let pool = quick_monitor_pool();
+    let done = Arc::new(Mutex::new(0u32));
+    let count = done.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u32, _: ()| {
+        let count = count.clone();
+        async move {
+            keyway::yield_now().await;
+            *count.lock().unwrap() += 1;
+        }
+    });
+    for round in 1..=2 {
+        for key in 0..300 {
+            lanes.send(key, ()).unwrap();
+        }
+        common::eventually("every message handled", || {
+            *done.lock().unwrap() == 300 * round
+        });
+        common::eventually("every idle lane freed", || pool.stats().live_lanes == 0);
+    }
+    pool.shutdown();
+}
+
+/// A `TypedLane` handle and `TypedLanes::send` with the same key share one lane and one order;
+/// the handle keeps its lane in the table while it exists (pinned), and the lane is freed once
+/// the last handle is dropped.
+#[test]
+fn a_typed_lane_handle_shares_its_keys_order_and_pins_the_lane() {
+    let pool = quick_monitor_pool();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
+        let (sink, key) = (sink.clone(), *key);
+        async move {
+            keyway::yield_now().await;
+            sink.lock().unwrap().push((key, n));
+        }
+    });
+    let lane = lanes.lane(5);
+    let other = lane.clone();
+    assert_eq!(*other.key(), 5);
+    for n in 0..300 {
+        match n % 3 {
+            0 => lane.send(n).unwrap(),
+            1 => other.send(n).unwrap(),
+            _ => lanes.send(5, n).unwrap(),
+        }
+    }
+    lanes.flush(5).unwrap().join().unwrap();
+    let want: Vec<(u32, u32)> = (0..300).map(|n| (5, n)).collect();
+    assert_eq!(*log.lock().unwrap(), want);
+    // Idle but pinned: kept (the monitor frees unpinned idle lanes within a period or two).
+    lanes.send(6, 0).unwrap();
+    common::eventually("the unpinned lane freed", || pool.stats().live_lanes == 1);
+    drop(lane);
+    assert_eq!(pool.stats().live_lanes, 1, "still pinned by the clone");
+    drop(other);
+    common::eventually("the lane freed after its last handle", || {
+        pool.stats().live_lanes == 0
+    });
+    pool.shutdown();
+}
+
+/// `shutdown_now` racing drivers whose messages yield (each yield resumed in place by its
+/// worker, up to its streak) on many keys, 20 seeds: every message is handled, cancelled at a
+/// yield, or handed back, exactly one of the three; per key, the handled ones ran in order and the
+/// handed-back ones are the key's last messages, in order; nothing stays unfinished.
+#[test]
+fn shutdown_now_racing_yielding_drivers_accounts_for_every_message_once() {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const KEYS: u32 = 64;
+    const MESSAGES: u32 = 20_000;
+    for seed in 0..20u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let pool = fixed_pool(2);
+        // Per message: 0 not started, 1 handled, 2 cancelled at a yield.
+        let fate: Arc<Vec<Mutex<u8>>> = Arc::new((0..MESSAGES).map(|_| Mutex::new(0)).collect());
+        let order: Arc<Vec<Mutex<Vec<u32>>>> =
+            Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
+        let handled = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (f, o, h) = (fate.clone(), order.clone(), handled.clone());
+        let lanes = pool.typed_lanes_async(move |key: &u32, n: u32| {
+            let (fate, order, handled, key) = (f.clone(), o.clone(), h.clone(), *key);
+            async move {
+                /// Marks its message cancelled if its future is dropped before the end.
+                struct Cancelled<'a>(&'a Mutex<u8>, AtomicBool);
+                impl Drop for Cancelled<'_> {
+                    fn drop(&mut self) {
+                        if !self.1.load(Ordering::Relaxed) {
+                            *self.0.lock().unwrap() = 2;
+                        }
+                    }
+                }
+                let guard = Cancelled(&fate[n as usize], AtomicBool::new(false));
+                for _ in 0..n % 8 {
+                    keyway::yield_now().await;
+                }
+                order[key as usize].lock().unwrap().push(n);
+                *fate[n as usize].lock().unwrap() = 1;
+                guard.1.store(true, Ordering::Relaxed);
+                handled.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let stop_after = rng.gen_range(0..MESSAGES);
+        let mut sent = Vec::new();
+        for n in 0..MESSAGES {
+            let key = rng.gen_range(0..KEYS);
+            lanes.send(key, n).unwrap();
+            sent.push(key);
+            if n == stop_after {
+                break;
+            }
+        }
+        // Let the workers get some way into the lanes first (any way, by seed).
+        let target = rng.gen_range(0..=sent.len() as u32 / 2);
+        while handled.load(Ordering::Relaxed) < target {
+            std::thread::yield_now();
+        }
+        let back: Vec<u32> = pool
+            .shutdown_now()
+            .into_iter()
+            .map(|p| match p.into_message::<u32>() {
+                Ok(n) => n,
+                Err(_) => panic!("not a message of the lane"),
+            })
+            .collect();
+        common::eventually("nothing unfinished", || {
+            pool.stats().unfinished_tasks() == 0
+        });
+        for &n in &back {
+            assert_eq!(
+                *fate[n as usize].lock().unwrap(),
+                0,
+                "seed {seed}: {n} ran and came back"
+            );
+        }
+        let handed_back: std::collections::HashSet<u32> = back.iter().copied().collect();
+        assert_eq!(
+            handed_back.len(),
+            back.len(),
+            "seed {seed}: a message came back twice"
+        );
+        for (n, &key) in sent.iter().enumerate() {
+            let n = n as u32;
+            let state = *fate[n as usize].lock().unwrap();
+            assert!(
+                (state != 0) != handed_back.contains(&n),
+                "seed {seed}: message {n} (key {key}) is in state {state}, handed back: {}",
+                handed_back.contains(&n)
+            );
+        }
+        for key in 0..KEYS {
+            let ran = order[key as usize].lock().unwrap();
+            assert!(
+                ran.windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: key {key} out of order"
+            );
+            let mine: Vec<u32> = (0..sent.len() as u32)
+                .filter(|&n| sent[n as usize] == key)
+                .collect();
+            let came_back: Vec<u32> = back
+                .iter()
+                .copied()
+                .filter(|&n| sent[n as usize] == key)
+                .collect();
+            // The handed-back messages of a key are its last ones, in order.
+            assert_eq!(
+                came_back,
+                mine[mine.len() - came_back.len()..],
+                "seed {seed}: key {key}"
+            );
+        }
+    }
+}

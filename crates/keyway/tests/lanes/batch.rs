@@ -1,0 +1,325 @@
+//! Batched submission (`Lane::execute_all`, `Contexts::execute_all`): per-context order and
+//! exclusion under contention, the coalescing rule around a batch, refusals handed back in
+//! order, exact accounting when a batch races `shutdown` and `shutdown_now`, panics contained.
+
+use crate::common;
+
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{hold_workers, Latch};
+use keyway::{Pool, SubmitError};
+
+/// Appends `i` to `log` when run.
+fn logging(log: &Arc<Mutex<Vec<u64>>>, i: u64) -> impl FnOnce() + Send + 'static + use<> {
+    let log = log.clone();
+    move || log.lock().unwrap().push(i)
+}
+
+/// Per context: the sequence numbers in the order they ran, and a flag that catches two tasks of
+/// the context running at once.
+#[derive(Default)]
+struct Context {
+    ran: Mutex<Vec<u64>>,
+    busy: AtomicBool,
+    overlaps: AtomicU64,
+}
+
+impl Context {
+    fn task(self: &Arc<Self>, seq: u64) -> impl FnOnce() + Send + 'static + use<> {
+        let cx = self.clone();
+        move || {
+            if cx.busy.swap(true, Ordering::AcqRel) {
+                cx.overlaps.fetch_add(1, Ordering::Relaxed);
+            }
+            cx.ran.lock().unwrap().push(seq);
+            std::hint::black_box((0..50).sum::<u64>());
+            cx.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Several producers, each owning some contexts, mix single tasks, batches of every length
+/// (empty, one, 64, longer than one internal run) and flushes: every context runs all its tasks
+/// in submission order, one at a time.
+#[test]
+fn batches_keep_per_context_order_and_exclusion_under_contention() {
+    let pool = Pool::builder().core_threads(2).build().unwrap();
+    let producers = 3u64;
+    let contexts_each = 8u64;
+    let cxs: Vec<Arc<Context>> = (0..producers * contexts_each)
+        .map(|_| Arc::new(Context::default()))
+        .collect();
+    let sizes = [0usize, 1, 3, 64, 2_500, 7];
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let (pool, cxs) = (pool.clone(), &cxs);
+            s.spawn(move || {
+                let contexts = pool.contexts::<u64>();
+                let lanes: Vec<_> = (0..contexts_each)
+                    .map(|c| pool.lane(p * contexts_each + c))
+                    .collect();
+                let mut next = vec![1u64; contexts_each as usize];
+                for round in 0..40usize {
+                    for c in 0..contexts_each as usize {
+                        let id = p * contexts_each + c as u64;
+                        let cx = &cxs[id as usize];
+                        let n = sizes[(round + c) % sizes.len()] as u64;
+                        let first = next[c];
+                        let batch = (first..first + n).map(|seq| cx.task(seq));
+                        if round % 2 == 0 {
+                            lanes[c].execute_all(batch).unwrap();
+                        } else {
+                            contexts.execute_all(id, batch).unwrap();
+                        }
+                        lanes[c].execute(cx.task(first + n)).unwrap();
+                        next[c] = first + n + 1;
+                    }
+                }
+            });
+        }
+    });
+    pool.shutdown();
+    for (id, cx) in cxs.iter().enumerate() {
+        let ran = cx.ran.lock().unwrap();
+        assert_eq!(
+            cx.overlaps.load(Ordering::Relaxed),
+            0,
+            "context {id} overlapped"
+        );
+        let expected: Vec<u64> = (1..=ran.len() as u64).collect();
+        assert!(*ran == expected, "context {id} ran out of order");
+        assert!(ran.len() > 2_500, "context {id} ran only {}", ran.len());
+    }
+}
+
+/// A batch's tasks are sequential: a coalescing task pending before it is not replaced by a
+/// later one, and none of the batch is replaced; a coalescing task after the batch replaces only
+/// a coalescing task pushed after it.
+#[test]
+fn a_batch_blocks_coalescing_across_it() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lane = pool.lane("gauge");
+    let gate = common::Gate::new();
+    let started = Latch::new(1);
+    {
+        let (gate, started) = (gate.clone(), started.clone());
+        lane.execute(move || {
+            started.count_down();
+            gate.wait();
+        })
+        .unwrap();
+    }
+    started.wait();
+    lane.execute_coalescing(logging(&log, 1)).unwrap();
+    lane.execute_all([logging(&log, 2), logging(&log, 3)])
+        .unwrap();
+    lane.execute_coalescing(logging(&log, 4)).unwrap();
+    lane.execute_coalescing(logging(&log, 5)).unwrap(); // replaces 4 only
+    gate.open();
+    lane.flush().unwrap().join().unwrap();
+    assert_eq!(*log.lock().unwrap(), [1, 2, 3, 5]);
+    drop(lane);
+    pool.shutdown();
+}
+
+/// A task of a batch that panics is contained: the rest of the batch runs, in order, and the
+/// pool counts one panic.
+#[test]
+fn a_panic_in_a_batch_is_contained() {
+    let pool = Pool::builder().core_threads(1).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lane = pool.lane(1u8);
+    let batch: Vec<Box<dyn FnOnce() + Send>> = (0..10u64)
+        .map(|i| -> Box<dyn FnOnce() + Send> {
+            if i == 4 {
+                Box::new(|| panic!("task 4 fails"))
+            } else {
+                Box::new(logging(&log, i))
+            }
+        })
+        .collect();
+    lane.execute_all(batch).unwrap();
+    lane.flush().unwrap().join().unwrap();
+    assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 5, 6, 7, 8, 9]);
+    assert_eq!(pool.stats().panicked_tasks, 1);
+    drop(lane);
+    pool.shutdown();
+}
+
+/// After `shutdown`, the whole batch comes back, in order.
+#[test]
+fn a_refused_batch_is_handed_back_in_order() {
+    let pool = Pool::new().unwrap();
+    let lane = pool.lane(3u32);
+    pool.shutdown();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let err = lane
+        .execute_all((0..5).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::Shutdown(_)));
+    for task in err.into_inner() {
+        task();
+    }
+    assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 4]);
+    let err = pool
+        .contexts::<u32>()
+        .execute_all(3, (5..7).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert_eq!(err.into_inner().len(), 2);
+}
+
+/// A pool at its capacity takes the head of a batch and hands back the rest: the refused task
+/// and every later one, in order; the accepted ones run.
+#[test]
+fn a_full_pool_takes_the_head_and_hands_back_the_tail() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .capacity(10)
+        .build()
+        .unwrap();
+    let gate = hold_workers(&pool, 1); // one of the 10
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let back = Arc::new(Mutex::new(Vec::new()));
+    let err = pool
+        .contexts::<u8>()
+        .execute_all(1, (0..15).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::Full(_)));
+    let tail = err.into_inner();
+    assert_eq!(tail.len(), 6);
+    for task in tail {
+        task();
+        back.lock().unwrap().extend(log.lock().unwrap().drain(..));
+    }
+    assert_eq!(*back.lock().unwrap(), [9, 10, 11, 12, 13, 14]);
+    gate.open();
+    pool.shutdown();
+    assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+}
+
+/// Batches racing `shutdown`: every task is either refused and handed back, or ran once.
+#[test]
+fn batches_racing_shutdown_lose_nothing() {
+    for seed in 0..8u64 {
+        let pool = Pool::builder().core_threads(2).build().unwrap();
+        let ran = Arc::new(AtomicU64::new(0));
+        let (accepted, refused) = race(&pool, &ran, seed, || {
+            pool.shutdown();
+            0
+        });
+        assert_eq!(ran.load(Ordering::Relaxed), accepted, "seed {seed}");
+        assert_eq!(accepted + refused, TOTAL, "seed {seed}");
+    }
+}
+
+/// Batches racing `shutdown_now`: every accepted task either ran or was handed back by
+/// `shutdown_now`, exactly once; every refused one was handed back to its submitter.
+#[test]
+fn batches_racing_shutdown_now_lose_nothing() {
+    for seed in 0..8u64 {
+        let pool = Pool::builder().core_threads(2).build().unwrap();
+        let ran = Arc::new(AtomicU64::new(0));
+        let (accepted, refused) = race(&pool, &ran, seed, || pool.shutdown_now().len() as u64);
+        assert_eq!(accepted + refused, TOTAL, "seed {seed}");
+        // `race` added what `shutdown_now` handed back to `ran` without running it.
+        assert_eq!(ran.load(Ordering::Relaxed), accepted, "seed {seed}");
+    }
+}
+
+const SUBMITTERS: u64 = 3;
+const BATCHES: u64 = 400;
+const BATCH: u64 = 64;
+const TOTAL: u64 = SUBMITTERS * BATCHES * BATCH;
+
+/// Submitters send batches of `BATCH` tasks (each adds 1 to `ran`) to 13 contexts while `stop`
+/// stops the pool after a spin of `seed`; `stop` answers how many tasks it handed back, which
+/// are counted into `ran` as if run. Returns (accepted, refused).
+fn race(pool: &Pool, ran: &Arc<AtomicU64>, seed: u64, stop: impl FnOnce() -> u64) -> (u64, u64) {
+    let accepted = AtomicU64::new(0);
+    let refused = AtomicU64::new(0);
+    let go = Latch::new(1);
+    std::thread::scope(|s| {
+        for t in 0..SUBMITTERS {
+            let (accepted, refused, go) = (&accepted, &refused, go.clone());
+            s.spawn(move || {
+                go.wait();
+                let contexts = pool.contexts::<u64>();
+                for b in 0..BATCHES {
+                    let batch = (0..BATCH).map(|_| {
+                        let ran = ran.clone();
+                        move || {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    let back = match contexts.execute_all((b + t) % 13, batch) {
+                        Ok(()) => 0,
+                        Err(e) => e.into_inner().len() as u64,
+                    };
+                    refused.fetch_add(back, Ordering::Relaxed);
+                    accepted.fetch_add(BATCH - back, Ordering::Relaxed);
+                }
+            });
+        }
+        go.count_down();
+        for _ in 0..(seed * 20_000) {
+            std::hint::spin_loop();
+        }
+        let handed_back = stop();
+        ran.fetch_add(handed_back, Ordering::Relaxed);
+    });
+    (accepted.into_inner(), refused.into_inner())
+}
+
+/// The caller's iterator panics halfway: the tasks it gave before are accepted, so they run (the
+/// pool's shutdown, which waits for every accepted task, returns), and the panic reaches the
+/// caller.
+#[test]
+fn a_panicking_iterator_leaves_no_accepted_task_behind() {
+    let pool = Pool::builder().core_threads(1).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lane = pool.lane(9u8);
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        let tasks = (0..10u64).map(|i| {
+            assert!(i < 5, "the source failed");
+            logging(&log, i)
+        });
+        let _ = lane.execute_all(tasks);
+    }));
+    assert!(caught.is_err());
+    drop(lane);
+    common::finishes("shutdown after a panicking batch source", move || {
+        pool.shutdown()
+    });
+    assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 4]);
+}
+
+/// A key whose `Hash` panics: the whole batch comes back, nothing is admitted.
+#[test]
+fn a_panicking_key_hands_the_batch_back() {
+    #[derive(PartialEq, Eq)]
+    struct Bad;
+    impl Hash for Bad {
+        fn hash<H: Hasher>(&self, _: &mut H) {
+            panic!("no hash for you")
+        }
+    }
+    let pool = Pool::new().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let err = pool
+        .contexts::<Bad>()
+        .execute_all(Bad, (0..4).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::KeyPanicked(_)));
+    assert_eq!(err.into_inner().len(), 4);
+    common::finishes("shutdown after a key panic", move || pool.shutdown());
+    assert!(log.lock().unwrap().is_empty());
+}

@@ -1,0 +1,24 @@
+//! Context lanes in use: per-context order, coalescing, fairness, blocked workers, batches,
+//! contexts and multi-key tasks, per-key state, the key hasher, handles and abort, idle lanes, the
+//! ordered map's finish, async typed lanes and tokio inside tasks.
+//!
+//! One test binary (each file a module) so the suite builds and links few binaries.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod abort;
+mod async_typed;
+mod batch;
+mod blocked;
+mod coalescing;
+mod contexts;
+mod fairness;
+mod handles;
+mod hasher;
+mod idle;
+mod keyed;
+mod keyed_state;
+mod ordered_map_finish;
+mod ordering;
+mod tokio_inside;

@@ -1,0 +1,21 @@
+//! A pool's life: building it (bad settings are typed errors), its threads (core, auxiliary,
+//! reserved), room and backpressure, what it reports, shutdown and shutdown_now, and the one-way
+//! import order of the library's layers.
+//!
+//! One test binary (each file a module) so the suite builds and links few binaries.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod backpressure;
+mod config;
+mod elastic;
+mod error_messages;
+mod errors;
+mod hardening;
+mod layers;
+mod observability;
+mod reserved;
+mod shutdown;
+mod shutting_down;
+mod threads;

@@ -1,0 +1,28 @@
+//! Memory: no allocation per task on the hot paths (allocation budgets), nothing of a pool left
+//! once it is dropped, lanes and per-key state freed when idle.
+//!
+//! One test binary (each file a module) with one counting global allocator: it counts every
+//! allocation in the process, so every test here takes [`serial`] and they run one at a time.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod allocations;
+mod async_allocations;
+mod idle_lanes;
+mod keyed_allocations;
+mod leaks;
+mod memory;
+
+use std::sync::{Mutex, MutexGuard};
+
+#[global_allocator]
+static ALLOC: common::counting::Counting = common::counting::Counting;
+
+/// Held by every test of this binary while it runs: the allocator's counts are process-wide.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes [`SERIAL`] (a test that panicked while holding it does not poison the others).
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
