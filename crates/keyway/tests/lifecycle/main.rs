@@ -15,6 +15,7 @@ mod errors;
 mod hardening;
 mod layers;
 mod observability;
+mod operating;
 mod reserved;
 mod shutdown;
 mod shutting_down;

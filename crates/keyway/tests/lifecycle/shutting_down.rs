@@ -2,6 +2,7 @@
 //! drop order; `Pool::shutdown` shuts the scheduler down first; `Pool::shutdown_now` hands
 //! back what the scheduler held too.
 
+use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::SERIAL;
 

@@ -3,7 +3,7 @@
 //! saturated, and `Stats::largest_lanes` still finds a deep lane among thousands of idle ones
 //! (through the watch list, not a walk of every lane).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
