@@ -226,6 +226,13 @@ fn replay_runs_a_fixed_poison_entry_and_acks_it_after_its_keys_earlier_entries()
         .to_owned();
     producer.send("k1", "6").unwrap(); // appended after the replay
     c.wait_done();
+    // The backlog is empty once Redis has the acks; the member journals each ack when its
+    // reply comes back, a moment later.
+    wait_for("the member journals the replayed entry's ack", || {
+        c.journal_lines("m0")
+            .iter()
+            .any(|l| l.starts_with('A') && l.ends_with(&new_id))
+    });
     assert!(keyway_stream(&c, &["dead-letters", "list"])
         .as_array()
         .unwrap()

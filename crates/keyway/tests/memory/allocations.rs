@@ -243,7 +243,10 @@ fn sequencer_turns_allocate_nothing_per_ticket() {
     // On the pool: turns arrive out of order and wait for their predecessors.
     let pool = common::fixed_pool(2);
     let n = allocations_for_turns(&pool, &sequencer);
-    assert_at_most("Sequencer, on the pool", n, TASKS / INJECTOR_BLOCK + 16);
+    // The global queue's blocks (one per `INJECTOR_BLOCK` jobs, 1,587 here) and the pool's own
+    // bookkeeping, which varies with how the turns interleave (measured 1,587-1,790 in all):
+    // twice the blocks still fails at once on one allocation per turn (100,000).
+    assert_at_most("Sequencer, on the pool", n, 2 * (TASKS / INJECTOR_BLOCK));
     pool.shutdown();
 }
 
