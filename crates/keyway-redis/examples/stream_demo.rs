@@ -5,18 +5,25 @@
 //! group has acknowledged them all, stops the members (a clean hand-off), and checks that
 //! every message ran exactly once and each key's messages ran in order. Exits non-zero if not.
 //!
-//! `cargo run --release -p keyway-redis --example stream_demo [messages]` (default 4,000).
+//! `cargo run --release -p keyway-redis --example stream_demo [async] [messages]` (default
+//! 4,000); with `async` the members' handlers are async: their waits are awaited, holding no
+//! thread, instead of slept.
 //! `… stream_demo throughput [messages]` measures instead one member consuming a backlog with
 //! no work per message: messages per second and Redis commands per message.
 //! Needs `redis-server` on `PATH`; without one it says so and exits 0, unless
 //! `KEYWAY_REQUIRE_REDIS=1`.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
 use std::io::{BufRead, Write};
+use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use keyway_redis::stream::{Producer, StreamConsumer, Topic};
+use keyway_redis::stream::{HandlerError, Producer, StreamConsumer, Topic};
 
 #[path = "common/redis_server.rs"]
 mod redis_server;
@@ -33,13 +40,17 @@ fn topic() -> Result<Topic, Error> {
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("member") {
-        return member(&args[2], &args[3], &args[4]);
+        return member(&args[2], &args[3], &args[4], args[5] == "async");
     }
     if args.get(1).map(String::as_str) == Some("throughput") {
         let n = args.get(2).map_or(Ok(200_000), |n| n.parse())?;
         return throughput(n);
     }
-    let messages: u64 = args.get(1).map_or(Ok(4_000), |n| n.parse())?;
+    let is_async = args.get(1).map(String::as_str) == Some("async");
+    let kind = if is_async { "async" } else { "sync" };
+    let messages: u64 = args
+        .get(1 + usize::from(is_async))
+        .map_or(Ok(4_000), |n| n.parse())?;
     let Some(redis) = Redis::start()? else {
         return Ok(());
     };
@@ -49,7 +60,7 @@ fn main() -> Result<(), Error> {
     let mut members = Vec::new();
     for id in ["member-a", "member-b"] {
         let out = dir.join(format!("{id}.log"));
-        members.push((spawn_member(&url, id, &out.to_string_lossy())?, out));
+        members.push((spawn_member(&url, id, &out.to_string_lossy(), kind)?, out));
     }
     let started = Instant::now();
     let mut producer = Producer::connect(&url, topic()?)?;
@@ -61,7 +72,7 @@ fn main() -> Result<(), Error> {
         sent += batch.len() as u64;
         producer.send_batch(batch)?; // one round trip per 500
     }
-    println!("produced {messages} messages over {KEYS} keys into 8 shards");
+    println!("produced {messages} messages over {KEYS} keys into 8 shards ({kind} handlers)");
     wait_until_consumed(&url, Duration::from_secs(120))?;
     let elapsed = started.elapsed();
     for (child, _) in &mut members {
@@ -143,31 +154,49 @@ fn check_order(dir: &std::path::Path) -> Result<(), Error> {
 }
 
 /// A member: consumes until told `stop` on stdin, appending `key seq` per message it ran.
-fn member(url: &str, id: &str, out: &str) -> Result<(), Error> {
-    let file = std::sync::Mutex::new(
+fn member(url: &str, id: &str, out: &str, is_async: bool) -> Result<(), Error> {
+    let file = Arc::new(std::sync::Mutex::new(
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(out)?,
-    );
+    ));
+    // The work: up to 2 ms of waiting (an I/O call, say), then a line in the member's log.
+    let work =
+        |payload: &[u8]| Duration::from_micros(keyway_redis::stream::fnv1a64(payload) % 2_000);
+    let record = move |file: &std::sync::Mutex<std::fs::File>,
+                       key: &[u8],
+                       payload: &[u8]|
+          -> Result<(), HandlerError> {
+        let line = format!(
+            "{} {}\n",
+            String::from_utf8_lossy(key),
+            String::from_utf8_lossy(payload)
+        );
+        file.lock()
+            .map_err(|_| "poisoned")?
+            .write_all(line.as_bytes())?;
+        Ok(())
+    };
     let pool = keyway::Pool::builder().core_threads(8).build()?;
-    let consumer = StreamConsumer::builder(url, topic()?)
+    let builder = StreamConsumer::builder(url, topic()?)
         .member_id(id)
-        .lease(Duration::from_secs(2))
-        .build(&pool, move |delivery, payload| {
-            // The work: up to 2 ms of waiting (an I/O call, say).
-            let micros = keyway_redis::stream::fnv1a64(payload) % 2_000;
-            std::thread::sleep(Duration::from_micros(micros));
-            let line = format!(
-                "{} {}\n",
-                String::from_utf8_lossy(&delivery.key),
-                String::from_utf8_lossy(payload)
-            );
-            file.lock()
-                .map_err(|_| "poisoned")?
-                .write_all(line.as_bytes())?;
-            Ok(())
-        })?;
+        .lease(Duration::from_secs(2));
+    let consumer = if is_async {
+        let timer = Timer::start();
+        builder.build_async(&pool, move |delivery, payload| {
+            let (file, wait) = (Arc::clone(&file), timer.after(work(&payload)));
+            async move {
+                wait.await;
+                record(&file, &delivery.key, &payload)
+            }
+        })?
+    } else {
+        builder.build(&pool, move |delivery, payload| {
+            std::thread::sleep(work(payload));
+            record(&file, &delivery.key, payload)
+        })?
+    };
     for line in std::io::stdin().lock().lines() {
         if line? == "stop" {
             break;
@@ -182,10 +211,10 @@ fn member(url: &str, id: &str, out: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn spawn_member(url: &str, id: &str, out: &str) -> Result<Child, Error> {
+fn spawn_member(url: &str, id: &str, out: &str, kind: &str) -> Result<Child, Error> {
     let me = std::env::current_exe()?;
     Ok(Command::new(me)
-        .args(["member", url, id, out])
+        .args(["member", url, id, out, kind])
         .stdin(Stdio::piped())
         .spawn()?)
 }
@@ -271,4 +300,84 @@ fn throughput(n: u64) -> Result<(), Error> {
         used as f64 / n as f64
     );
     Ok(())
+}
+
+/// A timer thread for the async handlers' waits (keyway has no timer; a runtime's would do).
+#[derive(Clone)]
+struct Timer(Arc<(Mutex<BinaryHeap<Reverse<Alarm>>>, Condvar)>);
+
+struct Alarm(Instant, Waker);
+
+impl PartialEq for Alarm {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for Alarm {}
+impl PartialOrd for Alarm {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Alarm {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+impl Timer {
+    fn start() -> Self {
+        let timer = Timer(Arc::new((Mutex::new(BinaryHeap::new()), Condvar::new())));
+        let shared = Arc::clone(&timer.0);
+        std::thread::spawn(move || {
+            let (alarms, cv) = &*shared;
+            let mut alarms = alarms.lock().unwrap();
+            loop {
+                let now = Instant::now();
+                match alarms.peek() {
+                    Some(Reverse(Alarm(at, _))) if *at <= now => {
+                        if let Some(Reverse(Alarm(_, waker))) = alarms.pop() {
+                            waker.wake();
+                        }
+                    }
+                    Some(Reverse(Alarm(at, _))) => {
+                        let wait = *at - now;
+                        alarms = cv.wait_timeout(alarms, wait).unwrap().0;
+                    }
+                    None => alarms = cv.wait(alarms).unwrap(),
+                }
+            }
+        });
+        timer
+    }
+
+    /// A future that completes `d` from now.
+    fn after(&self, d: Duration) -> Sleep {
+        Sleep {
+            timer: self.clone(),
+            at: Instant::now() + d,
+        }
+    }
+}
+
+struct Sleep {
+    timer: Timer,
+    at: Instant,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.at {
+            return Poll::Ready(());
+        }
+        let (alarms, cv) = &*self.timer.0;
+        alarms
+            .lock()
+            .unwrap()
+            .push(Reverse(Alarm(self.at, cx.waker().clone())));
+        cv.notify_one();
+        Poll::Pending
+    }
 }

@@ -6,7 +6,8 @@
 //! - **Key-ordered consumption of Redis Streams** (the [`stream`] module, most of this crate):
 //!   a consumer group over sharded streams whose members lease shards, run each entry in its
 //!   key's lane on a keyway pool, and ack behind fences, so a key's entries run in order across
-//!   processes, with retries, dead letters and takeover of a dead member's shards.
+//!   processes, with retries, dead letters and takeover of a dead member's shards. Handlers
+//!   are sync, or async: a waiting future holds no thread, so many keys wait at once.
 //!
 //! ## A shared rate limit
 //!

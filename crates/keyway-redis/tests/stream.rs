@@ -1,7 +1,8 @@
 //! The stream consumer in one process against a real `redis-server`: the shard rule, the
 //! group's whole life (all consumed, in order per key, nothing pending), the window bound
 //! pausing only its shard, trimmed pending entries reported, the stall detector, rate-limited
-//! consumption, fenced acks of a former owner, and bad settings.
+//! consumption, fenced acks of a former owner, and bad settings. The whole life and the
+//! fenced acks run for both kinds of handler (sync, and async).
 
 mod common;
 
@@ -12,6 +13,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::journal::{check, Journal, Rules};
+use common::kinds::{self, Kind};
 use common::local::*;
 use common::*;
 use keyway::{ExecutorConfig, LocalCoordinator, Scheduler};
@@ -61,11 +63,23 @@ fn producer_appends_each_key_to_its_shard() {
 /// key; nothing stays pending; the stats see the owners.
 #[test]
 fn two_consumers_consume_everything_in_order_per_key() {
+    consume_everything_in_order_per_key(Kind::Sync);
+}
+
+#[test]
+fn two_async_consumers_consume_everything_in_order_per_key() {
+    consume_everything_in_order_per_key(Kind::Async);
+}
+
+fn consume_everything_in_order_per_key(kind: Kind) {
     let Some(server) = RedisServer::start() else {
         return;
     };
     let topic = Topic::new("basic", 6).unwrap();
-    let dir = std::env::temp_dir().join(format!("keyway-stream-basic-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "keyway-stream-basic-{kind:?}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let pool = keyway::Pool::builder().core_threads(4).build().unwrap();
     let mut consumers = Vec::new();
@@ -75,18 +89,18 @@ fn two_consumers_consume_everything_in_order_per_key() {
         let journal = Arc::new(Journal::create(&path));
         journals.push(path);
         let acks = Arc::clone(&journal);
-        let c = builder(&server, &topic)
+        let b = builder(&server, &topic)
             .member_id(m)
             .window(20)
-            .on_ack(move |a| acks.acked(a))
-            .build(&pool, move |d, payload| {
-                let seq: u64 = std::str::from_utf8(payload)?.parse()?;
-                journal.start(d, seq);
-                std::thread::sleep(Duration::from_micros(seq % 300));
-                journal.finish(d, seq, "ok");
-                Ok(())
-            })
-            .unwrap();
+            .on_ack(move |a| acks.acked(a));
+        let c = kinds::build(b, &pool, kind, move |d, payload| {
+            let seq: u64 = std::str::from_utf8(payload)?.parse()?;
+            journal.start(d, seq);
+            std::thread::sleep(Duration::from_micros(seq % 300));
+            journal.finish(d, seq, "ok");
+            Ok(())
+        })
+        .unwrap();
         consumers.push(c);
     }
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
@@ -484,6 +498,15 @@ fn bad_settings_are_typed_errors() {
 /// counted, the entry stays pending for the new owner, and it starts nothing more there.
 #[test]
 fn acks_of_a_former_owner_are_refused() {
+    former_owners_acks_are_refused(Kind::Sync);
+}
+
+#[test]
+fn acks_of_a_former_owner_are_refused_async() {
+    former_owners_acks_are_refused(Kind::Async);
+}
+
+fn former_owners_acks_are_refused(kind: Kind) {
     let Some(server) = RedisServer::start() else {
         return;
     };
@@ -493,13 +516,12 @@ fn acks_of_a_former_owner_are_refused() {
     let runs = Arc::new(AtomicUsize::new(0));
     let runs_handler = Arc::clone(&runs);
     let pool = keyway::Pool::new().unwrap();
-    let consumer = builder(&server, &topic)
-        .build(&pool, move |_, _| {
-            runs_handler.fetch_add(1, Ordering::SeqCst);
-            latch_handler.wait();
-            Ok(())
-        })
-        .unwrap();
+    let consumer = kinds::build(builder(&server, &topic), &pool, kind, move |_, _| {
+        runs_handler.fetch_add(1, Ordering::SeqCst);
+        latch_handler.wait();
+        Ok(())
+    })
+    .unwrap();
     let _open = OpenOnDrop(Arc::clone(&latch));
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
     producer.send("k", "1").unwrap();

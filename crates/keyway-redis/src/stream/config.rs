@@ -1,11 +1,12 @@
 //! [`StreamConsumerBuilder`]: a consumer's settings, checked at `build`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use keyway::{Pool, Scheduler};
 
-use crate::stream::delivery::{AckHook, Handler};
+use crate::stream::delivery::{AckHook, Handler, HandlerFuture};
 use crate::stream::{Acked, Delivery, HandlerError, StreamConsumer, StreamError, Topic};
 
 /// The longest lease, heartbeat, timeout or backoff a builder accepts: one hour.
@@ -378,8 +379,48 @@ impl StreamConsumerBuilder {
         F: Fn(&Delivery, &[u8]) -> Result<(), HandlerError> + Send + Sync + 'static,
     {
         self.check()?;
-        let handler: Arc<Handler> = Arc::new(handler);
-        StreamConsumer::start(self.cfg, pool, handler)
+        let handler = Handler::Sync(Box::new(handler));
+        StreamConsumer::start(self.cfg, pool, Arc::new(handler))
+    }
+
+    /// As [`build`](Self::build), for a handler that waits (a database write, an HTTP call):
+    /// `handler` returns a future, and the entry is done when that future is. Each entry's
+    /// future runs in its key's lane — the next entry of a key starts only once the previous
+    /// one's future has completed — and a future that waits holds no pool thread, so many
+    /// keys' entries are in flight at once on a few threads. Retries, dead letters, fencing,
+    /// takeover and hand-off are those of [`build`](Self::build); a panic while the future is
+    /// polled is a failure of its entry, as a sync handler's.
+    ///
+    /// The future is polled on the pool's threads (see
+    /// [`Pool::spawn_sequential`](keyway::Pool::spawn_sequential)). If the pool is shut down
+    /// under it ([`Pool::shutdown_now`](keyway::Pool::shutdown_now)) the future is dropped
+    /// at its await point and its entry stays pending, for this member's next epoch or the
+    /// next owner: nothing is lost. A future still waiting when its lease is lost may
+    /// complete, but its ack is refused and the new owner runs the entry again: fence side
+    /// effects with [`Delivery::epoch`].
+    ///
+    /// ```
+    /// use keyway_redis::stream::{StreamConsumer, StreamError, Topic};
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let err = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?)
+    ///     .window(0)
+    ///     .build_async(&pool, |delivery, payload| async move {
+    ///         println!("{:?}: {} bytes", delivery.key, payload.len());
+    ///         Ok(())
+    ///     })
+    ///     .unwrap_err();
+    /// assert!(matches!(err, StreamError::InvalidConfig(_)));
+    /// # Ok::<(), StreamError>(())
+    /// ```
+    pub fn build_async<F, Fut>(self, pool: &Pool, handler: F) -> Result<StreamConsumer, StreamError>
+    where
+        F: Fn(Delivery, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    {
+        self.check()?;
+        let boxed = move |d: Delivery, p: Vec<u8>| -> HandlerFuture { Box::pin(handler(d, p)) };
+        let handler = Handler::Async(Box::new(boxed));
+        StreamConsumer::start(self.cfg, pool, Arc::new(handler))
     }
 }
 

@@ -1,5 +1,8 @@
 //! [`Delivery`]: what a handler learns about the entry it processes, and the handler's type.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use crate::stream::EntryId;
 
 /// One delivery of one stream entry to a handler (the payload is passed beside it).
@@ -36,8 +39,24 @@ pub struct Delivery {
 /// `max_attempts`).
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The handler a [`StreamConsumer`](crate::stream::StreamConsumer) runs for each entry.
-pub(crate) type Handler = dyn Fn(&Delivery, &[u8]) -> Result<(), HandlerError> + Send + Sync;
+/// A handler that returns when its entry is done.
+pub(crate) type SyncHandler = dyn Fn(&Delivery, &[u8]) -> Result<(), HandlerError> + Send + Sync;
+
+/// The future an async handler returns, boxed.
+pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
+
+/// A handler whose entry is done when the future it returns is.
+pub(crate) type AsyncHandler = dyn Fn(Delivery, Vec<u8>) -> HandlerFuture + Send + Sync;
+
+/// The handler a [`StreamConsumer`](crate::stream::StreamConsumer) runs for each entry: one
+/// dispatch, two kinds of handler.
+pub(crate) enum Handler {
+    /// Runs on a pool thread until it returns (built with `build`).
+    Sync(Box<SyncHandler>),
+    /// Its future is polled in the key's lane; a waiting future holds no thread (built with
+    /// `build_async`).
+    Async(Box<AsyncHandler>),
+}
 
 /// What the consumer reports after a batch of entries was acknowledged in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

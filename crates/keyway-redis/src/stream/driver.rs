@@ -8,6 +8,7 @@
 //! and never claims an entry of the window again (protocol rule R).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,9 +16,11 @@ use keyway::SubmitError;
 use redis::{Connection, Value};
 
 use crate::stream::acks;
-use crate::stream::context::{bump, evalsha, Ctx, Shard};
+use crate::stream::context::{bump, evalsha, Ctx, LaneKey, Shard};
+use crate::stream::delivery::Handler;
 use crate::stream::reply::{self, Fenced, RawEntry};
 use crate::stream::state::Phase;
+use crate::stream::task;
 use crate::stream::{EntryId, StreamError};
 
 /// How long a reader waits between two looks for room in a full pool (protocol rule B).
@@ -459,8 +462,17 @@ impl Driver {
             }
             let (id, key) = (e.id, e.key.clone());
             let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
-            let task = move || crate::stream::task::run(&ctx, &shard, e, epoch, deliveries);
-            if let Err(refused) = self.submit_one(id, &key, task) {
+            let submitted = match &*self.ctx.handler {
+                Handler::Sync(_) => {
+                    let task = move || task::run(&ctx, &shard, e, epoch, deliveries);
+                    self.submit_one(id, &key, Now(task))
+                }
+                Handler::Async(_) => {
+                    let task = task::run_async(ctx, shard, e, epoch, deliveries);
+                    self.submit_one(id, &key, Later(task))
+                }
+            };
+            if let Err(refused) = submitted {
                 tracing::error!(shard = self.shard.index, %id, error = %refused, "the pool refused the entry (shut down?); it and the rest of its batch stay pending");
                 self.shard.state.lock().undeliver(id, self.epoch);
                 break;
@@ -482,11 +494,12 @@ impl Driver {
     /// Submits `task` (entry `id` of key `key`), waiting while the pool is full; `Ok` also
     /// when the entry was dropped (released, lost) while waiting: it stays pending, to
     /// nobody's harm.
-    fn submit_one<F>(&self, id: EntryId, key: &[u8], task: F) -> Result<(), keyway::SubmitErrorKind>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        let lanes = &self.ctx.lanes;
+    fn submit_one<J: Job>(
+        &self,
+        id: EntryId,
+        key: &[u8],
+        task: J,
+    ) -> Result<(), keyway::SubmitErrorKind> {
         let lane = self
             .ctx
             .cfg
@@ -494,10 +507,7 @@ impl Driver {
             .then(|| (self.ctx.instance, key.to_vec()));
         let mut task = task;
         loop {
-            let attempt = |t: F| match &lane {
-                Some(lane) => lanes.execute_sequential(lane.clone(), t),
-                None => self.ctx.pool.execute(t),
-            };
+            let attempt = |t: J| t.submit(&self.ctx, lane.as_ref());
             match self.ctx.pool.wait_for_room(task, ROOM_CHECK, attempt) {
                 Ok(()) => return Ok(()),
                 Err(SubmitError::Full(back)) if self.dispatchable(id) => task = back,
@@ -634,5 +644,52 @@ pub(crate) fn create_group(
             Ok(false)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// An entry's task, for either kind of handler: a closure (sync handler, [`Now`]) or a future
+/// (async handler, [`Later`]), submitted to the key's lane or, without key order, to the pool.
+trait Job: Sized + Send + 'static {
+    fn submit(self, ctx: &Ctx, lane: Option<&LaneKey>) -> Result<(), SubmitError<Self>>;
+}
+
+/// A sync handler's entry: a closure.
+struct Now<F>(F);
+
+/// An async handler's entry: a future.
+struct Later<F>(F);
+
+impl<F: FnOnce() + Send + 'static> Job for Now<F> {
+    fn submit(self, ctx: &Ctx, lane: Option<&LaneKey>) -> Result<(), SubmitError<Self>> {
+        let Self(t) = self;
+        let wrap = |e| rewrap(e, Self);
+        match lane {
+            Some(lane) => ctx.lanes.execute_sequential(lane.clone(), t).map_err(wrap),
+            None => ctx.pool.execute(t).map_err(wrap),
+        }
+    }
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Job for Later<F> {
+    fn submit(self, ctx: &Ctx, lane: Option<&LaneKey>) -> Result<(), SubmitError<Self>> {
+        let Self(t) = self;
+        let wrap = |e| rewrap(e, Self);
+        match lane {
+            Some(lane) => ctx
+                .pool
+                .execute_async_sequential(lane.clone(), t)
+                .map_err(wrap),
+            None => ctx.pool.execute_async(t).map_err(wrap),
+        }
+    }
+}
+
+/// The same refusal, handing back `wrap(task)` (a refusal of a kind keyway adds later reads as
+/// a shut-down pool: the entry stays pending).
+fn rewrap<T, U>(e: SubmitError<T>, wrap: impl FnOnce(T) -> U) -> SubmitError<U> {
+    match e {
+        SubmitError::Full(t) => SubmitError::Full(wrap(t)),
+        SubmitError::KeyPanicked(t) => SubmitError::KeyPanicked(wrap(t)),
+        other => SubmitError::Shutdown(wrap(other.into_inner())),
     }
 }

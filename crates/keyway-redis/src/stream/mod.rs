@@ -25,6 +25,38 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Handlers that wait
+//! A handler built with [`build`](StreamConsumerBuilder::build) is **sync**: it holds a pool
+//! thread until it returns, so a handler that waits 10 ms for a database holds its thread
+//! for 10 ms, and the pool's threads bound how many entries are in flight. A handler built
+//! with [`build_async`](StreamConsumerBuilder::build_async) returns a **future**: each
+//! entry's future runs in its key's lane (the next entry of the key starts once it has
+//! completed), and a future that waits holds no thread, so many keys' entries wait at once
+//! on a few threads. Everything else is the same for both: the window, retries with backoff
+//! (a panic while the future is polled is a failure), dead letters, fenced acks, takeover
+//! and hand-off. A future dropped because its pool was shut down under it leaves its entry
+//! pending for the next owner; a future that completes after its lease was lost has its ack
+//! refused, and the new owner runs the entry again: give side effects the epoch.
+//!
+//! ```no_run
+//! use keyway_redis::stream::{StreamConsumer, Topic};
+//! # async fn write_to_the_store(_: &[u8], _: u64, _: &[u8]) -> Result<(), std::io::Error> { Ok(()) }
+//! let pool = keyway::Pool::builder().max_threads(4).build()?;
+//! let consumer = StreamConsumer::builder("redis://127.0.0.1:6379", Topic::new("orders", 8)?)
+//!     .build_async(&pool, |delivery, payload| async move {
+//!         // Awaiting holds no pool thread; this key's next entry waits for this one.
+//!         write_to_the_store(&delivery.key, delivery.epoch, &payload).await?;
+//!         Ok(())
+//!     })?;
+//! consumer.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The futures are polled on the pool's threads with no runtime entered: await what
+//! completes through a waker (channels, a runtime's handles that do not need to be entered).
+//! Retry backoffs, and the waits while a lease is not confirmed, still hold a pool thread
+//! (marked [`keyway::blocking`], so the pool may add one).
+//!
 //! ## How it works
 //! - **Membership**: every member heartbeats a sorted set with one script; ages are measured
 //!   in the group's time (Redis `TIME`, stopped while nobody reaches Redis), never by the

@@ -1,28 +1,108 @@
 //! The task that runs one entry in its key's lane: wait for the start (the lease must be
 //! held and fresh), run the handler with panics contained, retry in place with backoff, and
-//! settle (ack or dead letter) or abandon.
+//! settle (ack or dead letter) or abandon. One path for both kinds of handler: a sync
+//! handler's entry is a closure ([`run`]), an async handler's a future ([`run_async`]) that
+//! awaits the handler's future where the closure calls the handler.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::stream::acks;
 use crate::stream::contain::contain;
 use crate::stream::context::{bump, Ctx, DeadInfo, Shard};
+use crate::stream::delivery::{Handler, HandlerFuture};
 use crate::stream::reply::RawEntry;
 use crate::stream::state::{Finish, Retry, Start};
-use crate::stream::Delivery;
+use crate::stream::{Delivery, EntryId, HandlerError};
 
 /// How long a task waits between two looks at a lease that was not confirmed lately.
 const LOOK_AGAIN: Duration = Duration::from_millis(20);
 
-/// Runs entry `e` delivered at `epoch`, whose Redis delivery count is `deliveries`.
+/// Runs entry `e` delivered at `epoch`, whose Redis delivery count is `deliveries`, with a
+/// handler that returns when it is done.
 pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries: u64) {
+    let Handler::Sync(handler) = &*ctx.handler else {
+        return; // not dispatched so: an async handler's entries go through `run_async`
+    };
+    let Some(mut delivery) = begin(ctx, shard, &e, epoch, deliveries) else {
+        return;
+    };
+    let how = loop {
+        if let Some(how) = too_many(ctx, &delivery, &e.payload) {
+            break how;
+        }
+        // Protocol rule H: the handler's panic (and its payload's) is contained.
+        let outcome = contain(ctx.instance, || handler(&delivery, &e.payload));
+        if let Some(how) = judge(ctx, shard, &mut delivery, outcome, &e.payload) {
+            break how;
+        }
+    };
+    end(ctx, shard, &delivery, how);
+}
+
+/// As [`run`], with a handler that returns a future: the entry is done when that future is.
+/// Dropped before it is done (the pool shut down under it), the entry is given up: it stays
+/// pending in Redis, for this member's next epoch or the next owner.
+pub(crate) async fn run_async(
+    ctx: Arc<Ctx>,
+    shard: Arc<Shard>,
+    e: RawEntry,
+    epoch: u64,
+    deliveries: u64,
+) {
+    let Handler::Async(handler) = &*ctx.handler else {
+        return; // not dispatched so: a sync handler's entries go through `run`
+    };
+    let Some(mut delivery) = begin(&ctx, &shard, &e, epoch, deliveries) else {
+        return;
+    };
+    let mut unfinished = GiveUp {
+        shard: &shard,
+        id: delivery.id,
+        epoch,
+        armed: true,
+    };
+    let how = loop {
+        if let Some(how) = too_many(&ctx, &delivery, &e.payload) {
+            break how;
+        }
+        // Protocol rule H: the handler's panic, its future's (while polled or dropped) and
+        // their payloads' are contained.
+        let call = contain(ctx.instance, || {
+            handler(delivery.clone(), e.payload.clone())
+        });
+        let outcome = match call {
+            Ok(fut) => {
+                Contained {
+                    fut: Some(fut),
+                    instance: ctx.instance,
+                }
+                .await
+            }
+            Err(panic) => Err(panic),
+        };
+        if let Some(how) = judge(&ctx, &shard, &mut delivery, outcome, &e.payload) {
+            break how;
+        }
+    };
+    unfinished.armed = false;
+    end(&ctx, &shard, &delivery, how);
+}
+
+/// Waits for the start of entry `e` (protocol rule F: the lease must be held and fresh) and
+/// counts its delivery; `None` if it is not to run (released or lost before it started: it
+/// stays pending).
+fn begin(ctx: &Ctx, shard: &Shard, e: &RawEntry, epoch: u64, deliveries: u64) -> Option<Delivery> {
     {
         let mut st = shard.state.lock();
         loop {
             match st.start(e.id, epoch, Instant::now()) {
                 Start::Run => break,
-                Start::Skip => return, // released or lost before it started: still pending
+                Start::Skip => return None,
                 Start::Wait => {
                     keyway::blocking(|| shard.cv.wait_for(&mut st, LOOK_AGAIN));
                 }
@@ -34,43 +114,57 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
     if deliveries > 1 {
         bump(&ctx.totals.redeliveries, 1);
     }
-    let max = ctx.cfg.max_attempts;
-    let mut delivery = Delivery {
-        key: e.key,
+    Some(Delivery {
+        key: e.key.clone(),
         shard: shard.index,
         id: e.id,
         epoch,
         attempt: u32::try_from(deliveries.max(1)).unwrap_or(u32::MAX),
+    })
+}
+
+/// The entry's end if it was delivered more than `max_attempts` times already.
+fn too_many(ctx: &Ctx, d: &Delivery, payload: &[u8]) -> Option<Finish<DeadInfo>> {
+    (d.attempt > ctx.cfg.max_attempts).then(|| {
+        let reason = format!("delivered {} times, more than max_attempts", d.attempt);
+        dead(d, payload.to_vec(), reason)
+    })
+}
+
+/// Weighs one attempt's outcome (`Err`: the handler panicked, with this message): the
+/// entry's end, or `None` once the backoff has passed and the next attempt may start.
+fn judge(
+    ctx: &Ctx,
+    shard: &Shard,
+    d: &mut Delivery,
+    outcome: Result<Result<(), HandlerError>, String>,
+    payload: &[u8],
+) -> Option<Finish<DeadInfo>> {
+    let reason = match outcome {
+        Ok(Ok(())) => return Some(Finish::Settle(None)),
+        Ok(Err(err)) => contain(ctx.instance, move || err.to_string())
+            .unwrap_or_else(|p| format!("the error's Display panicked: {p}")),
+        Err(panic) => {
+            bump(&ctx.totals.panics, 1);
+            format!("handler panicked: {panic}")
+        }
     };
-    let how = loop {
-        if delivery.attempt > max {
-            let reason = format!(
-                "delivered {} times, more than max_attempts",
-                delivery.attempt
-            );
-            break dead(&delivery, e.payload, reason);
-        }
-        // Protocol rule H: the handler's panic (and its payload's) is contained.
-        let outcome = contain(ctx.instance, || (ctx.handler)(&delivery, &e.payload));
-        let reason = match outcome {
-            Ok(Ok(())) => break Finish::Settle(None),
-            Ok(Err(err)) => contain(ctx.instance, move || err.to_string())
-                .unwrap_or_else(|p| format!("the error's Display panicked: {p}")),
-            Err(panic) => {
-                bump(&ctx.totals.panics, 1);
-                format!("handler panicked: {panic}")
-            }
-        };
-        tracing::debug!(shard = shard.index, id = %delivery.id, attempt = delivery.attempt, %reason, "handler failed");
-        if delivery.attempt >= max {
-            break dead(&delivery, e.payload, reason);
-        }
-        bump(&ctx.totals.retries, 1);
-        if !back_off(ctx, shard, epoch, delivery.attempt) {
-            break Finish::Abandon;
-        }
-        delivery.attempt += 1;
-    };
+    tracing::debug!(shard = shard.index, id = %d.id, attempt = d.attempt, %reason, "handler failed");
+    if d.attempt >= ctx.cfg.max_attempts {
+        return Some(dead(d, payload.to_vec(), reason));
+    }
+    bump(&ctx.totals.retries, 1);
+    if !back_off(ctx, shard, d.epoch, d.attempt) {
+        return Some(Finish::Abandon);
+    }
+    d.attempt += 1;
+    None
+}
+
+/// Records the entry's end (to be acked, dead-lettered or given up) and sends a full batch
+/// of acks.
+fn end(ctx: &Ctx, shard: &Shard, delivery: &Delivery, how: Finish<DeadInfo>) {
+    let epoch = delivery.epoch;
     let mut st = shard.state.lock();
     if st.finish(delivery.id, epoch, how) {
         bump(&ctx.totals.refused_acks, 1);
@@ -98,6 +192,74 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         if let Err(e) = keyway::blocking(|| acks::flush_full(ctx, shard, &mut conn)) {
             tracing::debug!(shard = shard.index, error = %e, "acks not sent; the timer retries");
         }
+    }
+}
+
+/// Gives a started entry up if its task is dropped before it ends (its future cancelled by
+/// a pool shut down under it): the entry leaves the window unacknowledged and stays pending
+/// in Redis, and a hand-off waiting for the running entries is woken.
+struct GiveUp<'a> {
+    shard: &'a Shard,
+    id: EntryId,
+    epoch: u64,
+    armed: bool,
+}
+
+impl Drop for GiveUp<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut st = self.shard.state.lock();
+        st.finish(self.id, self.epoch, Finish::Abandon);
+        self.shard.progress.fetch_add(1, Ordering::Relaxed);
+        drop(st);
+        self.shard.cv.notify_all();
+        tracing::debug!(shard = self.shard.index, id = %self.id, epoch = self.epoch, "handler's future dropped before it completed: the entry stays pending");
+    }
+}
+
+/// An async handler's future, polled (and dropped) with its panics contained: `Err` with
+/// the panic's message.
+struct Contained {
+    fut: Option<HandlerFuture>,
+    instance: u64,
+}
+
+impl Future for Contained {
+    type Output = Result<Result<(), HandlerError>, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let instance = self.instance;
+        let Some(fut) = self.fut.as_mut() else {
+            return Poll::Ready(Err("polled after it completed".to_owned()));
+        };
+        let polled = contain(instance, || fut.as_mut().poll(cx));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(result)) => {
+                self.drop_future();
+                Poll::Ready(Ok(result))
+            }
+            Err(panic) => {
+                self.drop_future();
+                Poll::Ready(Err(panic))
+            }
+        }
+    }
+}
+
+impl Contained {
+    fn drop_future(&mut self) {
+        if let Some(fut) = self.fut.take() {
+            let _ = contain(self.instance, move || drop(fut));
+        }
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        self.drop_future();
     }
 }
 

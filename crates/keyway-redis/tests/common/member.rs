@@ -1,6 +1,7 @@
 //! A stream member process of the multi-process tests: a consumer with the test settings
 //! whose handler journals every start, finish and ack, writes to a fencing sink, and fails
-//! on a poison message.
+//! on a poison message. `KW_STREAM_HANDLER=async` in the tests' environment (which the
+//! members inherit) makes it an async handler.
 
 use std::cell::RefCell;
 use std::io::BufRead;
@@ -86,7 +87,7 @@ pub fn run() {
     let pool = pool.build().unwrap();
     let acks = Arc::clone(&journal);
     let (sink_url, sink_ns) = (url.clone(), ns.clone());
-    let consumer = StreamConsumer::builder(url.as_str(), topic(&ns))
+    let builder = StreamConsumer::builder(url.as_str(), topic(&ns))
         .member_id(id)
         .window(WINDOW)
         .lease(LEASE)
@@ -96,8 +97,13 @@ pub fn run() {
         .ack_batch(16, Duration::from_millis(10))
         .io_timeout(Duration::from_millis(300))
         .stall_after(Duration::from_secs(3))
-        .on_ack(move |a| acks.acked(a))
-        .build(&pool, move |d, payload| {
+        .on_ack(move |a| acks.acked(a));
+    // KW_STREAM_HANDLER=async runs the fault tests with async handlers.
+    let consumer = super::kinds::build(
+        builder,
+        &pool,
+        super::kinds::Kind::from_env(),
+        move |d, payload| {
             let seq: u64 = std::str::from_utf8(payload)?.parse()?;
             journal.start(d, seq);
             let h = keyway_redis::stream::fnv1a64(&[&d.key[..], payload].concat());
@@ -113,8 +119,9 @@ pub fn run() {
             }
             journal.finish(d, seq, "ok");
             Ok(())
-        })
-        .expect("build the consumer");
+        },
+    )
+    .expect("build the consumer");
     println!("ready");
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         if line == "stop" {

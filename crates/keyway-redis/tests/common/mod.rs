@@ -11,6 +11,7 @@ use keyway_redis::RedisCoordinator;
 
 pub mod cluster;
 pub mod journal;
+pub mod kinds;
 pub mod local;
 pub mod member;
 pub mod proxy;
