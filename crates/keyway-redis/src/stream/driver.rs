@@ -338,6 +338,14 @@ impl Driver {
 
     /// Redis refused a fenced read or claim: the lease is not this member's at this epoch.
     fn refused(&self) {
+        self.lease_gone(
+            "read refused: another member holds the shard now; starting nothing more on it",
+        );
+    }
+
+    /// The lease at this epoch is gone (`why`): the shard stops here, counted and logged once
+    /// per epoch however many paths notice it.
+    fn lease_gone(&self, why: &str) {
         let dropped = self.shard.state.lock().refused(self.epoch);
         self.shard.cv.notify_all();
         if let Some(dropped) = dropped {
@@ -346,7 +354,7 @@ impl Driver {
                 shard = self.shard.index,
                 epoch = self.epoch,
                 dropped,
-                "read refused: another member holds the shard now; starting nothing more on it"
+                "{why}"
             );
         }
     }
@@ -418,17 +426,7 @@ impl Driver {
     /// Redis lost its data, and this shard's lease with it: stop here; the control thread
     /// acquires the shard again (a new epoch) and replays from the start of the pending list.
     fn lost_with_data(&mut self) {
-        let dropped = self.shard.state.lock().refused(self.epoch);
-        self.shard.cv.notify_all();
-        if let Some(dropped) = dropped {
-            bump(&self.ctx.totals.leases_lost, 1);
-            tracing::warn!(
-                shard = self.shard.index,
-                epoch = self.epoch,
-                dropped,
-                "the lease went with Redis's data; acquiring the shard again"
-            );
-        }
+        self.lease_gone("the lease went with Redis's data; acquiring the shard again");
     }
 
     /// Records the entries in the window (those not there yet, while the shard is `Active`
