@@ -1,5 +1,6 @@
 //! An outage is logged once (at `warn`), however many retries it takes, and the recovery once
-//! (at `info`). A process-wide subscriber counts the events: the heartbeat thread logs them.
+//! (at `info`). A process-wide subscriber counts the events (the heartbeat thread logs them),
+//! so this is a test binary of its own: other tests in the process would log outages too.
 
 mod common;
 

@@ -1,7 +1,9 @@
 //! Futures on keyway lanes: per-context order across awaits, panics and cancellation
 //! release the context, no busy polling, multi-key futures, shutdown, tokio timers and sockets.
 //!
-//! The tests run one at a time (`SERIAL`): one of them measures the process's CPU time.
+//! The tests run one at a time (`SERIAL`): one of them measures the process's CPU time. For the
+//! same reason this is a test binary of its own: tests of other files running beside it in the
+//! same process would spend CPU time it counts.
 
 mod common;
 

@@ -5,8 +5,9 @@
 //! the calls started (what a remote API sees, a little later on a busy machine) is printed
 //! beside it.
 //!
-//! One test per file: the capturing subscriber is the process-wide default (the scheduler's
-//! thread is not the test's).
+//! A test binary of its own: the capturing subscriber is the process-wide default (the
+//! scheduler's thread is not the test's), which can be set once per process and would see the
+//! releases of every other test running in it.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

@@ -2,8 +2,9 @@
 //! panic event names the context and thread and keeps its text out of the reserved `message`
 //! field, and pool threads run inside a `keyway_pool` span a filter can select.
 //!
-//! One test per file: the capturing subscriber is the process-wide default (pool threads are
-//! not the test's thread, so a thread-local default would miss them).
+//! A test binary of its own: the capturing subscriber is the process-wide default (pool threads
+//! are not the test's thread, so a thread-local default would miss them), which can be set once
+//! per process and would see the events of every other test running in it.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

@@ -1,13 +1,16 @@
 //! Helpers for the stream tests that run their consumers in the test's own process: the
 //! builder with the test settings, the group's pending count, keys of one shard, a latch the
-//! handlers wait on, and killing the consumers' connections.
+//! handlers wait on, killing the consumers' connections, and a lease taken by another member.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyway_redis::stream::{shard_of, StreamConsumer, StreamConsumerBuilder, Topic};
+use keyway_redis::stream::{
+    shard_of, Delivery, HandlerError, StreamConsumer, StreamConsumerBuilder, Topic,
+};
 
-use super::RedisServer;
+use super::{wait_for, RedisServer};
 
 /// Lease 1 s, heartbeat 100 ms, acks every 16 entries or 5 ms, backoff 5 ms to 20 ms, I/O
 /// timeout 500 ms.
@@ -103,6 +106,46 @@ impl Drop for OpenOnDrop {
     }
 }
 
+/// A handler held at a latch: [`Held::run`] marks it started and waits until the test opens
+/// the latch. Take [`Held::opener`] after the consumer is built, so that it is dropped before
+/// the consumer: a failing test leaves no handler blocked.
+#[derive(Clone, Default)]
+pub struct Held {
+    pub latch: Arc<Latch>,
+    started: Arc<AtomicBool>,
+}
+
+impl Held {
+    /// In a handler: marks it started, then waits for the latch.
+    pub fn run(&self) {
+        self.started.store(true, Ordering::SeqCst);
+        self.latch.wait();
+    }
+
+    /// A sync handler that only runs [`Held::run`].
+    pub fn handler(
+        &self,
+    ) -> impl Fn(&Delivery, &[u8]) -> Result<(), HandlerError> + Send + Sync + 'static {
+        let held = self.clone();
+        move |_, _| {
+            held.run();
+            Ok(())
+        }
+    }
+
+    /// Opens the latch when dropped.
+    pub fn opener(&self) -> OpenOnDrop {
+        OpenOnDrop(Arc::clone(&self.latch))
+    }
+
+    /// Waits until a handler runs [`Held::run`].
+    pub fn wait_started(&self) {
+        wait_for("the handler to start", || {
+            self.started.load(Ordering::SeqCst)
+        });
+    }
+}
+
 /// Kills every client connection but the caller's own (`CLIENT KILL TYPE normal SKIPME yes`):
 /// every connection of the consumers in the test drops. Returns how many were killed.
 pub fn kill_connections(server: &RedisServer) -> u64 {
@@ -156,4 +199,26 @@ pub fn kill_readers(server: &RedisServer) -> usize {
         }
     }
     killed
+}
+
+/// Makes `thief` the holder of `lease` at the next epoch, as a member that took it over;
+/// returns the thief's epoch.
+pub fn steal(server: &RedisServer, lease: &str) -> u64 {
+    let mut conn = server.connection();
+    let epoch: u64 = redis::cmd("HGET")
+        .arg(lease)
+        .arg("epoch")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(lease)
+        .arg("owner")
+        .arg("thief")
+        .arg("epoch")
+        .arg(epoch + 1)
+        .arg("expires")
+        .arg("99999999999999999")
+        .query(&mut conn)
+        .unwrap();
+    epoch + 1
 }

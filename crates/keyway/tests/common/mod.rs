@@ -195,3 +195,32 @@ impl Drop for PanicOnDrop {
         }
     }
 }
+
+/// A waker that panics when woken.
+pub struct PanicWaker;
+
+impl std::task::Wake for PanicWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("PanicWaker woken");
+    }
+}
+
+pub fn panic_waker() -> std::task::Waker {
+    std::task::Waker::from(Arc::new(PanicWaker))
+}
+
+/// Polls `fut` once with a waker that panics when woken; true if it is still pending.
+pub fn poll_with_panicking_waker<F: std::future::Future + Unpin>(fut: &mut F) -> bool {
+    let waker = panic_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    std::pin::Pin::new(fut).poll(&mut cx).is_pending()
+}
+
+/// A scheduler on `pool` with one unlimited executor, `jobs`, and a 10 ms interval.
+pub fn jobs_scheduler(pool: &keyway::Pool) -> keyway::Scheduler {
+    keyway::Scheduler::builder(pool)
+        .interval(Duration::from_millis(10))
+        .executor("jobs", keyway::ExecutorConfig::unlimited())
+        .build()
+        .unwrap()
+}

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod lane_hardening;
 mod panic_stress;
+mod panicking_keys;
+mod panicking_wakers_and_drops;
 mod panics;

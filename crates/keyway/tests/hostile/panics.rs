@@ -1,9 +1,13 @@
 //! A panicking task is reported (handle and hook), its worker survives, and the
 //! next task of its context runs.
 
+use crate::common;
+
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 
-use keyway::{PanicReport, TaskError};
+use common::{finishes, PanicOnDrop, HANG};
+use keyway::{PanicReport, Pool, TaskError};
 
 #[test]
 fn panic_is_reported_and_the_context_goes_on() {
@@ -77,4 +81,81 @@ fn typed_lane_panics_do_not_stall_the_key() {
     let expected: Vec<u32> = (1..=30).filter(|m| m % 3 != 0).collect();
     assert_eq!(*seen.lock().unwrap(), expected);
     assert_eq!(pool.stats().panicked_tasks, 10);
+}
+
+/// The pool (whose only worker met a panicking drop) still runs plain and lane work.
+fn still_runs_plain_and_lane_work(pool: &Pool) {
+    assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+    assert_eq!(
+        pool.submit_sequential("ctx", || 2).unwrap().join().unwrap(),
+        2
+    );
+}
+
+/// A result whose `Drop` panics, dropped on the worker (its handle is gone): the worker lives on.
+#[test]
+fn result_drop_panic_does_not_kill_the_worker() {
+    finishes("pool after a panicking result drop", || {
+        let pool = common::fixed_pool(1);
+        let gate = common::hold_workers(&pool, 1);
+        drop(pool.submit(|| PanicOnDrop).unwrap());
+        drop(pool.submit_sequential("ctx", || PanicOnDrop).unwrap());
+        gate.open();
+        still_runs_plain_and_lane_work(&pool);
+        pool.shutdown();
+    });
+}
+
+/// A cancelled task whose capture panics when dropped (the worker drops it unrun).
+#[test]
+fn capture_drop_panic_on_the_cancelled_path_does_not_kill_the_worker() {
+    finishes("pool after a panicking capture drop", || {
+        let pool = common::fixed_pool(1);
+        let gate = common::hold_workers(&pool, 1);
+        let bomb = PanicOnDrop;
+        let plain = pool
+            .submit(move || {
+                let _keep = &bomb;
+            })
+            .unwrap();
+        assert!(plain.cancel());
+        let bomb = PanicOnDrop;
+        let laned = pool
+            .submit_sequential("ctx", move || {
+                let _keep = &bomb;
+            })
+            .unwrap();
+        assert!(laned.cancel());
+        gate.open();
+        still_runs_plain_and_lane_work(&pool);
+        pool.shutdown();
+    });
+}
+
+/// The same on a reserved thread: a result drop that panics does not kill it.
+#[test]
+fn result_drop_panic_on_a_reserved_thread_is_contained() {
+    finishes("reserved thread after a panicking capture drop", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .reserved_threads(1)
+            .min_reserved_threads(1)
+            .build()
+            .unwrap();
+        for round in 0..2 {
+            common::reserved_ready(&pool);
+            let (tx, rx) = channel();
+            let bomb = PanicOnDrop;
+            let mut task: Box<dyn FnOnce() + Send> = Box::new(move || {
+                let _keep = bomb;
+                tx.send(round).unwrap();
+            });
+            while let Err(e) = pool.try_execute(task) {
+                task = e.into_inner();
+                std::thread::yield_now();
+            }
+            assert_eq!(rx.recv_timeout(HANG).unwrap(), round);
+        }
+        pool.shutdown();
+    });
 }

@@ -1,6 +1,6 @@
 //! Context lanes in use: per-context order, coalescing, fairness, blocked workers, batches,
-//! contexts and multi-key tasks, per-key state, the key hasher, handles and abort, idle lanes, the
-//! ordered map's finish, async typed lanes and tokio inside tasks.
+//! contexts and multi-key tasks, per-key state, the key hasher, handles and abort, the ordered
+//! map's finish, async typed lanes and tokio inside tasks.
 //!
 //! One test binary (each file a module) so the suite builds and links few binaries.
 
@@ -16,7 +16,6 @@ mod contexts;
 mod fairness;
 mod handles;
 mod hasher;
-mod idle;
 mod keyed;
 mod keyed_state;
 mod ordered_map_finish;

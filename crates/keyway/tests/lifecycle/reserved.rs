@@ -4,10 +4,11 @@
 
 use crate::common;
 
+use std::sync::mpsc::channel;
 use std::time::Duration;
 
-use common::{eventually, Gate, Latch, HANG};
-use keyway::TryExecuteError;
+use common::{eventually, finishes, Gate, Latch, HANG};
+use keyway::{Pool, TryExecuteError};
 
 /// One core thread and one reserved thread.
 fn one_reserved() -> keyway::Pool {
@@ -164,4 +165,28 @@ fn shutdown_from_a_reserved_thread_does_not_wait_for_itself() {
         );
         pool.shutdown();
     }
+}
+
+/// `reserved_idle_timeout(Duration::MAX)`: the reserved thread must not die computing its
+/// deadline, and a task handed to it must run.
+#[test]
+fn reserved_idle_timeout_max_runs_the_handed_task() {
+    finishes("try_execute with reserved_idle_timeout(MAX)", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .reserved_threads(1)
+            .reserved_idle_timeout(Duration::MAX)
+            .build()
+            .unwrap();
+        common::reserved_ready(&pool);
+        let (tx, rx) = channel();
+        let mut task = move || tx.send(()).unwrap();
+        while let Err(e) = pool.try_execute(task) {
+            task = e.into_inner();
+            std::thread::yield_now();
+        }
+        rx.recv_timeout(HANG)
+            .expect("the task handed to the reserved thread never ran");
+        pool.shutdown();
+    });
 }

@@ -4,11 +4,12 @@
 
 use crate::common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-use common::{DropCount, Gate, Latch};
-use keyway::{SubmitError, TaskError};
+use common::{eventually, finishes, fixed_pool, hold_workers, spin, DropCount, Gate, Latch, HANG};
+use keyway::{AdaptiveStrategy, Pool, SubmitError, TaskError};
 
 #[test]
 fn shutdown_runs_everything_accepted() {
@@ -226,4 +227,214 @@ fn dropping_every_handle_shuts_down_gracefully() {
     common::eventually("accepted tasks run after the pool is dropped", || {
         ran.load(Ordering::Relaxed) == 1_000
     });
+}
+
+/// The last task runs on a reserved thread while the workers park with a long `keep_alive`:
+/// `shutdown` must not wait for it.
+#[test]
+fn shutdown_after_a_reserved_task_does_not_wait_for_keep_alive() {
+    finishes("shutdown after a reserved-thread task", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .max_threads(1)
+            .keep_alive(Duration::from_secs(24 * 3600))
+            .reserved_threads(1)
+            .build()
+            .unwrap();
+        common::reserved_ready(&pool);
+        let gate = Gate::new();
+        let started = Latch::new(1);
+        let mut task: Box<dyn FnOnce() + Send> = {
+            let t = common::held_task(&gate, &started);
+            Box::new(move || {
+                t();
+            })
+        };
+        while let Err(e) = pool.try_execute(task) {
+            task = e.into_inner();
+            std::thread::yield_now();
+        }
+        started.wait();
+        let closer = {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.shutdown())
+        };
+        eventually("intake stops", || pool.is_shutdown());
+        gate.open();
+        closer.join().unwrap();
+    });
+}
+
+/// A production run queued by `dispatch`, handed back by `shutdown_now` and dropped: later
+/// `dispatch` calls must say the executor refused, not `Pending`.
+#[test]
+fn dropped_queued_production_run_does_not_leave_dispatch_pending() {
+    finishes("dispatch after a dropped queued run", || {
+        let pool = Pool::builder()
+            .core_threads(1)
+            .max_threads(1)
+            .reserved_threads(0)
+            .build()
+            .unwrap();
+        let gate = common::hold_workers(&pool, 1);
+        let strategy = AdaptiveStrategy::new(|| None::<fn()>, pool.clone());
+        assert_eq!(
+            strategy.dispatch().unwrap(),
+            keyway::DispatchOutcome::Queued
+        );
+        let back = common::shutdown_now_while_held(&pool, &gate);
+        assert_eq!(back.len(), 1, "the queued production run is handed back");
+        drop(back);
+        assert!(
+            strategy.dispatch().is_err(),
+            "dispatch on a shut-down pool answered {:?}",
+            strategy.dispatch()
+        );
+        // Production itself is not stuck.
+        assert_eq!(strategy.produce(), keyway::ProduceOutcome::Exhausted);
+    });
+}
+
+/// The pool's OS threads alive now whose names start with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .filter(|name| name.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `shutdown` from outside returns only once every thread the pool started — workers, reserved
+/// threads and the monitor — has exited (LeakSanitizer saw the thread-local state of a
+/// reserved thread or the monitor still alive after `shutdown`).
+///
+/// Exactly: no worker or reserved thread still runs its thread-local destructors when
+/// `shutdown` returns (each holds a `Live` token from `on_thread_start` that only its
+/// thread-local destructor gives back). Then the OS threads leave the process's thread list: a
+/// joined thread may still be listed for a moment, as the kernel wakes the joiner before it
+/// delists the thread, so that part polls; a thread that was never joined never leaves.
+#[test]
+fn shutdown_joins_every_pool_thread() {
+    struct Live(Arc<AtomicUsize>);
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static LIVE: std::cell::RefCell<Option<Live>> = const { std::cell::RefCell::new(None) };
+    }
+    for round in 0..20 {
+        let prefix = format!("joinall{round}");
+        let live = Arc::new(AtomicUsize::new(0));
+        let counted = live.clone();
+        let pool = Pool::builder()
+            .core_threads(2)
+            .reserved_threads(1)
+            .thread_name(prefix.clone())
+            .on_thread_start(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                LIVE.with(|l| *l.borrow_mut() = Some(Live(counted.clone())));
+            })
+            .build()
+            .unwrap();
+        common::reserved_ready(&pool);
+        assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+        pool.shutdown();
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            0,
+            "a pool thread was still running after shutdown returned"
+        );
+        eventually(
+            &format!("the threads of {prefix} leave the process"),
+            || threads_named(&prefix).is_empty(),
+        );
+    }
+}
+
+#[test]
+fn drop_of_the_last_handle_runs_every_accepted_task() {
+    for _ in 0..5 {
+        let pool = fixed_pool(1);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let gate = hold_workers(&pool, 1); // nothing below can run before the drop
+        for i in 0..1000u32 {
+            let ran = ran.clone();
+            let task = move || {
+                spin(200);
+                ran.fetch_add(1, Ordering::SeqCst);
+            };
+            if i % 2 == 0 {
+                pool.execute(task).unwrap();
+            } else {
+                pool.execute_sequential(i % 8, task).unwrap();
+            }
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        gate.open();
+        drop(pool);
+        assert_eq!(ran.load(Ordering::SeqCst), 1000);
+    }
+}
+
+#[test]
+fn drop_of_the_last_handle_inside_a_task_does_not_deadlock() {
+    let pool = fixed_pool(2);
+    let gate = Gate::new();
+    let (done_tx, done) = mpsc::channel();
+    let (after_tx, after) = mpsc::channel();
+    let last = pool.clone();
+    let g = gate.clone();
+    pool.execute(move || {
+        g.wait();
+        drop(last); // the last handle, on a pool thread: shuts down in the background
+        done_tx.send(()).unwrap();
+    })
+    .unwrap();
+    for _ in 0..10 {
+        let after_tx = after_tx.clone();
+        pool.execute_sequential("after", move || after_tx.send(()).unwrap())
+            .unwrap();
+    }
+    drop(after_tx);
+    drop(pool); // not the last handle: returns at once
+    gate.open();
+    done.recv_timeout(HANG)
+        .expect("the drop inside the task returned");
+    // Every accepted task still ran, in the background.
+    assert_eq!(after.iter().count(), 10);
+}
+
+#[test]
+fn shutdown_timeout_extremes() {
+    let pool = fixed_pool(1);
+    let gate = hold_workers(&pool, 1);
+    pool.execute(|| ()).unwrap();
+    let err = pool.shutdown_timeout(Duration::ZERO).unwrap_err();
+    assert_eq!(err.pending_tasks(), 2);
+    assert!(pool.is_shutdown());
+    assert!(pool.execute(|| ()).is_err(), "intake stopped");
+    gate.open();
+    assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
+    assert_eq!(
+        pool.shutdown_timeout(Duration::ZERO),
+        Ok(()),
+        "already done"
+    );
+}
+
+#[test]
+fn shutdown_timeout_inside_a_task_returns_at_once() {
+    let pool = Pool::new().unwrap();
+    let inner = pool.clone();
+    let h = pool
+        .submit(move || inner.shutdown_timeout(Duration::MAX))
+        .unwrap();
+    let err = h.join().unwrap().unwrap_err();
+    assert!(err.pending_tasks() >= 1);
+    assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
 }

@@ -1,6 +1,7 @@
-//! Keyed state that lasts: `PoolBuilder::idle_lanes` and `keep_idle` keep idle lanes (and a
-//! typed lane's state) between touches; their extremes; the memory an idle key costs. (Its own
-//! test binary: the counting allocator measures the whole process; the tests run one at a time.)
+//! Idle lanes: by default a lane is freed once idle, so memory does not grow with the contexts
+//! ever used (a lane handle pins its lane until dropped); `PoolBuilder::idle_lanes` and
+//! `keep_idle` keep idle lanes (and a typed lane's state) between touches; their extremes; the
+//! memory an idle key costs.
 
 use crate::common;
 
@@ -9,14 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::counting::live_bytes;
-use common::eventually;
+use common::{eventually, Gate};
 use keyway::{KeyState, Pool, PoolBuilder, TypedLanes};
 
-use crate::SERIAL;
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::serial;
 
 const KEYS: u32 = 1_000_000;
 
@@ -234,4 +231,46 @@ fn async_typed_lanes_own_their_state_across_touches() {
     let saved: Vec<_> = rx.try_iter().collect();
     assert_eq!(saved.len(), KEYS as usize);
     assert!(saved.iter().all(|(_, log)| *log == [0, 1, 2]));
+}
+
+#[test]
+fn a_million_contexts_used_once_leave_no_lanes() {
+    let _serial = serial();
+    let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    for i in 0..1_000_000u64 {
+        pool.execute_sequential(i, || ()).unwrap();
+    }
+    eventually("every lane is freed", || {
+        let s = pool.stats();
+        s.unfinished_tasks() == 0 && s.live_lanes == 0
+    });
+    pool.shutdown();
+    assert_eq!(pool.stats().live_lanes, 0);
+}
+
+#[test]
+fn lane_handles_pin_their_lane_until_dropped() {
+    let _serial = serial();
+    let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    let lane = pool.lane("pinned");
+    lane.submit(|| ()).unwrap().join().unwrap();
+    assert_eq!(pool.stats().live_lanes, 1);
+    let again = lane.clone();
+    drop(lane);
+    assert_eq!(pool.stats().live_lanes, 1);
+    drop(again);
+    // Freed by the unpin if the lane is idle, else by its runner the moment it runs dry
+    // (`join` returns when the task finished, possibly before the runner let go of the lane).
+    eventually("unpinned idle lane freed", || pool.stats().live_lanes == 0);
+    // A lane dropped while busy is freed once it runs dry.
+    let gate = Gate::new();
+    let lane = pool.lane("busy");
+    let g = gate.clone();
+    lane.execute(move || g.wait()).unwrap();
+    drop(lane);
+    gate.open();
+    eventually("busy lane freed after its work", || {
+        pool.stats().live_lanes == 0
+    });
+    pool.shutdown();
 }

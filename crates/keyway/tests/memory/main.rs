@@ -12,7 +12,6 @@ mod async_allocations;
 mod idle_lanes;
 mod keyed_allocations;
 mod leaks;
-mod memory;
 
 use std::sync::{Mutex, MutexGuard};
 

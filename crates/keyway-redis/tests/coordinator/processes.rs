@@ -1,7 +1,7 @@
 //! The shared limit with separate processes: this test binary runs itself as the members
 //! (the ignored `member_process` test, steered through environment, stdin and stdout).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -67,7 +67,7 @@ fn spawn_members(url: &str, n: usize, first: usize) -> (Vec<Member>, Said) {
     for i in first..first + n {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
-                "member_process",
+                "processes::member_process",
                 "--exact",
                 "--ignored",
                 "--nocapture",

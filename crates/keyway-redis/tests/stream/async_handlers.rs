@@ -4,7 +4,7 @@
 //! shut down under it leaves its entry pending for the next owner; a future awaiting past
 //! its lease has its ack refused, and the new owner runs its entry again.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::kinds::{woken_from_another_thread, AsyncLatch, OpenAsyncOnDrop};
 use common::local::*;
 use common::*;
-use keyway_redis::stream::{Producer, Topic};
+use keyway_redis::stream::{Producer, StreamConsumer, Topic};
 use parking_lot::Mutex;
 
 /// 16 keys × 20 entries on a pool of two threads: the first entry of every key waits until
@@ -177,6 +177,26 @@ fn a_panicking_async_handler_is_retried_then_dead_lettered() {
     assert_eq!(pending(&server, &topic), 0);
 }
 
+/// Member `first`, whose futures wait at `latch` until it opens.
+fn waiting_member(
+    server: &RedisServer,
+    topic: &Topic,
+    pool: &keyway::Pool,
+    latch: &Arc<AsyncLatch>,
+) -> StreamConsumer {
+    let waits = Arc::clone(latch);
+    builder(server, topic)
+        .member_id("first")
+        .build_async(pool, move |_, _| {
+            let waits = Arc::clone(&waits);
+            async move {
+                waits.wait(usize::MAX).await;
+                Ok(())
+            }
+        })
+        .unwrap()
+}
+
 /// A pool shut down under a waiting future drops it: its entry leaves the window
 /// unacknowledged, the consumer's hand-off completes (it does not wait for a future that
 /// will never run again), and the next owner runs the entry: nothing is lost.
@@ -189,17 +209,7 @@ fn an_async_handler_dropped_at_shutdown_hands_its_entry_back() {
     let first_pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let never = Arc::new(AsyncLatch::default());
     let _open = OpenAsyncOnDrop(Arc::clone(&never));
-    let waits = Arc::clone(&never);
-    let first = builder(&server, &topic)
-        .member_id("first")
-        .build_async(&first_pool, move |_, _| {
-            let waits = Arc::clone(&waits);
-            async move {
-                waits.wait(usize::MAX).await;
-                Ok(())
-            }
-        })
-        .unwrap();
+    let first = waiting_member(&server, &topic, &first_pool, &never);
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
     producer.send("k", "1").unwrap();
     producer.send("k", "2").unwrap();
@@ -245,38 +255,13 @@ fn an_async_handler_awaiting_past_its_lease_is_refused_and_rerun() {
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let latch = Arc::new(AsyncLatch::default());
     let _open = OpenAsyncOnDrop(Arc::clone(&latch));
-    let waits = Arc::clone(&latch);
-    let first = builder(&server, &topic)
-        .member_id("first")
-        .build_async(&pool, move |_, _| {
-            let waits = Arc::clone(&waits);
-            async move {
-                waits.wait(usize::MAX).await;
-                Ok(())
-            }
-        })
-        .unwrap();
+    let first = waiting_member(&server, &topic, &pool, &latch);
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
     producer.send("k", "1").unwrap();
     producer.send("k", "2").unwrap();
     wait_for("the handler to wait", || latch.arrived() == 1);
-    let mut conn = server.connection();
-    let epoch: u64 = redis::cmd("HGET")
-        .arg(lease)
-        .arg("epoch")
-        .query(&mut conn)
-        .unwrap();
     // Another member takes the lease (as after this one paused past it).
-    let _: () = redis::cmd("HSET")
-        .arg(lease)
-        .arg("owner")
-        .arg("thief")
-        .arg("epoch")
-        .arg(epoch + 1)
-        .arg("expires")
-        .arg("99999999999999999")
-        .query(&mut conn)
-        .unwrap();
+    let stolen = steal(&server, lease);
     wait_for("the loss to be known", || first.owned_shards().is_empty());
     latch.open();
     wait_for("the refusal", || first.stats().unwrap().refused_acks >= 1);
@@ -291,6 +276,7 @@ fn an_async_handler_awaiting_past_its_lease_is_refused_and_rerun() {
     drop(first);
 
     // The thief's lease ends: the next owner takes the shard at a higher epoch.
+    let mut conn = server.connection();
     let _: () = redis::cmd("HSET")
         .arg(lease)
         .arg("owner")
@@ -318,6 +304,6 @@ fn an_async_handler_awaiting_past_its_lease_is_refused_and_rerun() {
     let ran = ran.lock();
     assert_eq!(ran.len(), 2);
     assert_eq!((ran[0].0.as_str(), ran[1].0.as_str()), ("1", "2"));
-    assert!(ran.iter().all(|(_, e)| *e > epoch + 1), "{ran:?}");
+    assert!(ran.iter().all(|(_, e)| *e > stolen), "{ran:?}");
     assert_eq!(pending(&server, &topic), 0);
 }

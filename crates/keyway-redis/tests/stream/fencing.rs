@@ -2,7 +2,7 @@
 //! and reads nothing; a lost lease is counted once; re-acquiring its own lease is no
 //! takeover; `acked` counts what Redis acknowledged; the producer reconnects.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,26 +11,6 @@ use std::time::Duration;
 use common::local::*;
 use common::*;
 use keyway_redis::stream::{Producer, Topic};
-
-/// Makes `thief` the holder of `lease` at the next epoch, as a member that took it over.
-fn steal(server: &RedisServer, lease: &str) {
-    let mut conn = server.connection();
-    let epoch: u64 = redis::cmd("HGET")
-        .arg(lease)
-        .arg("epoch")
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(lease)
-        .arg("owner")
-        .arg("thief")
-        .arg("epoch")
-        .arg(epoch + 1)
-        .arg("expires")
-        .arg("99999999999999999")
-        .query(&mut conn)
-        .unwrap();
-}
 
 /// A member is cut off from Redis (its user disabled, its connections killed) while an entry
 /// fails and retries: once a lease has passed since the cut and another member holds the
@@ -212,30 +192,20 @@ fn acked_counts_what_redis_acknowledged() {
         return;
     };
     let topic = Topic::new("ackcount", 1).unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
+    let held = Held::default();
     let hooked = Arc::new(Mutex::new(Vec::new()));
-    let (latch_h, started_h, hooked_h) = (
-        Arc::clone(&latch),
-        Arc::clone(&started),
-        Arc::clone(&hooked),
-    );
+    let hooked_h = Arc::clone(&hooked);
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let consumer = builder(&server, &topic)
         .on_ack(move |a| hooked_h.lock().unwrap().push(a.succeeded.len()))
-        .build(&pool, move |_, _| {
-            started_h.store(true, Ordering::SeqCst);
-            latch_h.wait();
-            Ok(())
-        })
+        .build(&pool, held.handler())
         .unwrap();
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     let id = Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send("k", "v")
         .unwrap();
-    wait_for("the handler to start", || started.load(Ordering::SeqCst));
+    held.wait_started();
     let n: u64 = redis::cmd("XACK")
         .arg(topic.shard_key(0))
         .arg("keyway")
@@ -243,7 +213,7 @@ fn acked_counts_what_redis_acknowledged() {
         .query(&mut server.connection())
         .unwrap();
     assert_eq!(n, 1);
-    latch.open();
+    held.latch.open();
     wait_for("the consumer's ack batch", || {
         !hooked.lock().unwrap().is_empty()
     });

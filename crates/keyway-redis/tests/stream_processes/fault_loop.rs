@@ -10,7 +10,7 @@
 //! passed; `KW_FAULT_SEED=N` starts at seed `N`; `KW_FAULTS_PER_SEED` sets the faults per
 //! seed (default 5). A failing seed is printed with the fault it was at.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,12 +19,7 @@ use common::cluster::*;
 use common::journal::Rules;
 use common::*;
 
-/// A member process.
-#[test]
-#[ignore = "run as a child process by the other tests of this file"]
-fn stream_member() {
-    common::member::run();
-}
+use crate::ONE_AT_A_TIME;
 
 /// xorshift64*: the seed decides every choice.
 struct Rng(u64);
@@ -67,6 +62,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[test]
 fn random_faults_over_many_seeds() {
+    let _one = ONE_AT_A_TIME.lock();
     if redis_server_binary().is_none() {
         return;
     }

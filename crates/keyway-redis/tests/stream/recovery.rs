@@ -4,10 +4,10 @@
 //! pending are reported at a clean release, and Redis losing its data while a handler runs
 //! stops no other key.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,24 +85,17 @@ fn reconnects_spend_no_delivery_counts() {
         return;
     };
     let topic = Topic::new("counts", 1).unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
-    let (latch_h, started_h) = (Arc::clone(&latch), Arc::clone(&started));
+    let held = Held::default();
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let consumer = builder(&server, &topic)
-        .build(&pool, move |_, _| {
-            started_h.store(true, Ordering::SeqCst);
-            latch_h.wait();
-            Ok(())
-        })
+        .build(&pool, held.handler())
         .unwrap();
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send("k", "v")
         .unwrap();
-    wait_for("the handler to start", || started.load(Ordering::SeqCst));
+    held.wait_started();
     let before = connections_received(&server);
     for _ in 0..3 {
         kill_readers(&server);
@@ -115,7 +108,7 @@ fn reconnects_spend_no_delivery_counts() {
     let pending = pending_entries(&server, &topic, 0);
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].2, 1, "delivery count after three reconnects");
-    latch.open();
+    held.latch.open();
     wait_for("the ack", || consumer.stats().unwrap().acked == 1);
 }
 
@@ -127,26 +120,19 @@ fn a_short_io_timeout_keeps_the_idle_reader_connected() {
         return;
     };
     let topic = Topic::new("shortio", 1).unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
-    let (latch_h, started_h) = (Arc::clone(&latch), Arc::clone(&started));
+    let held = Held::default();
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let consumer = builder(&server, &topic)
         .ack_batch(16, Duration::from_millis(200))
         .io_timeout(Duration::from_millis(50))
-        .build(&pool, move |_, _| {
-            started_h.store(true, Ordering::SeqCst);
-            latch_h.wait();
-            Ok(())
-        })
+        .build(&pool, held.handler())
         .unwrap();
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send("k", "v")
         .unwrap();
-    wait_for("the handler to start", || started.load(Ordering::SeqCst));
+    held.wait_started();
     let before = connections_received(&server);
     let_time_pass(Duration::from_secs(1));
     let new = connections_received(&server) - before;
@@ -154,7 +140,7 @@ fn a_short_io_timeout_keeps_the_idle_reader_connected() {
     assert!(new <= 5, "{new} connections in a second of idling");
     let pending = pending_entries(&server, &topic, 0);
     assert_eq!(pending[0].2, 1, "delivery count of the running entry");
-    latch.open();
+    held.latch.open();
     wait_for("the ack", || consumer.stats().unwrap().acked == 1);
 }
 
@@ -166,28 +152,19 @@ fn entries_trimmed_while_pending_are_reported_at_a_release() {
         return;
     };
     let topic = Topic::new("trimrelease", 1).unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
-    let (latch_h, started_h) = (Arc::clone(&latch), Arc::clone(&started));
+    let held = Held::default();
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
     let consumer = Arc::new(
         builder(&server, &topic)
-            .build(&pool, move |_, _| {
-                started_h.store(true, Ordering::SeqCst);
-                latch_h.wait();
-                Ok(())
-            })
+            .build(&pool, held.handler())
             .unwrap(),
     );
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     let ids = Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send_batch((0..10).map(|i| ("k", i.to_string())))
         .unwrap();
-    wait_for("the first handler to start", || {
-        started.load(Ordering::SeqCst)
-    });
+    held.wait_started();
     wait_for("all ten delivered", || pending(&server, &topic) == 10);
     let _: u64 = redis::cmd("XDEL")
         .arg(topic.shard_key(0))
@@ -203,7 +180,7 @@ fn entries_trimmed_while_pending_are_reported_at_a_release() {
     wait_for("the hand-off to begin", || {
         consumer.owned_shards().is_empty()
     });
-    latch.open();
+    held.latch.open();
     stopper.join().unwrap();
     let s = consumer.stats().unwrap();
     assert_eq!(s.trimmed_while_pending, 3, "{s:?}");
@@ -226,34 +203,27 @@ fn losing_redis_data_while_a_handler_runs_stops_no_other_key() {
         return;
     };
     let topic = Topic::new("dataloss", 1).unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
+    let held = Held::default();
     let others = Arc::new(AtomicUsize::new(0));
-    let (latch_h, started_h, others_h) = (
-        Arc::clone(&latch),
-        Arc::clone(&started),
-        Arc::clone(&others),
-    );
+    let (held_h, others_h) = (held.clone(), Arc::clone(&others));
     let pool = keyway::Pool::builder().core_threads(4).build().unwrap();
     let consumer = builder(&server, &topic)
         .stall_after(Duration::from_millis(500))
         .build(&pool, move |d, _| {
             if d.key == b"blocked" {
-                started_h.store(true, Ordering::SeqCst);
-                latch_h.wait();
+                held_h.run();
             } else {
                 others_h.fetch_add(1, Ordering::SeqCst);
             }
             Ok(())
         })
         .unwrap();
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send("blocked", "v")
         .unwrap();
-    wait_for("the handler to start", || started.load(Ordering::SeqCst));
+    held.wait_started();
     server.restart(); // empty
     let mut producer = Producer::connect(&server.url(), topic.clone()).unwrap();
     producer
@@ -264,6 +234,6 @@ fn losing_redis_data_while_a_handler_runs_stops_no_other_key() {
     });
     let s = consumer.stats().unwrap();
     assert!(s.groups_recreated >= 1, "{s:?}");
-    latch.open();
+    held.latch.open();
     wait_for("nothing pending", || pending(&server, &topic) == 0);
 }

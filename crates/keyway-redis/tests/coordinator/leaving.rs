@@ -1,7 +1,7 @@
 //! Leaving and coming back: dropping a coordinator is bounded by its leave timeout whatever
 //! Redis does, and a member the others expired starts at zero when it is back.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Shares in one process with several coordinators (each is a separate member, with its own
 //! connection and id, exactly as separate processes would be): clean leave, wrong clocks.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! value — logs one outage, and recovers by itself: afterwards the shares still follow the
 //! live members.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! interval, gathering the acks of entries that finish meanwhile, and goes out though no
 //! more entries come (the shard's reader blocked in a read).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyway::{ExecutorConfig, Pool, Scheduler, Timing};
+use common::{eventually, finishes, jobs_scheduler};
+use keyway::{ExecutorConfig, Pool, Scheduler, TaskError, Timing};
 
 const TASKS: usize = 100_000;
 
@@ -191,7 +192,7 @@ fn pool_shutdown_timeout_with_a_scheduler_loses_nothing() {
     assert!(pool.shutdown_timeout(Duration::MAX).is_ok());
 }
 
-// ---- decided: the pool shuts down while an executor is paused at 0 TPS ------------------------
+// ---- the pool shuts down while an executor is paused at 0 TPS ------------------------
 //
 // A shutdown the pool starts (`Pool::shutdown`, `shutdown_timeout`, the drop of its last handle)
 // does not wait for a pause that no one will lift: the tasks of an executor paused at 0 TPS end
@@ -331,4 +332,105 @@ fn scheduler_shutdown_waits_for_set_tps_to_resume_a_pause() {
     assert!(waiting.into_iter().all(|h| h.join().is_ok()));
     assert_eq!(ran.load(Ordering::Relaxed), 2);
     pool.shutdown();
+}
+
+// ---- a task that is never due at a graceful shutdown --------------------------------
+
+/// `Scheduler::shutdown` ends a task that is never due (`Duration::MAX`) as rejected
+/// instead of waiting for ever.
+#[test]
+fn scheduler_shutdown_ends_a_never_due_task() {
+    finishes("shutdown with a never-due task", || {
+        let pool = Pool::new().unwrap();
+        let s = jobs_scheduler(&pool);
+        let h = s.schedule("jobs", Duration::MAX, || 1).unwrap();
+        s.shutdown();
+        assert!(matches!(h.join(), Err(TaskError::Rejected)));
+        let st = s.stats("jobs").unwrap();
+        assert_eq!((st.pending, st.rejected), (0, 1));
+        pool.shutdown();
+    });
+}
+
+/// A never-due task cancelled through its handle is counted `cancelled`, not `rejected`, when
+/// a shutdown ends it: by the graceful shutdown's sweep of never-due tasks, or by
+/// `shutdown_now`, which hands back nothing for it (found by the `pool_mixed` fuzz target).
+#[test]
+fn a_cancelled_never_due_task_is_counted_cancelled_at_shutdown() {
+    finishes("cancelled never-due tasks at shutdown", || {
+        let pool = Pool::new().unwrap();
+        for now in [false, true] {
+            let s = jobs_scheduler(&pool);
+            let h = s.schedule("jobs", Duration::MAX, || 1).unwrap();
+            assert!(h.cancel());
+            if now {
+                assert!(s.shutdown_now().is_empty());
+            } else {
+                s.shutdown();
+            }
+            assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+            let st = s.stats("jobs").unwrap();
+            assert_eq!(
+                (st.cancelled, st.rejected, st.pending),
+                (1, 0, 0),
+                "shutdown_now: {now}, {st:?}"
+            );
+        }
+        pool.shutdown();
+    });
+}
+
+/// A task released to the pool, cancelled there while queued, and run once its timeout has
+/// passed is counted `cancelled` (as its handle says), not `timed_out` (found by the
+/// `pool_mixed` fuzz target).
+#[test]
+fn a_released_task_cancelled_then_past_its_timeout_is_counted_cancelled() {
+    finishes("cancelled task past its timeout", || {
+        let pool = common::fixed_pool(1);
+        let timeout = Duration::from_millis(30);
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("jobs", ExecutorConfig::unlimited().timeout(timeout))
+            .build()
+            .unwrap();
+        let gate = common::hold_workers(&pool, 1);
+        let h = s.schedule("jobs", Duration::ZERO, || 1).unwrap();
+        eventually("the task queued on the pool", || {
+            pool.stats().waiting_tasks == 1
+        });
+        assert!(h.cancel());
+        // Not a synchronisation: the task's deadline must be behind when the pool runs it.
+        std::thread::sleep(timeout * 2);
+        gate.open();
+        s.shutdown();
+        assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+        let st = s.stats("jobs").unwrap();
+        assert_eq!(
+            (st.cancelled, st.timed_out, st.pending),
+            (1, 0, 0),
+            "{st:?}"
+        );
+        pool.shutdown();
+    });
+}
+
+// ---- the last handle of a scheduler with a paused executor is dropped ---------------
+
+/// Dropping the last `Scheduler` handle while an executor is paused at 0 TPS ends that
+/// executor's tasks as rejected (nobody can resume it any more), so its thread exits instead of
+/// waiting for ever.
+#[test]
+fn dropping_the_last_scheduler_ends_a_paused_executors_tasks() {
+    finishes("drop of the last scheduler with a paused executor", || {
+        let pool = Pool::new().unwrap();
+        let s = Scheduler::builder(&pool)
+            .interval(Duration::from_millis(10))
+            .executor("paused", ExecutorConfig::with_tps(0.0))
+            .build()
+            .unwrap();
+        let h = s.schedule("paused", Duration::ZERO, || 1).unwrap();
+        drop(s);
+        assert!(matches!(h.join(), Err(TaskError::Rejected)));
+        pool.shutdown();
+    });
 }

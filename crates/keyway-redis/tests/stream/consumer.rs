@@ -4,7 +4,7 @@
 //! consumption, fenced acks of a former owner, and bad settings. The whole life and the
 //! fenced acks run for both kinds of handler (sync, and async).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -528,22 +528,7 @@ fn former_owners_acks_are_refused(kind: Kind) {
     producer.send("k", "2").unwrap();
     wait_for("the handler to start", || runs.load(Ordering::SeqCst) == 1);
     // Another member takes the lease (as after this one paused past it).
-    let mut conn = server.connection();
-    let epoch: u64 = redis::cmd("HGET")
-        .arg("keyway:{refused}:keyway:lease:0")
-        .arg("epoch")
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg("keyway:{refused}:keyway:lease:0")
-        .arg("owner")
-        .arg("thief")
-        .arg("epoch")
-        .arg(epoch + 1)
-        .arg("expires")
-        .arg("99999999999999999")
-        .query(&mut conn)
-        .unwrap();
+    steal(&server, "keyway:{refused}:keyway:lease:0");
     latch.open();
     wait_for("the refusal", || {
         consumer.stats().unwrap().refused_acks >= 1

@@ -1,75 +1,21 @@
 //! `keyway-stream` end to end against a real redis-server (started by the test) and member
-//! processes (this test binary run again as its ignored `stream_member` test): `inspect --json`
+//! processes: `inspect --json`
 //! shows a SIGKILLed member's shards expire and get taken over at higher epochs;
 //! `dead-letters replay` puts a poison entry back once it is fixed, and it runs and is acked
 //! after the entries of its key already in the shard; `cleanup` never deletes a consumer that
 //! has pending entries.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::process::Command;
-use std::sync::Arc;
-use std::time::Duration;
 
 use common::cluster::*;
-use common::journal::Journal;
 use common::*;
-use keyway_redis::stream::{shard_of, Producer, StreamConsumer};
-use parking_lot::Mutex;
+use keyway_redis::stream::{shard_of, Producer};
 use serde_json::Value;
 
-/// The tests here share two cores with member processes: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// A member process: journals starts, ends and acks; fails the entry named by `ENV_POISON`.
-#[test]
-#[ignore = "run as a child process by the other tests of this file"]
-fn stream_member() {
-    let Ok(url) = std::env::var(ENV_URL) else {
-        return;
-    };
-    let ns = std::env::var(ENV_NS).unwrap();
-    let id = std::env::var(ENV_ID).unwrap();
-    let journal = Arc::new(Journal::create(std::path::Path::new(
-        &std::env::var(ENV_JOURNAL).unwrap(),
-    )));
-    let poison = std::env::var(ENV_POISON).ok();
-    let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
-    let acks = Arc::clone(&journal);
-    let consumer = StreamConsumer::builder(url.as_str(), topic(&ns))
-        .member_id(id)
-        .window(WINDOW)
-        .lease(LEASE)
-        .heartbeat(LEASE / 5)
-        .max_attempts(2)
-        .backoff(Duration::from_millis(5), Duration::from_millis(10))
-        .ack_batch(16, Duration::from_millis(10))
-        .io_timeout(Duration::from_millis(300))
-        .on_ack(move |a| acks.acked(a))
-        .build(&pool, move |d, payload| {
-            let seq: u64 = std::str::from_utf8(payload)?.parse()?;
-            journal.start(d, seq);
-            let me = format!("{}:{seq}", String::from_utf8_lossy(&d.key));
-            if poison.as_deref() == Some(me.as_str()) {
-                journal.finish(d, seq, "fail");
-                return Err("poison".into());
-            }
-            journal.finish(d, seq, "ok");
-            Ok(())
-        })
-        .expect("build the consumer");
-    println!("ready");
-    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        if line == "stop" {
-            break;
-        }
-    }
-    consumer.shutdown();
-    let s = consumer.stats().unwrap_or_default();
-    println!("stats dead={} takeovers={}", s.dead_lettered, s.takeovers);
-}
+use crate::ONE_AT_A_TIME;
 
 /// Runs `keyway-stream --json ARGS` on the cluster's topic: its JSON output.
 fn keyway_stream(c: &Cluster, args: &[&str]) -> Value {

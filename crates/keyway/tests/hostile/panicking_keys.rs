@@ -1,133 +1,17 @@
-//! Lanes under hostile use: `shutdown_now` from inside lane and multi-key tasks, and keys whose
-//! `Hash`, `Eq` or `Drop` panic. Each test fails (hangs, loses a task or kills a worker) on the
-//! code before the fix.
+//! Keys whose `Hash`, `Eq` or `Drop` panic: the task is handed back (`KeyPanicked`) with no
+//! panic escaping, a key dropped when its lane is freed or its task is coalesced away kills no
+//! worker, and shutdown completes. Each test fails (hangs, loses a task or kills a worker) on
+//! the code before the fix.
 
 use crate::common;
 
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{fixed_pool, Gate, HANG};
+use common::{finishes, fixed_pool, Gate};
 use keyway::{Pool, SubmitError};
-
-/// Runs `f` on another thread; panics (a hang) if it does not return within `HANG`.
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(HANG)
-        .unwrap_or_else(|_| panic!("hang: {what} did not return within {HANG:?}"))
-}
-
-/// A task that calls `shutdown_now` on its own pool and sends out what it handed back.
-fn stopper(
-    pool: &Pool,
-    out: mpsc::Sender<Vec<keyway::PendingTask>>,
-) -> impl FnOnce() + Send + use<> {
-    let pool = pool.clone();
-    move || {
-        let _ = out.send(pool.shutdown_now());
-    }
-}
-
-#[test]
-fn shutdown_now_inside_a_lane_task_hands_back_the_runners_chunk() {
-    let pool = fixed_pool(1);
-    let gate = Gate::new();
-    let g = gate.clone();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = mpsc::channel();
-    // All queued before the runner takes its first chunk: [gate, stopper, 1, 2, …] — most of
-    // them in the runner's hands when the stopper runs.
-    pool.execute_sequential("ctx", move || g.wait()).unwrap();
-    pool.execute_sequential("ctx", stopper(&pool, tx)).unwrap();
-    for i in 1..=40 {
-        let log = log.clone();
-        pool.execute_sequential("ctx", move || log.lock().unwrap().push(i))
-            .unwrap();
-    }
-    gate.open();
-    let back = rx
-        .recv_timeout(HANG)
-        .expect("hang: shutdown_now inside a lane task never returned");
-    assert_eq!(back.len(), 40, "every unstarted task handed back once");
-    assert!(log.lock().unwrap().is_empty(), "none of them ran");
-    for task in back {
-        task.run().unwrap();
-    }
-    assert_eq!(
-        *log.lock().unwrap(),
-        (1..=40).collect::<Vec<_>>(),
-        "in lane order"
-    );
-    within("shutdown after shutdown_now", move || pool.shutdown());
-}
-
-#[test]
-fn shutdown_now_inside_a_typed_lane_handler() {
-    let pool = fixed_pool(1);
-    let gate = Gate::new();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = mpsc::channel();
-    let (p, g, s) = (pool.clone(), gate.clone(), seen.clone());
-    let lanes = pool.typed_lanes(move |_: &u8, m: u32| match m {
-        0 => g.wait(),
-        1 => {
-            let _ = tx.send(p.shutdown_now());
-        }
-        m => s.lock().unwrap().push(m),
-    });
-    for m in 0..30 {
-        lanes.send(7, m).unwrap();
-    }
-    gate.open();
-    let back = rx
-        .recv_timeout(HANG)
-        .expect("hang: shutdown_now in a handler");
-    assert_eq!(back.len(), 28);
-    for task in back {
-        task.run().unwrap();
-    }
-    assert_eq!(*seen.lock().unwrap(), (2..30).collect::<Vec<_>>());
-    drop(lanes);
-    within("shutdown", move || pool.shutdown());
-}
-
-#[test]
-fn shutdown_now_inside_a_multi_key_task_leaves_the_worker_alive() {
-    let pool = fixed_pool(1);
-    let gate = Gate::new();
-    let g = gate.clone();
-    let (tx, rx) = mpsc::channel();
-    let ran = Arc::new(Mutex::new(Vec::new()));
-    pool.execute_keyed(["a", "b"], move || g.wait()).unwrap();
-    pool.execute_keyed(["a", "b"], stopper(&pool, tx)).unwrap();
-    for (i, keys) in [vec!["a"], vec!["b"], vec!["a", "b"], vec!["b", "c"]]
-        .into_iter()
-        .enumerate()
-    {
-        let ran = ran.clone();
-        pool.execute_keyed(keys, move || ran.lock().unwrap().push(i))
-            .unwrap();
-    }
-    gate.open();
-    let back = rx
-        .recv_timeout(HANG)
-        .expect("hang: shutdown_now in a multi-key task");
-    assert_eq!(back.len(), 4, "each waiting task handed back once");
-    for task in back {
-        task.run().unwrap();
-    }
-    let mut ran = ran.lock().unwrap().clone();
-    ran.sort();
-    assert_eq!(ran, vec![0, 1, 2, 3]);
-    // The worker survived the task's completion (it used to pop the drained lanes and die).
-    within("shutdown after shutdown_now", move || pool.shutdown());
-}
 
 /// A key whose `Hash` (or `Eq`, or `Drop` when `bad_drop`) panics, if told to.
 struct Touchy {
@@ -234,7 +118,7 @@ fn a_panicking_hash_hands_the_task_back_and_shutdown_completes() {
         .join()
         .unwrap();
     let p = pool.clone();
-    within("shutdown", move || p.shutdown());
+    finishes("shutdown", move || p.shutdown());
     assert_eq!(pool.stats().live_lanes, 0);
 }
 
@@ -282,7 +166,7 @@ fn a_panicking_eq_or_key_drop_on_look_up_hands_the_task_back() {
     );
     gate.open();
     let p = pool.clone();
-    within("shutdown", move || p.shutdown());
+    finishes("shutdown", move || p.shutdown());
     assert_eq!(pool.stats().live_lanes, 0);
 }
 
@@ -303,7 +187,7 @@ fn a_key_whose_drop_panics_when_its_lane_is_freed_kills_nothing() {
     // Lanes are freed by their runner, the monitor's sweep or shutdown: none of them may die.
     assert_eq!(pool.submit(|| 7).unwrap().join().unwrap(), 7);
     let p = pool.clone();
-    within("shutdown", move || p.shutdown());
+    finishes("shutdown", move || p.shutdown());
     assert_eq!(pool.stats().live_lanes, 0);
 }
 
@@ -343,7 +227,7 @@ fn a_panicking_drop_of_a_coalesced_away_task_is_contained() {
     }
     gate.open();
     let p = pool.clone();
-    within("shutdown", move || p.shutdown());
+    finishes("shutdown", move || p.shutdown());
     assert_eq!(*shown.lock().unwrap(), vec![4], "the newest ran");
     assert_eq!(
         pool.stats().panicked_tasks,
@@ -425,60 +309,4 @@ fn a_refused_task_whose_key_drop_panics_is_handed_back() {
         );
     }
     assert_eq!(drops.load(Ordering::SeqCst), n, "a refused task leaked");
-}
-
-/// Two lane tasks on two workers call `shutdown_now` at once; the first one's runner holds the
-/// rest of its chunk. Each caller puts its runner's chunk back before it waits for the others:
-/// once another caller is draining, the lane may already have left the table, and a chunk put
-/// back into it then would never be handed back (`shutdown_now` waited for ever for that
-/// admission; found by the `pool_mixed` fuzz target, about one run in three).
-#[test]
-fn concurrent_shutdown_now_in_lane_tasks_hands_back_every_held_chunk() {
-    for round in 0..300 {
-        let pool = fixed_pool(2);
-        // Both workers held at a gate while the lanes fill, so each lane's runner takes its
-        // whole queue as one chunk.
-        let (gate, started) = (Gate::new(), common::Latch::new(2));
-        for _ in 0..2 {
-            let (g, s) = (gate.clone(), started.clone());
-            pool.execute(move || {
-                s.count_down();
-                g.wait();
-            })
-            .unwrap();
-        }
-        started.wait();
-        let both_in = Arc::new(std::sync::Barrier::new(2));
-        let ran = Arc::new(AtomicUsize::new(0));
-        let (tx, rx) = mpsc::channel();
-        for ctx in ["held", "other"] {
-            let (p, b, tx) = (pool.clone(), both_in.clone(), tx.clone());
-            pool.execute_sequential(ctx, move || {
-                b.wait();
-                let _ = tx.send(p.shutdown_now());
-            })
-            .unwrap();
-        }
-        // Behind the stopper of "held", in its runner's chunk.
-        for _ in 0..3 {
-            let ran = ran.clone();
-            pool.execute_sequential("held", move || {
-                ran.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap();
-        }
-        gate.open();
-        let mut back = Vec::new();
-        for _ in 0..2 {
-            back.extend(rx.recv_timeout(HANG).unwrap_or_else(|_| {
-                panic!("hang in round {round}: concurrent shutdown_now in lane tasks")
-            }));
-        }
-        assert_eq!(back.len() + ran.load(Ordering::SeqCst), 3, "round {round}");
-        for task in back {
-            task.run().unwrap();
-        }
-        assert_eq!(ran.load(Ordering::SeqCst), 3, "round {round}");
-        within("shutdown after shutdown_now", move || pool.shutdown());
-    }
 }

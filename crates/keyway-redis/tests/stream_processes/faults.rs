@@ -1,11 +1,9 @@
-//! The stream consumer under faults, with separate member processes: this test binary runs
-//! itself as the members (the ignored `stream_member` test, steered through environment,
-//! stdin and stdout). Each member journals every start, finish and ack; the checker then
+//! The stream consumer under faults, with separate member processes. Each member journals every start, finish and ack; the checker then
 //! verifies no loss, no overlap and per-key order (replays only at a new epoch after a
 //! takeover), acks only after success or dead letter, an empty pending list, and bounded
 //! duplicates.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,17 +11,8 @@ use std::time::Duration;
 use common::cluster::*;
 use common::journal::Rules;
 use common::*;
-use parking_lot::Mutex;
 
-/// The fault tests share two cores: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// A member process.
-#[test]
-#[ignore = "run as a child process by the other tests of this file"]
-fn stream_member() {
-    common::member::run();
-}
+use crate::ONE_AT_A_TIME;
 
 fn cluster(name: &str, server: RedisServer, members: &[&str]) -> Cluster {
     let mut c = Cluster::new(server, name);

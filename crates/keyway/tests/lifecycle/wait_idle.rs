@@ -1,13 +1,14 @@
-//! Waiting without shutting down (`wait_idle`), bounded shutdown (`shutdown_timeout`), and
-//! dropping the last handle, which must not lose accepted tasks.
+//! Waiting without shutting down: `wait_idle` sees every task of concurrent producers, waits
+//! for a held task and wakes many waiters, returns at once inside a task, and the lanes the
+//! tasks used are freed right after it returns.
 
 use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{eventually, fixed_pool, hold_workers, spin, Gate, Latch, HANG};
+use common::{eventually, fixed_pool, hold_workers, spin, Latch};
 use keyway::Pool;
 
 #[test]
@@ -128,87 +129,4 @@ fn wait_idle_inside_a_task_returns_at_once() {
         .unwrap();
     assert_eq!(h.join().unwrap(), (false, false));
     assert!(pool.wait_idle());
-}
-
-#[test]
-fn drop_of_the_last_handle_runs_every_accepted_task() {
-    for _ in 0..5 {
-        let pool = fixed_pool(1);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let gate = hold_workers(&pool, 1); // nothing below can run before the drop
-        for i in 0..1000u32 {
-            let ran = ran.clone();
-            let task = move || {
-                spin(200);
-                ran.fetch_add(1, Ordering::SeqCst);
-            };
-            if i % 2 == 0 {
-                pool.execute(task).unwrap();
-            } else {
-                pool.execute_sequential(i % 8, task).unwrap();
-            }
-        }
-        assert_eq!(ran.load(Ordering::SeqCst), 0);
-        gate.open();
-        drop(pool);
-        assert_eq!(ran.load(Ordering::SeqCst), 1000);
-    }
-}
-
-#[test]
-fn drop_of_the_last_handle_inside_a_task_does_not_deadlock() {
-    let pool = fixed_pool(2);
-    let gate = Gate::new();
-    let (done_tx, done) = mpsc::channel();
-    let (after_tx, after) = mpsc::channel();
-    let last = pool.clone();
-    let g = gate.clone();
-    pool.execute(move || {
-        g.wait();
-        drop(last); // the last handle, on a pool thread: shuts down in the background
-        done_tx.send(()).unwrap();
-    })
-    .unwrap();
-    for _ in 0..10 {
-        let after_tx = after_tx.clone();
-        pool.execute_sequential("after", move || after_tx.send(()).unwrap())
-            .unwrap();
-    }
-    drop(after_tx);
-    drop(pool); // not the last handle: returns at once
-    gate.open();
-    done.recv_timeout(HANG)
-        .expect("the drop inside the task returned");
-    // Every accepted task still ran, in the background.
-    assert_eq!(after.iter().count(), 10);
-}
-
-#[test]
-fn shutdown_timeout_extremes() {
-    let pool = fixed_pool(1);
-    let gate = hold_workers(&pool, 1);
-    pool.execute(|| ()).unwrap();
-    let err = pool.shutdown_timeout(Duration::ZERO).unwrap_err();
-    assert_eq!(err.pending_tasks(), 2);
-    assert!(pool.is_shutdown());
-    assert!(pool.execute(|| ()).is_err(), "intake stopped");
-    gate.open();
-    assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
-    assert_eq!(
-        pool.shutdown_timeout(Duration::ZERO),
-        Ok(()),
-        "already done"
-    );
-}
-
-#[test]
-fn shutdown_timeout_inside_a_task_returns_at_once() {
-    let pool = Pool::new().unwrap();
-    let inner = pool.clone();
-    let h = pool
-        .submit(move || inner.shutdown_timeout(Duration::MAX))
-        .unwrap();
-    let err = h.join().unwrap().unwrap_err();
-    assert!(err.pending_tasks() >= 1);
-    assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
 }

@@ -3,7 +3,7 @@
 //! down or drops its last handle, two `shutdown` calls at once, a rate-limited consumer shut
 //! down mid-batch, and a pool whose capacity is reached.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -203,25 +203,18 @@ fn a_second_shutdown_waits_for_the_first() {
     };
     let topic = Topic::new("twostops", 1).unwrap();
     let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
-    let latch = Arc::new(Latch::default());
-    let started = Arc::new(AtomicBool::new(false));
-    let (latch_h, started_h) = (Arc::clone(&latch), Arc::clone(&started));
+    let held = Held::default();
     let consumer = Arc::new(
         builder(&server, &topic)
-            .build(&pool, move |_, _| {
-                started_h.store(true, Ordering::SeqCst);
-                latch_h.wait();
-                Ok(())
-            })
+            .build(&pool, held.handler())
             .unwrap(),
     );
-    // Dropped before the consumer: a failing test leaves no handler blocked.
-    let _open = OpenOnDrop(Arc::clone(&latch));
+    let _open = held.opener(); // dropped before the consumer
     Producer::connect(&server.url(), topic.clone())
         .unwrap()
         .send("k", "v")
         .unwrap();
-    wait_for("the handler to start", || started.load(Ordering::SeqCst));
+    held.wait_started();
     let done = Arc::new(AtomicUsize::new(0));
     let stoppers: Vec<_> = (0..2)
         .map(|_| {
@@ -241,7 +234,7 @@ fn a_second_shutdown_waits_for_the_first() {
         0,
         "a shutdown returned while the handler still runs"
     );
-    latch.open();
+    held.latch.open();
     for s in stoppers {
         s.join().unwrap();
     }

@@ -8,7 +8,7 @@
 //! Also: the scheduler takes the coordinator as an `Arc`, and the member reads its status
 //! through the clone it kept.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -144,7 +144,12 @@ fn three_processes_sharing_90_per_second_release_at_most_91_in_any_second() {
     let mut members: Vec<_> = (0..3)
         .map(|_| {
             let mut child = Command::new(std::env::current_exe().unwrap())
-                .args(["window_member", "--exact", "--ignored", "--nocapture"])
+                .args([
+                    "shared_window::window_member",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .args(["--test-threads=1"])
                 .env(CHILD_URL, server.url())
                 .stdin(Stdio::piped())

@@ -2,7 +2,7 @@
 //! `RedisCoordinator` keeps running tasks at its last share while Redis is killed (and
 //! restarted empty) and while it is paused, and no task is lost or run twice.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;

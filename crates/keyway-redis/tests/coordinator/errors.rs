@@ -1,7 +1,7 @@
 //! Bad URL, wrong password, unreachable host and bad settings are typed errors at
 //! construction, never a panic.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::Duration;
