@@ -67,7 +67,7 @@ impl PoolBuilder {
     /// The stack size, in bytes, of every thread the pool starts. Default: the standard
     /// library's (2 MiB unless the `RUST_MIN_STACK` environment variable says otherwise). Must be
     /// at least 64 KiB and at most 1 GiB: outside that range [`build`](Self::build) returns a
-    /// [`BuildError`].
+    /// [`BuildError`](crate::BuildError).
     ///
     /// ```
     /// let pool = keyway::Pool::builder().stack_size(64 << 20).build().unwrap();
