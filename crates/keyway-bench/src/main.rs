@@ -1,7 +1,20 @@
 //! `keyway-bench`: keyway against its peers.
 //!
 //! `cargo run --release -p keyway-bench -- <scenario>|curves|all [--quick] [--runs N]
-//! [--json|--csv] [--systems a,b] [--out DIR]`
+//! [--json|--csv] [--systems a,b] [--out DIR]`; `--help` names every scenario, system and
+//! column.
+//!
+//! A scenario (`scenarios/`: contexts, throughput, ordered, strategy, schedule, stream,
+//! latency, hotkey, tax, distributed) runs one workload on keyway and on each peer that has
+//! the same shape (`systems/`, a file per system: tokio actors, kameo, ractor, rayon, a
+//! crossbeam pool, a thread per context, hashed single-thread slots, ...). The harness
+//! (`harness/`) runs the systems interleaved, each after an uncounted warm-up run, and keeps
+//! medians, CPU time, memory and allocations per task; `sink` prints them (tables, JSON, CSV)
+//! after the machine's description and load. `curves` sweeps contexts, producers, work and key
+//! skew into plots (`curves/`). `all` runs every scenario, and with `--out DIR` the curves
+//! too, writing a report folder with an `index.html`; `plan` sets how big its runs are and
+//! estimates how long it takes. The peers' crates are dependencies of this crate only, never
+//! of keyway.
 
 // Layers, top to bottom (a module may import only its own layer and those below):
 // 1. main

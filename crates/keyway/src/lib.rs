@@ -14,10 +14,13 @@
 //! coalescing task replaces its context's older pending one; a flush waits for one context; a
 //! batch of a context's tasks is queued at once ([`Lane::execute_all`]).
 //! Idle lanes are freed. A context's type is part of its identity (`"a"` and `String::from("a")`
-//! are different contexts): [`Pool::contexts`] fixes the key type once. Typed lanes queue
-//! messages for one handler, and can own a state per key ([`Pool::typed_lanes_with_state`]).
+//! are different contexts): [`Pool::contexts`] fixes the key type once. [`Contexts`] is the
+//! keyed entry point: its methods state the rules with examples, and the pool's untyped keyed
+//! methods (`pool.execute_sequential(ctx, f)` and its kin, the same lanes with the key type
+//! inferred at each call) link to them. Typed lanes queue messages for one handler, and can
+//! own a state per key ([`Pool::typed_lanes_with_state`]).
 //!
-//! ## Multi-key tasks ([`Pool::execute_keyed`], [`Pool::submit_keyed`])
+//! ## Multi-key tasks ([`Contexts::execute_keyed`], [`Contexts::submit_keyed`])
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
 //! disjoint ones run in parallel; a task waiting for a key holds no thread; nothing deadlocks.
 //!
@@ -157,7 +160,7 @@
 #![warn(missing_docs)]
 
 // Layers, top to bottom: a module imports only modules of its own layer or below, and no import
-// cycle spans two folders (both checked by `tests/layers.rs`; a unit test may drive the public
+// cycle spans two folders (both checked by `tests/lifecycle/layers.rs`; a unit test may drive the public
 // API through the crate root's re-exports, `crate::Pool`, which name no module). The README's
 // "Layout" section says what each layer holds.
 // 1. schedule strategy sequencer

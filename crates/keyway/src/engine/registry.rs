@@ -29,10 +29,10 @@ use crate::task::{drop_quietly, PanicReport};
 ///
 /// Unpadded (96 bytes): `progress.run_seq` of slot `k` and the `stealer` of slot `k + 1` can
 /// share a cache line. Measured (2 cores under load 4-8): an A/B against
-/// `CachePadded<Slot>` with keyway-bench `throughput` (keys 0 and 1) and `contexts --work 10`,
+/// `CachePadded<WorkerSlot>` with keyway-bench `throughput` (keys 0 and 1) and `contexts --work 10`,
 /// 8 interleaved rounds, gave median ratios 1.13, 0.93 and 1.02 with pair ratios spread
 /// 0.66-1.38: no effect above the noise, so the padding is not taken.
-pub(crate) struct Slot {
+pub(crate) struct WorkerSlot {
     pub(crate) stealer: Stealer<Work>,
     pub(super) parts: Mutex<Option<(Worker<Work>, Parker)>>,
     pub(super) unparker: Unparker,
@@ -50,7 +50,7 @@ pub(crate) struct Registry {
     /// The `keyway_pool` span (field `pool`: the pool's name) every thread of the pool runs in.
     pub(crate) span: tracing::Span,
     pub(crate) injector: Injector<Work>,
-    pub(crate) slots: Box<[Slot]>,
+    pub(crate) slots: Box<[WorkerSlot]>,
     pub(super) free_slots: Mutex<Vec<usize>>,
     /// Highest slot index ever used, plus one: stealing scans `slots[..high_water]`.
     pub(super) high_water: AtomicUsize,
@@ -94,7 +94,7 @@ impl Registry {
         for _ in 0..config.max_threads {
             let deque = Worker::new_fifo();
             let parker = Parker::new();
-            slots.push(Slot {
+            slots.push(WorkerSlot {
                 stealer: deque.stealer(),
                 unparker: parker.unparker().clone(),
                 parts: Mutex::new(Some((deque, parker))),

@@ -32,11 +32,11 @@ pub(crate) struct Watch {
     /// The hash of each slot's lane (0 with an empty slot, or a lane whose hash is 0: then
     /// noting it takes the lock, nothing worse).
     hashes: Box<[AtomicU64]>,
-    lanes: Box<[Slot]>,
+    lanes: Box<[WatchedLane]>,
 }
 
 /// One slot: the lane it watches, if any.
-type Slot = Mutex<Option<Weak<dyn Watched>>>;
+type WatchedLane = Mutex<Option<Weak<dyn Watched>>>;
 
 impl Watch {
     pub(crate) fn new() -> Self {

@@ -16,7 +16,7 @@ use crossbeam_utils::sync::Parker;
 use crossbeam_utils::Backoff;
 
 use super::progress::Progress;
-use super::registry::{Registry, Slot};
+use super::registry::{Registry, WorkerSlot};
 pub(crate) use super::stoppers::OwnThread;
 use super::work::{PollTask, Work};
 use crate::task::{PanicReport, Task};
@@ -115,7 +115,7 @@ impl WorkerCtx {
     }
 
     #[inline]
-    fn slot(&self) -> &Slot {
+    fn slot(&self) -> &WorkerSlot {
         &self.registry.slots[self.index]
     }
 

@@ -1,6 +1,8 @@
 //! `Contexts<K>`: the pool's context lanes with the key type fixed once, so that a key of
 //! another type (a `u32` where the rest of the program uses `u64`, a `&str` for a `String`)
-//! is a compile error instead of a different lane.
+//! is a compile error instead of a different lane. It is the keyed entry point: its methods
+//! carry the rules and examples of sequential, coalescing and multi-key tasks, lanes and
+//! flushes; the pool's untyped keyed methods link here.
 
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -11,13 +13,22 @@ use crate::error::SubmitError;
 use crate::lane::KeyPanicked;
 use crate::task::TaskHandle;
 
-/// The pool's context lanes for keys of type `K` alone, from [`Pool::contexts`].
+/// The pool's context lanes for keys of type `K` alone, from [`Pool::contexts`]: the way in
+/// for work keyed by a client, account or stream.
+///
+/// Tasks of one context run one at a time, in submission order; contexts run in parallel
+/// ([`execute_sequential`](Self::execute_sequential)). A coalescing task replaces its
+/// context's older pending one ([`execute_coalescing`](Self::execute_coalescing)); a
+/// multi-key task holds several contexts at once ([`execute_keyed`](Self::execute_keyed)); a
+/// [`Lane`] holds one context's lane open ([`lane`](Self::lane)); a flush waits for one
+/// context ([`flush`](Self::flush)). Futures on the same lanes: [`Pool::spawn_sequential`].
 ///
 /// A context's type is part of its identity: `"a"` and `String::from("a")` are different
-/// contexts for the untyped methods of [`Pool`], as are `1u32` and `1u64`, and their tasks run in
-/// different lanes, in parallel. `Contexts<K>` takes keys of type `K` only, so such a mix-up does
-/// not compile. It is the same lanes as the untyped methods called with a `K`: the two can be
-/// used together. Cheap to clone (a [`Pool`] handle).
+/// contexts for the untyped keyed methods of [`Pool`] (`pool.execute_sequential(ctx, f)` and
+/// its kin), as are `1u32` and `1u64`, and their tasks run in different lanes, in parallel.
+/// `Contexts<K>` takes keys of type `K` only, so such a mix-up does not compile. It is the same
+/// lanes as the untyped methods called with a `K`: the two can be used together. Cheap to
+/// clone (a [`Pool`] handle).
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -72,14 +83,23 @@ impl<K> Contexts<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Runs `f` in the lane of `ctx`, after every task submitted to `ctx` before (see
-    /// [`Pool::execute_sequential`]).
+    /// Runs `f` in the lane of `ctx`: tasks with an equal `ctx` never run concurrently and run
+    /// in submission order; different contexts run in parallel.
+    ///
+    /// "Submission order" is happens-before order: a task submitted after another submission
+    /// for the same context has returned (on any thread) runs after it.
     ///
     /// ```
+    /// use std::sync::{Arc, Mutex};
     /// let pool = keyway::Pool::new().unwrap();
-    /// let (tx, rx) = std::sync::mpsc::channel();
-    /// pool.contexts::<u32>().execute_sequential(1, move || tx.send("ran").unwrap()).unwrap();
-    /// assert_eq!(rx.recv().unwrap(), "ran");
+    /// let users = pool.contexts::<(&str, u32)>();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// for i in 0..10 {
+    ///     let seen = seen.clone();
+    ///     users.execute_sequential(("user", 42), move || seen.lock().unwrap().push(i)).unwrap();
+    /// }
+    /// pool.shutdown();
+    /// assert_eq!(*seen.lock().unwrap(), (0..10).collect::<Vec<_>>());
     /// ```
     pub fn execute_sequential<F>(&self, ctx: K, f: F) -> Result<(), SubmitError<F>>
     where
@@ -120,8 +140,14 @@ where
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
-    /// let handle = pool.contexts::<u32>().submit_sequential(1, || 6 * 7).unwrap();
-    /// assert_eq!(handle.join().unwrap(), 42);
+    /// let accounts = pool.contexts::<&str>();
+    /// let balance = std::sync::Arc::new(std::sync::Mutex::new(100));
+    /// let b = balance.clone();
+    /// let withdrawn = accounts.submit_sequential("acct-1", move || { *b.lock().unwrap() -= 30; 30 }).unwrap();
+    /// let b = balance.clone();
+    /// let after = accounts.submit_sequential("acct-1", move || *b.lock().unwrap()).unwrap();
+    /// assert_eq!(withdrawn.join().unwrap(), 30);
+    /// assert_eq!(after.join().unwrap(), 70); // ran after the withdrawal
     /// ```
     pub fn submit_sequential<F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
@@ -131,8 +157,9 @@ where
         self.pool.submit_sequential(ctx, f)
     }
 
-    /// A coalescing task in the lane of `ctx`: it replaces the lane's last pending task if that
-    /// one is coalescing and has not started (see [`Pool::execute_coalescing`]).
+    /// Runs `f` in the lane of `ctx` (same lane and order as its sequential tasks), except that
+    /// when the lane's last pending task is a coalescing task that has not started, `f`
+    /// replaces it. The newest coalescing task always runs: the last update is never lost.
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
@@ -152,13 +179,21 @@ where
         self.pool.execute_coalescing(ctx, f)
     }
 
-    /// Like [`execute_coalescing`](Self::execute_coalescing), returning a [`TaskHandle`] (a
-    /// replaced task's handle says [`TaskError::Coalesced`](crate::TaskError::Coalesced)).
+    /// Like [`execute_coalescing`](Self::execute_coalescing), returning a [`TaskHandle`]; a
+    /// replaced task's handle says [`TaskError::Coalesced`](crate::TaskError::Coalesced).
     ///
     /// ```
-    /// let pool = keyway::Pool::new().unwrap();
-    /// let latest = pool.contexts::<u8>().submit_coalescing(0, || "newest").unwrap();
-    /// assert_eq!(latest.join().unwrap(), "newest");
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).build().unwrap();
+    /// let quotes = pool.contexts::<&str>();
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// quotes.execute_sequential("EURUSD", move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // the lane is busy: the next two wait
+    /// let old = quotes.submit_coalescing("EURUSD", || 1.10).unwrap();
+    /// let new = quotes.submit_coalescing("EURUSD", || 1.11).unwrap();
+    /// release.send(()).unwrap();
+    /// assert!(matches!(old.join(), Err(keyway::TaskError::Coalesced)));
+    /// assert_eq!(new.join().unwrap(), 1.11);
     /// ```
     pub fn submit_coalescing<F, T>(&self, ctx: K, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
@@ -168,9 +203,13 @@ where
         self.pool.submit_coalescing(ctx, f)
     }
 
-    /// Runs `f` holding every key in `keys`: tasks sharing a key never overlap and run in
-    /// submission order, with each other and with the sequential tasks of those keys (see
-    /// [`Pool::execute_keyed`]).
+    /// Runs `f` holding every key in `keys`: two tasks sharing at least one key never overlap,
+    /// and the one submitted first runs first, with each other and with the sequential tasks
+    /// of those keys; tasks with disjoint keys run in parallel.
+    ///
+    /// Duplicate keys count once; no keys makes a plain task; one key is exactly
+    /// [`execute_sequential`](Self::execute_sequential) on that key (same lane, same order). A
+    /// task waiting for a busy key holds no thread, and nothing deadlocks.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -216,7 +255,8 @@ where
         self.pool.submit_keyed(keys, f)
     }
 
-    /// A handle on the lane of `ctx` (see [`Pool::lane`]).
+    /// A handle on the lane of `ctx`, for a caller that submits to one context often: it skips
+    /// the context look-up on each submission. The lane stays allocated while a handle exists.
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
@@ -234,8 +274,18 @@ where
         self.pool.lane(ctx)
     }
 
-    /// A handle that completes once every task submitted to `ctx` before has run (see
-    /// [`Pool::flush`]).
+    /// A handle that completes once every task submitted to `ctx` before this call has run (or
+    /// was cancelled, coalesced away or panicked); tasks submitted after are not waited for.
+    /// The pool keeps running: this waits for one context, not for the pool (that is
+    /// [`Pool::wait_idle`]).
+    ///
+    /// Every flush works this way — this one, [`Lane::flush`] for a lane held open and
+    /// [`TypedLanes::flush`](crate::TypedLanes::flush) for a typed lane's messages: the flush is
+    /// a no-op task in the context's lane, so it is refused like a task (after shutdown, or when
+    /// the pool is full), a later coalescing task does not replace one submitted before the
+    /// flush, and after [`Pool::shutdown_now`] the handle says
+    /// [`TaskError::Rejected`](crate::TaskError::Rejected) once the handed-back flush is
+    /// dropped.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -251,7 +301,9 @@ where
     /// assert_eq!(done.load(Ordering::SeqCst), 50);
     /// ```
     pub fn flush(&self, ctx: K) -> Result<TaskHandle<()>, SubmitError<()>> {
-        self.pool.flush(ctx)
+        self.pool
+            .submit_sequential(ctx, || ())
+            .map_err(|e| e.map_task(drop))
     }
 
     /// The hash of context `ctx` (see [`Pool::context_hash`]).

@@ -11,8 +11,9 @@ use crate::lane::closures::{self, plain, with_handle, Closures};
 use crate::lane::{spawn, KeyPanicked, LaneCore};
 use crate::task::TaskHandle;
 
-/// A handle on one context's lane (from [`Pool::lane`]): the same lane as
-/// `pool.execute_sequential(ctx, …)`, without looking the context up on each submission.
+/// A handle on one context's lane (from [`Contexts::lane`](crate::Contexts::lane) or
+/// [`Pool::lane`]): the same lane as `execute_sequential(ctx, …)`, without looking the context
+/// up on each submission.
 ///
 /// ```
 /// let pool = keyway::Pool::new().unwrap();
@@ -139,7 +140,9 @@ impl<K: 'static> Lane<K> {
         )
     }
 
-    /// A coalescing task in this lane (see [`Pool::execute_coalescing`]).
+    /// A coalescing task in this lane: it replaces the lane's last pending task if that one is
+    /// coalescing and has not started (the rule:
+    /// [`Contexts::execute_coalescing`](crate::Contexts::execute_coalescing)).
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -196,8 +199,8 @@ impl<K: 'static> Lane<K> {
         )
     }
 
-    /// A handle that completes once every task submitted to this lane before has run (see
-    /// [`Pool::flush`]).
+    /// A handle that completes once every task submitted to this lane before has run: a flush
+    /// of this lane's context, as [`Contexts::flush`](crate::Contexts::flush) describes.
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();

@@ -4,14 +4,21 @@
 //! * `pool` — [`Pool`]: construction, plain tasks, shutdown, statistics; its other methods by
 //!   topic in `pool_lanes`, `pool_keyed`, `pool_futures`, `pool_typed` and `pool_room`
 //!   ([`WaitForRoom`]);
-//! * `builder` — [`PoolBuilder`]: every setting, its default, and the checks `build` makes;
-//! * `lane`, `contexts` — [`Lane`] (one context's lane held open) and [`Contexts`] (the key type
-//!   fixed once);
+//! * `builder` — [`PoolBuilder`]; its settings and their defaults by topic in
+//!   `builder_threads`, `builder_lanes` and `builder_hooks`, and the checks `build` makes in
+//!   `builder_check`;
+//! * `contexts`, `lane` — [`Contexts`], the keyed entry point (the key type fixed once; its
+//!   methods carry the rules of per-key work, which the pool's untyped keyed methods link to),
+//!   and [`Lane`] (one context's lane held open);
 //! * `typed_lanes`, `typed_lane` — [`TypedLanes`] and one key's [`TypedLane`];
 //! * `users` — the handles the user holds, counted apart from a scheduler's own, and what is
 //!   shut down before the pool (`Attached`: a scheduler).
 
 mod builder;
+mod builder_check;
+mod builder_hooks;
+mod builder_lanes;
+mod builder_threads;
 mod contexts;
 mod lane;
 mod pool;

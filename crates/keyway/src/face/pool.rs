@@ -18,6 +18,18 @@ use crate::task::{PendingTask, Plain, Task, TaskHandle};
 ///
 /// `Pool` is a cheap handle: clone it to share the pool.
 ///
+/// # Where the methods are
+///
+/// Plain tasks ([`execute`](Pool::execute), [`submit`](Pool::submit),
+/// [`try_execute`](Pool::try_execute)), futures ([`spawn`](Pool::spawn) and its keyed forms),
+/// typed lanes ([`typed_lanes`](Pool::typed_lanes)), waiting for room
+/// ([`wait_for_room`](Pool::wait_for_room)), shutdown and statistics are here. Work ordered
+/// per key goes through [`contexts`](Pool::contexts): a [`Contexts<K>`](crate::Contexts) is the
+/// keyed entry point, whose methods carry the rules and examples. The pool's own
+/// `execute_sequential`, `submit_sequential`, `execute_coalescing`, `submit_coalescing`,
+/// `execute_keyed`, `submit_keyed` and `lane` are the same lanes with the key type inferred at
+/// each call, and link there.
+///
 /// # Dropping the last handle
 ///
 /// When the last handle (and every [`Lane`](crate::Lane) and [`TypedLanes`](crate::TypedLanes)

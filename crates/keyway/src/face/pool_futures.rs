@@ -146,7 +146,7 @@ impl Pool {
 
     /// Runs `fut` holding every key in `keys` until it completes, awaits included: two tasks
     /// sharing a key never overlap and run in submission order; disjoint ones run in parallel
-    /// (the rules of [`execute_keyed`](Pool::execute_keyed)).
+    /// (the rules of [`Contexts::execute_keyed`](crate::Contexts::execute_keyed)).
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();

@@ -40,14 +40,17 @@ impl Pool {
     }
 
     /// Like [`submit`](Pool::submit), waiting for room as [`execute_wait`](Pool::execute_wait)
-    /// does.
+    /// does: the same as `pool.wait_for_room(f, Duration::MAX, |f| pool.submit(f))`, which
+    /// [`wait_for_room`](Pool::wait_for_room) shows and which can also bound the wait.
     ///
     /// ```
+    /// # #![allow(deprecated)]
     /// let pool = keyway::Pool::builder().capacity(1).build().unwrap();
     /// let handles: Vec<_> = (0..10).map(|i| pool.submit_wait(move || i * 2).unwrap()).collect();
     /// let doubled: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     /// assert_eq!(doubled, (0..10).map(|i| i * 2).collect::<Vec<_>>());
     /// ```
+    #[deprecated(note = "use `pool.wait_for_room(f, Duration::MAX, |f| pool.submit(f))`")]
     pub fn submit_wait<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,

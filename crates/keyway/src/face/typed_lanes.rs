@@ -141,12 +141,10 @@ where
     }
 
     /// A handle that completes once every message sent for `key` before this call has been
-    /// handled (it does not wait for messages sent after). The flush takes a place in the key's
-    /// lane: a later coalescing message does not replace one sent before the flush.
-    ///
-    /// Refused like a message (after shutdown, or when the pool is full). If the pool is stopped
-    /// with [`Pool::shutdown_now`] first, the handle says
-    /// [`TaskError::Rejected`](crate::TaskError::Rejected) once the handed-back flush is dropped.
+    /// handled (it does not wait for messages sent after). It works as every flush does (see
+    /// [`Contexts::flush`](crate::Contexts::flush)): a place in the key's lane, refused like a
+    /// message, not replaced by a later coalescing message, `Rejected` after
+    /// [`Pool::shutdown_now`].
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,4 +1,4 @@
-//! How a future runs on the pool: wrapped in a [`Driver`] that contains its panics, obeys its
+//! How a future runs on the pool: wrapped in a [`PoolFuture`] that contains its panics, obeys its
 //! handle's `cancel`, and — exactly once, however it ends (completes, panics, is cancelled or
 //! dropped by `shutdown_now`) — gives its handle the outcome, releases the context(s) it held and
 //! counts its task finished.
@@ -50,7 +50,7 @@ struct Finish<T> {
 }
 
 /// A future as the pool runs it.
-pub(crate) struct Driver<F: Future> {
+pub(crate) struct PoolFuture<F: Future> {
     /// Structurally pinned; set to `None` (dropped in place) when done.
     fut: Option<F>,
     /// The tokio runtime it was spawned from, entered around each poll (`tokio` feature).
@@ -58,7 +58,7 @@ pub(crate) struct Driver<F: Future> {
     finish: Option<Finish<F::Output>>,
 }
 
-impl<F: Future> Driver<F> {
+impl<F: Future> PoolFuture<F> {
     fn done(&mut self, outcome: Option<Result<F::Output, TaskError>>, report: Option<PanicReport>) {
         // The future's own drop is user code: contained.
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
@@ -110,7 +110,7 @@ impl<F: Future> Driver<F> {
     }
 }
 
-impl<F: Future> Future for Driver<F> {
+impl<F: Future> Future for PoolFuture<F> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -187,7 +187,7 @@ impl<F: Future> Future for Driver<F> {
     }
 }
 
-impl<F: Future> Drop for Driver<F> {
+impl<F: Future> Drop for PoolFuture<F> {
     fn drop(&mut self) {
         // Dropped unfinished: the pool cancelled it (`shutdown_now`) at an await point.
         self.done(Some(Err(TaskError::Cancelled)), None);
@@ -207,7 +207,7 @@ pub(crate) fn launch<F>(
     F::Output: Send + 'static,
 {
     registry.extend_task();
-    let driver = Driver {
+    let driver = PoolFuture {
         fut: Some(fut),
         runtime,
         finish: Some(Finish {

@@ -25,8 +25,8 @@ use super::table::Barrier;
 use crate::future::Launcher;
 use crate::task::Task;
 use crate::task::{
-    abandon_contained, drop_contained, run_contained, Abandon, InlineBox, PanicReport, Runnable,
-    Slot, VTable, VTableFor,
+    abandon_contained, drop_contained, run_contained, Abandon, InlineBox, LiveValue, PanicReport,
+    Runnable, VTable, VTableFor,
 };
 
 /// Words of a closure entry's value kept in place (the entry is these and its vtable pointer).
@@ -44,15 +44,15 @@ enum Kind {
 pub(crate) struct EntryVTable {
     kind: Kind,
     coalescing: bool,
-    run: fn(Slot<'_, ENTRY_WORDS>) -> Result<(), PanicReport>,
-    abandon: fn(Slot<'_, ENTRY_WORDS>, Abandon),
-    parts: fn(Slot<'_, ENTRY_WORDS>) -> Parts,
-    drop: fn(Slot<'_, ENTRY_WORDS>),
+    run: fn(LiveValue<'_, ENTRY_WORDS>) -> Result<(), PanicReport>,
+    abandon: fn(LiveValue<'_, ENTRY_WORDS>, Abandon),
+    parts: fn(LiveValue<'_, ENTRY_WORDS>) -> Parts,
+    drop: fn(LiveValue<'_, ENTRY_WORDS>),
 }
 
 impl VTable<ENTRY_WORDS> for EntryVTable {
     #[inline]
-    fn drop_value(&self, slot: Slot<'_, ENTRY_WORDS>) {
+    fn drop_value(&self, slot: LiveValue<'_, ENTRY_WORDS>) {
         (self.drop)(slot)
     }
 }

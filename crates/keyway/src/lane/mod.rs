@@ -3,8 +3,10 @@
 //! the lanes of all its keys. Below the public face, above the future machinery and the engine:
 //! the public handles (`Pool`, `Lane`, `Contexts`, `TypedLanes`, `TypedLane`) call down here.
 //!
-//! * `table` — one lane per context value, created on first use, freed when idle; pushing onto
-//!   a lane — the protocol is in `README.md` beside this file;
+//! * `table` — one lane per context value, created on first use, freed when idle; the lane
+//!   itself (`LaneCore`, and the `LaneState` its mutex guards: queue, table reference, pins);
+//!   pushing onto a lane — the protocol is in `README.md` beside this file (a typed lane's state
+//!   per key is `typed/state.rs`);
 //! * `turn` — one activation of a lane: its budget, its stop check, what it holds, its finish
 //!   count and its end, for every kind of lane;
 //! * `runner` — how a lane of closures or messages runs its turn: chunks, and where it stops

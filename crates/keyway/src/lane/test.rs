@@ -106,7 +106,7 @@ fn barrier_and_future_inside_a_taken_chunk_keep_their_order() {
     let fut = pool.spawn_sequential("k", async move { step() }).unwrap();
     pool.execute_sequential("k", push(5)).unwrap();
     release.send(()).unwrap();
-    pool.flush("k").unwrap().join().unwrap();
+    pool.lane("k").flush().unwrap().join().unwrap();
     fut.join().unwrap();
     assert_eq!(*log.lock().unwrap(), [1, 2, 3, 4, 5]);
     pool.shutdown();

@@ -20,7 +20,7 @@ use super::interval::Intervals;
 use super::lifeline::Lifeline;
 use super::scheduler::{Inner, Scheduler};
 use super::stats::{IntervalReport, TimedOutTask};
-use super::timer_thread::Driver;
+use super::timer_thread::TimerThread;
 use crate::face::{Attached, Pool};
 
 /// The shortest interval a scheduler accepts.
@@ -309,7 +309,7 @@ impl SchedulerBuilder {
             driver_join: Mutex::new(None),
             handed_back: handed_back.clone(),
         });
-        let driver = Driver {
+        let driver = TimerThread {
             shared: shared.clone(),
             executors: execs.iter().cloned().map(Intervals::new).collect(),
             coordinator: self.coordinator.clone(),

@@ -23,7 +23,7 @@
 //! * `lifeline` — the scheduler as its pool sees it: shut down before the pool, waited for by
 //!   the last user-held handle of either;
 //! * `scheduler` — the public [`Scheduler`]: schedule, change limits, read counts, shut down;
-//! * `timer_thread` — the scheduler's one thread (the `Driver`), which starts intervals and
+//! * `timer_thread` — the scheduler's one thread (the `TimerThread`), which starts intervals and
 //!   releases tasks through them;
 //! * `interval` — one executor's intervals as the timer thread runs them (select, spread,
 //!   carry);

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::executor::ExecCore;
-use crate::task::{Abandon, InlineBox, PendingTask, Slot, SlotRef, VTable, VTableFor};
+use crate::task::{Abandon, InlineBox, LiveValue, LiveValueRef, PendingTask, VTable, VTableFor};
 
 /// A scheduled task (type-erased in an [`InlineJob`]).
 pub(crate) trait ScheduledJob: Send + Sized + 'static {
@@ -42,17 +42,17 @@ pub(crate) trait ScheduledJob: Send + Sized + 'static {
 struct JobVTable {
     repeating: bool,
     batchable: bool,
-    is_live: fn(SlotRef<'_>) -> bool,
-    dispatch: fn(Slot<'_>, &Arc<ExecCore>, u64, u64, i64),
-    run_here: fn(Slot<'_>, &Arc<ExecCore>, u64, u64, i64),
-    abandon: fn(Slot<'_>, Abandon),
-    into_pending: fn(Slot<'_>) -> Option<PendingTask>,
-    drop: fn(Slot<'_>),
+    is_live: fn(LiveValueRef<'_>) -> bool,
+    dispatch: fn(LiveValue<'_>, &Arc<ExecCore>, u64, u64, i64),
+    run_here: fn(LiveValue<'_>, &Arc<ExecCore>, u64, u64, i64),
+    abandon: fn(LiveValue<'_>, Abandon),
+    into_pending: fn(LiveValue<'_>) -> Option<PendingTask>,
+    drop: fn(LiveValue<'_>),
 }
 
 impl VTable for JobVTable {
     #[inline]
-    fn drop_value(&self, slot: Slot<'_>) {
+    fn drop_value(&self, slot: LiveValue<'_>) {
         (self.drop)(slot)
     }
 }

@@ -1,4 +1,4 @@
-//! The scheduler's timer thread ([`Driver`]): it starts each interval of every executor,
+//! The scheduler's timer thread ([`TimerThread`]): it starts each interval of every executor,
 //! releases admitted tasks through the interval, and exits once the scheduler is shut down and
 //! holds nothing.
 //!
@@ -22,7 +22,7 @@ use crate::task::PendingTask;
 /// How often the driver wakes while it releases tasks through an interval.
 const STEP: Duration = Duration::from_millis(1);
 
-pub(crate) struct Driver {
+pub(crate) struct TimerThread {
     pub(crate) shared: Arc<Shared>,
     pub(crate) executors: Vec<Intervals>,
     pub(crate) coordinator: Arc<dyn Coordinator>,
@@ -33,7 +33,7 @@ pub(crate) struct Driver {
     pub(crate) _life: Arc<super::lifeline::Lifeline>,
 }
 
-impl Driver {
+impl TimerThread {
     pub(crate) fn run(mut self) {
         let clock = self.shared.clock;
         let mut current: Option<u64> = None;

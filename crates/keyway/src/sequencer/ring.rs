@@ -21,9 +21,9 @@ use crate::loom::sync::Mutex;
 use super::panic::{payload_message, PanicHook, TicketPanic};
 use super::RunOutcome;
 
-/// Slot state bit: the slot holds the stored work of the ticket named by the sequence number.
+/// RingSlot state bit: the slot holds the stored work of the ticket named by the sequence number.
 const STORED: u64 = 0b01;
-/// Slot state bit: the slot's overflow list may hold work for a later ticket (Rule 5).
+/// RingSlot state bit: the slot's overflow list may hold work for a later ticket (Rule 5).
 const OVERFLOW: u64 = 0b10;
 /// The sequence number (a ticket number) sits above the two flag bits.
 pub(super) const SEQ_SHIFT: u32 = 2;
@@ -47,7 +47,7 @@ fn seq(state: u64) -> u64 {
 }
 
 /// One turn's place in the ring.
-struct Slot {
+struct RingSlot {
     /// `seq << SEQ_SHIFT | OVERFLOW? | STORED?`, where `seq` is the ticket this slot is for now
     /// (Rule 1).
     state: AtomicU64,
@@ -62,14 +62,14 @@ struct Slot {
 // SAFETY: `jobs` is the only field that is not `Sync`; every access to a cell is made by the one
 // thread that Rule 4 names as its owner at that point, and ownership is handed over through
 // `state` with release/acquire ordering. The closures it holds are `Send`.
-unsafe impl Sync for Slot {}
+unsafe impl Sync for RingSlot {}
 
 /// The shared state of a sequencer.
 pub(super) struct Inner {
     /// The next ticket to hand out.
     pub(super) next: CachePadded<AtomicU64>,
     /// The ring: ticket `t` uses slot `t & mask`.
-    slots: Box<[CachePadded<Slot>]>,
+    slots: Box<[CachePadded<RingSlot>]>,
     /// `capacity - 1`; the capacity is a power of two.
     mask: u64,
     /// Panics caught in turns.
@@ -96,7 +96,7 @@ impl Inner {
                 // Rule 1: slot `i` starts as the slot of ticket `i`, except that turn 0 is
                 // reached at once: slot 0 starts passed, one lap on.
                 let first = if i == 0 { capacity as u64 } else { i };
-                CachePadded::new(Slot {
+                CachePadded::new(RingSlot {
                     state: AtomicU64::new(first << SEQ_SHIFT),
                     jobs: [UnsafeCell::new(None), UnsafeCell::new(None)],
                     parked: Mutex::new(VecDeque::new()),
@@ -118,7 +118,7 @@ impl Inner {
     }
 
     #[inline(always)]
-    fn slot(&self, ticket: u64) -> &Slot {
+    fn slot(&self, ticket: u64) -> &RingSlot {
         &self.slots[(ticket & self.mask) as usize]
     }
 

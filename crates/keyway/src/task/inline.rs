@@ -9,10 +9,10 @@
 //! the heap.
 //!
 //! A user of the store supplies a vtable type `V` (a struct of plain `fn` pointers taking a
-//! [`Slot`] or [`SlotRef`]), implements [`VTable`] (how to drop) and [`VTableFor<T>`] (the
+//! [`LiveValue`] or [`LiveValueRef`]), implements [`VTable`] (how to drop) and [`VTableFor<T>`] (the
 //! vtable's instance for each stored type `T`), and calls [`InlineBox::new`] and
-//! [`InlineBox::consume`]. Its vtable functions get the value back with [`Slot::take`],
-//! [`Slot::drop_value`] or [`SlotRef::get`], the only `unsafe` they need.
+//! [`InlineBox::consume`]. Its vtable functions get the value back with [`LiveValue::take`],
+//! [`LiveValue::drop_value`] or [`LiveValueRef::get`], the only `unsafe` they need.
 //!
 //! # Rules
 //!
@@ -20,7 +20,7 @@
 //!
 //! 1. **Fit or box, by type.** A value of type `T` is kept in `data` itself when
 //!    `fits::<T, N>()` (its size is at most the store's `N` words, [`Words`], and its alignment
-//!    at most a word's), and as a `Box<T>` otherwise. The choice depends on `T` and `N` alone, so `InlineBox::new` (which stores) and `Slot`'s accessors
+//!    at most a word's), and as a `Box<T>` otherwise. The choice depends on `T` and `N` alone, so `InlineBox::new` (which stores) and `LiveValue`'s accessors
 //!    (which read back) agree on the layout; it is a constant and compiles away.
 //! 2. **One type per vtable.** `InlineBox::new::<T>` stores a `T` together with
 //!    `<V as VTableFor<T>>::VTABLE`, and neither changes afterwards. A function of that vtable
@@ -28,9 +28,9 @@
 //!    of the box whose vtable it belongs to.
 //! 3. **Live until consumed, consumed once.** From `new` until it is consumed, `data` holds
 //!    exactly one live value. It is consumed exactly once: either by `consume`, which hands
-//!    its one [`Slot`] to one vtable function (the `InlineBox` is never dropped afterwards, and
-//!    `Slot` is neither `Copy` nor `Clone`; its accessors take it by value), or by the
-//!    `InlineBox`'s drop. A [`SlotRef`] only borrows the value of a live box.
+//!    its one [`LiveValue`] to one vtable function (the `InlineBox` is never dropped afterwards, and
+//!    `LiveValue` is neither `Copy` nor `Clone`; its accessors take it by value), or by the
+//!    `InlineBox`'s drop. A [`LiveValueRef`] only borrows the value of a live box.
 //! 4. **Send only.** Only `Send` values are stored (`new`'s bound), so an `InlineBox` may move
 //!    between threads. It is not `Sync` (the value need not be).
 
@@ -51,7 +51,7 @@ pub(crate) const fn fits<T, const N: usize>() -> bool {
 /// What every vtable of an [`InlineBox`] of `N` words can do: drop a value it was made for.
 pub(crate) trait VTable<const N: usize = WORDS>: Sync + 'static {
     /// Drops the value in `slot`, which holds the type this vtable instance was made for.
-    fn drop_value(&self, slot: Slot<'_, N>);
+    fn drop_value(&self, slot: LiveValue<'_, N>);
 }
 
 /// The instance of the vtable `Self` for stored values of type `T` (rule 2).
@@ -104,23 +104,23 @@ impl<V: VTable<N>, const N: usize> InlineBox<V, N> {
 
     /// Borrows the stored value, for a vtable function that only looks at it.
     #[inline]
-    pub(crate) fn slot_ref(&self) -> SlotRef<'_, N> {
-        SlotRef {
+    pub(crate) fn slot_ref(&self) -> LiveValueRef<'_, N> {
+        LiveValueRef {
             data: self.data.as_ptr(),
             _live: PhantomData,
         }
     }
 
-    /// Consumes the store: `f` gets its vtable and the one [`Slot`] of its value, to pass to
+    /// Consumes the store: `f` gets its vtable and the one [`LiveValue`] of its value, to pass to
     /// one function of that vtable (rules 2, 3). The store is not dropped afterwards, even if
     /// `f` unwinds.
     #[inline]
-    pub(crate) fn consume<R>(self, f: impl FnOnce(&'static V, Slot<'_, N>) -> R) -> R {
+    pub(crate) fn consume<R>(self, f: impl FnOnce(&'static V, LiveValue<'_, N>) -> R) -> R {
         let mut this = ManuallyDrop::new(self);
         let vtable = this.vtable;
         f(
             vtable,
-            Slot {
+            LiveValue {
                 data: this.data.as_mut_ptr(),
                 _live: PhantomData,
             },
@@ -130,7 +130,7 @@ impl<V: VTable<N>, const N: usize> InlineBox<V, N> {
 
 impl<V: VTable<N>, const N: usize> Drop for InlineBox<V, N> {
     fn drop(&mut self) {
-        let slot = Slot {
+        let slot = LiveValue {
             data: self.data.as_mut_ptr(),
             _live: PhantomData,
         };
@@ -142,12 +142,12 @@ impl<V: VTable<N>, const N: usize> Drop for InlineBox<V, N> {
 
 /// The live value of a consumed [`InlineBox`], owned: it must be taken or dropped by the one
 /// vtable function it is given to (rule 3).
-pub(crate) struct Slot<'a, const N: usize = WORDS> {
+pub(crate) struct LiveValue<'a, const N: usize = WORDS> {
     data: *mut Words<N>,
     _live: PhantomData<&'a mut Words<N>>,
 }
 
-impl<const N: usize> Slot<'_, N> {
+impl<const N: usize> LiveValue<'_, N> {
     /// Moves the value out (and frees its box, if it had one).
     ///
     /// # Safety
@@ -166,7 +166,7 @@ impl<const N: usize> Slot<'_, N> {
     /// Drops the value in place (and frees its box, if it had one).
     ///
     /// # Safety
-    /// As for [`take`](Slot::take).
+    /// As for [`take`](LiveValue::take).
     #[inline]
     pub(crate) unsafe fn drop_value<T>(self) {
         if fits::<T, N>() {
@@ -180,12 +180,12 @@ impl<const N: usize> Slot<'_, N> {
 }
 
 /// The live value of an [`InlineBox`], borrowed.
-pub(crate) struct SlotRef<'a, const N: usize = WORDS> {
+pub(crate) struct LiveValueRef<'a, const N: usize = WORDS> {
     data: *const Words<N>,
     _live: PhantomData<&'a Words<N>>,
 }
 
-impl<'a, const N: usize> SlotRef<'a, N> {
+impl<'a, const N: usize> LiveValueRef<'a, N> {
     /// The value.
     ///
     /// # Safety
@@ -210,13 +210,13 @@ mod tests {
 
     /// A vtable with one consuming and one borrowing operation.
     struct Ops {
-        len: fn(SlotRef<'_>) -> usize,
-        sum: fn(Slot<'_>) -> usize,
-        drop: fn(Slot<'_>),
+        len: fn(LiveValueRef<'_>) -> usize,
+        sum: fn(LiveValue<'_>) -> usize,
+        drop: fn(LiveValue<'_>),
     }
 
     impl VTable for Ops {
-        fn drop_value(&self, slot: Slot<'_>) {
+        fn drop_value(&self, slot: LiveValue<'_>) {
             (self.drop)(slot)
         }
     }

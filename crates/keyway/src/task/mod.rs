@@ -26,7 +26,7 @@ pub use handle::TaskHandle;
 pub(crate) use handle::{Completer, WithHandle};
 #[cfg(test)]
 pub(crate) use inline::{fits, WORDS};
-pub(crate) use inline::{InlineBox, Slot, SlotRef, VTable, VTableFor};
+pub(crate) use inline::{InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
 

@@ -6,20 +6,20 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::inline::{InlineBox, Slot, VTable, VTableFor};
+use super::inline::{InlineBox, LiveValue, VTable, VTableFor};
 use super::{Abandon, PanicReport, Runnable};
 use crate::error::panic_message;
 
 /// A task's operations, made for one [`Runnable`] type.
 struct TaskVTable {
-    run: fn(Slot<'_>) -> Result<(), PanicReport>,
-    abandon: fn(Slot<'_>, Abandon),
-    drop: fn(Slot<'_>),
+    run: fn(LiveValue<'_>) -> Result<(), PanicReport>,
+    abandon: fn(LiveValue<'_>, Abandon),
+    drop: fn(LiveValue<'_>),
 }
 
 impl VTable for TaskVTable {
     #[inline]
-    fn drop_value(&self, slot: Slot<'_>) {
+    fn drop_value(&self, slot: LiveValue<'_>) {
         (self.drop)(slot)
     }
 }

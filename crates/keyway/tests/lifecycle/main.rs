@@ -1,6 +1,6 @@
 //! A pool's life: building it (bad settings are typed errors), its threads (core, auxiliary,
 //! reserved), room and backpressure, what it reports, shutdown and shutdown_now, and the one-way
-//! import order of the library's layers.
+//! import order of the library's layers, and doc examples written once.
 //!
 //! One test binary (each file a module) so the suite builds and links few binaries.
 
@@ -9,6 +9,7 @@ mod common;
 
 mod backpressure;
 mod config;
+mod doc_examples;
 mod elastic;
 mod errors;
 mod layers;

@@ -172,7 +172,7 @@ where
         // The runner counts the message finished once this returns; the driver holds it (and
         // each later message it pops holds its own admission) until its future is done.
         registry.extend_task();
-        let driver = Driver {
+        let driver = MessageLoop {
             registry: Arc::downgrade(registry),
             act: Activation {
                 fut: Some(fut),
@@ -249,7 +249,7 @@ where
 
 /// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
 /// runner's launch until the lane is empty, handling its messages one future at a time.
-struct Driver<K, M, S, C>
+struct MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
@@ -379,7 +379,7 @@ where
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
     fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
         let fut = self.fut.as_mut()?;
-        // SAFETY: `fut` is structurally pinned (see `Driver::poll`).
+        // SAFETY: `fut` is structurally pinned (see `MessageLoop::poll`).
         let mut fut = unsafe { Pin::new_unchecked(fut) };
         // A self-wake (a yield) is resumed here while the worker's streak allows.
         let polled = catch_unwind(AssertUnwindSafe(|| {
@@ -433,7 +433,7 @@ where
     }
 }
 
-impl<K, M, S, C> Future for Driver<K, M, S, C>
+impl<K, M, S, C> Future for MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
@@ -466,7 +466,7 @@ where
     }
 }
 
-impl<K, M, S, C> Drop for Driver<K, M, S, C>
+impl<K, M, S, C> Drop for MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,

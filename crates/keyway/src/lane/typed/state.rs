@@ -92,10 +92,10 @@ impl<K, S> std::fmt::Debug for KeyState<K, S> {
 /// A typed lane's key as the table stores it: the user's key and the key's state.
 pub(crate) struct Keyed<K, S> {
     pub(crate) key: K,
-    slot: Mutex<Option<Slot<K, S>>>,
+    slot: Mutex<Option<StoredState<K, S>>>,
 }
 
-struct Slot<K, S> {
+struct StoredState<K, S> {
     state: S,
     on_idle: Option<Arc<OnIdle<K, S>>>,
 }
@@ -135,7 +135,7 @@ impl<K, S> Keyed<K, S> {
         let slot_ref = match &mut *slot {
             Some(slot) => slot,
             empty => match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
-                Ok(state) => empty.insert(Slot {
+                Ok(state) => empty.insert(StoredState {
                     state,
                     on_idle: spec.on_idle.clone(),
                 }),
@@ -180,7 +180,7 @@ impl<K, S> Keyed<K, S> {
     /// Puts the state an async handler's future gave back into the slot, where the next message
     /// takes it (and `on_idle` gets it when the lane is freed).
     pub(crate) fn put_state(&self, spec: &KeyState<K, S>, state: S) {
-        let slot = Slot {
+        let slot = StoredState {
             state,
             on_idle: spec.on_idle.clone(),
         };
@@ -216,7 +216,7 @@ impl<K, S> Keyed<K, S> {
     #[cold]
     #[inline(never)]
     fn release(&mut self) {
-        let Some(Slot { state, on_idle }) = self.slot.get_mut().take() else {
+        let Some(StoredState { state, on_idle }) = self.slot.get_mut().take() else {
             return;
         };
         let key = &self.key;
