@@ -89,7 +89,7 @@ fn in_flight_cap(kind: Kind) {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    let topic = Topic::new(&format!("cap-{kind:?}"), SHARDS).unwrap();
+    let topic = Topic::new(format!("cap-{kind:?}"), SHARDS).unwrap();
     let pool = keyway::Pool::builder()
         .core_threads(2)
         .max_threads(2)
@@ -174,7 +174,7 @@ fn quarantine_in_process(kind: Kind) {
     let Some(server) = RedisServer::start() else {
         return;
     };
-    let topic = Topic::new(&format!("hold-{kind:?}"), 2).unwrap();
+    let topic = Topic::new(format!("hold-{kind:?}"), 2).unwrap();
     let keys = keys_in(0, 2, 2);
     let (a, b) = (keys[0].clone(), keys[1].clone());
     let pool = keyway::Pool::builder()
