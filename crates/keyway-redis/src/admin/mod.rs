@@ -2,8 +2,9 @@
 //!
 //! [`Admin`] reads and acts on a [`Topic`]'s consumer group the way the members see it —
 //! leases with their epochs and the group's own clock, members' heartbeats, the dead-letter
-//! streams — with no member running in this process. The `keyway-stream` command is a shell
-//! around it (`inspect`, `members`, `dead-letters list|show|replay|purge`, `cleanup`).
+//! streams, the quarantined keys — with no member running in this process. The
+//! `keyway-stream` command is a shell around it (`inspect`, `members`, `release`,
+//! `dead-letters list|show|replay|purge`, `cleanup`).
 //!
 //! ```no_run
 //! use keyway_redis::admin::Admin;
@@ -22,8 +23,13 @@
 //!   deletes it from the dead letters, in one script (atomic: never both, never neither). The
 //!   entry then runs after every entry already in its shard, so after the later entries of its
 //!   key that ran while it sat in the dead letters, and before entries of its key appended
-//!   after the replay. Consumers of this version hold no key back after a dead letter, so
-//!   nothing else waits for a replay.
+//!   after the replay. Consumers with the default failure policy hold no key back after a
+//!   dead letter, so nothing else waits for a replay.
+//! - [`release`](Admin::release) lets a quarantined key go (consumers built with
+//!   [`FailurePolicy::Quarantine`](crate::stream::FailurePolicy::Quarantine) hold a key whose
+//!   entry exhausted its attempts): it deletes the key's hold and gives that entry its
+//!   attempts back, in one script. The shard's owner sees it within a heartbeat and runs the
+//!   key's held entries in order, that entry first, then the key's later entries.
 //! - [`purge`](Admin::purge) deletes dead letters.
 //! - [`cleanup`](Admin::cleanup) deletes the group's consumers that are not live members and
 //!   have no pending entries; the check and the delete are one script, so a consumer that has
@@ -40,7 +46,9 @@ use redis::{Connection, Script, Value};
 
 pub use dead::{DeadLetter, Replayed};
 pub use error::AdminError;
-pub use report::{CleanupReport, GroupReport, Member, MembersReport, ShardReport, Straggler};
+pub use report::{
+    CleanupReport, GroupReport, Member, MembersReport, Quarantined, ShardReport, Straggler,
+};
 
 use crate::stream::Topic;
 
@@ -150,8 +158,47 @@ impl Admin {
         Ok(rows.into_iter().map(|(m, s)| (m, s as i128)).collect())
     }
 
+    /// Releases the quarantined key `key` (see the module docs): true if it was quarantined.
+    ///
+    /// ```no_run
+    /// use keyway_redis::admin::Admin;
+    /// use keyway_redis::stream::Topic;
+    /// let mut admin = Admin::connect("redis://127.0.0.1:6379", Topic::new("orders", 8)?, "keyway")?;
+    /// let was_held = admin.release(b"account-42")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(&mut self, key: &[u8]) -> Result<bool, AdminError> {
+        let shard = crate::stream::shard_of(key, self.topic.shards());
+        let released: i64 = Script::new(crate::stream::RELEASE_HOLD)
+            .key(self.topic.held_key(&self.group, shard))
+            .key(self.topic.shard_key(shard))
+            .arg(&self.group)
+            .arg(key)
+            .invoke(&mut self.conn)?;
+        Ok(released == 1)
+    }
+
+    /// Whether `key` is quarantined: the id of its entry that exhausted its attempts.
+    ///
+    /// ```no_run
+    /// use keyway_redis::admin::Admin;
+    /// use keyway_redis::stream::Topic;
+    /// let mut admin = Admin::connect("redis://127.0.0.1:6379", Topic::new("orders", 8)?, "keyway")?;
+    /// if let Some(entry) = admin.quarantined(b"account-42")? {
+    ///     println!("account-42 is held since entry {entry}");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn quarantined(&mut self, key: &[u8]) -> Result<Option<String>, AdminError> {
+        let shard = crate::stream::shard_of(key, self.topic.shards());
+        Ok(redis::cmd("HGET")
+            .arg(self.topic.held_key(&self.group, shard))
+            .arg(key)
+            .query(&mut self.conn)?)
+    }
+
     /// Per shard: owner, epoch, lease time left, lag, pending entries, the oldest pending
-    /// entry's idle time and dead letters; and the members alive.
+    /// entry's idle time, dead letters and quarantined keys; and the members alive.
     pub fn inspect(&mut self) -> Result<GroupReport, AdminError> {
         let now = self.group_now()?;
         let lease = self.lease.as_micros() as i128;
@@ -213,6 +260,13 @@ impl Admin {
             .arg(self.topic.dead_letter_key(shard))
             .query(&mut self.conn)?;
         let length: u64 = redis::cmd("XLEN").arg(&stream).query(&mut self.conn)?;
+        let mut quarantined: Vec<Quarantined> = redis::cmd("HGETALL")
+            .arg(self.topic.held_key(&self.group, shard))
+            .query::<Vec<(Vec<u8>, String)>>(&mut self.conn)?
+            .into_iter()
+            .map(|(key, entry_id)| Quarantined { key, entry_id })
+            .collect();
+        quarantined.sort_by(|a, b| a.key.cmp(&b.key));
         let owner_alive = owner
             .as_ref()
             .map(|o| members.iter().any(|m| &m.id == o && m.alive));
@@ -227,6 +281,7 @@ impl Admin {
             pending: crate::stream::pending_count(&summary),
             oldest_pending: crate::stream::oldest_idle(&oldest),
             dead_letters,
+            quarantined,
         })
     }
 

@@ -42,6 +42,19 @@ pub struct ShardReport {
     pub oldest_pending: Option<Duration>,
     /// Entries in the shard's dead letters.
     pub dead_letters: u64,
+    /// The shard's quarantined keys (consumers with the quarantine failure policy), sorted
+    /// by key: their entries are held until [`release`](super::Admin::release)d.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A quarantined key of a [`ShardReport`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Quarantined {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The id of its entry that exhausted its attempts (it runs first once released).
+    pub entry_id: String,
 }
 
 /// A member of the group.

@@ -56,11 +56,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Per shard: owner, epoch, lease left, lag, pending, oldest pending, dead letters; and
-    /// the members alive.
+    /// Per shard: owner, epoch, lease left, lag, pending, oldest pending, dead letters,
+    /// quarantined keys; and the members alive.
     Inspect,
     /// Live members, and consumers with pending entries and no live member.
     Members,
+    /// Release a quarantined key: its held entries run again, in order, the one that
+    /// exhausted its attempts first (after fixing what made it fail).
+    Release {
+        /// The key, as the producer sent it.
+        key: String,
+        /// Say whether it is quarantined, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// The dead letters.
     #[command(subcommand, name = "dead-letters")]
     DeadLetters(Dead),
@@ -146,6 +155,21 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     let (doc, table) = match &cli.command {
         Command::Inspect => inspect(admin.inspect()?),
         Command::Members => members(admin.members()?),
+        Command::Release { key, dry_run } => {
+            let shard = keyway_redis::stream::shard_of(key.as_bytes(), cli.shards);
+            let released = if *dry_run {
+                admin.quarantined(key.as_bytes())?.is_some()
+            } else {
+                admin.release(key.as_bytes())?
+            };
+            let t = match (released, dry_run) {
+                (true, false) => format!("released {key} (shard {shard})\n"),
+                (true, true) => format!("would release {key} (shard {shard})\n"),
+                (false, _) => format!("{key} (shard {shard}) is not quarantined\n"),
+            };
+            let doc = json!({"key": key, "shard": shard, "released": released, "dry_run": dry_run});
+            (doc, t)
+        }
         Command::DeadLetters(Dead::List { shard, limit }) => {
             let list = admin.dead_letters(*shard, *limit)?;
             let doc = Value::Array(list.iter().map(dead_json).collect());
@@ -268,6 +292,9 @@ fn inspect(r: GroupReport) -> (Value, String) {
             "pending": s.pending,
             "oldest_pending_ms": ms(s.oldest_pending),
             "dead_letters": s.dead_letters,
+            "quarantined": s.quarantined.iter().map(|q| json!({
+                "key": String::from_utf8_lossy(&q.key), "entry_id": q.entry_id,
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "members": r.members.iter().map(|m| json!({
             "id": m.id, "alive": m.alive, "last_seen_ms": m.last_seen.as_millis() as u64,
@@ -295,6 +322,24 @@ fn inspect(r: GroupReport) -> (Value, String) {
             dur(s.oldest_pending),
             s.dead_letters
         );
+    }
+    let held: Vec<String> = r
+        .shards
+        .iter()
+        .flat_map(|s| {
+            s.quarantined.iter().map(move |q| {
+                format!(
+                    "{:<6} {:<21} {}\n",
+                    s.shard,
+                    String::from_utf8_lossy(&q.key),
+                    q.entry_id
+                )
+            })
+        })
+        .collect();
+    if !held.is_empty() {
+        t += "QUARANTINED\nSHARD  KEY                   ENTRY\n";
+        t += &held.concat();
     }
     t += "MEMBERS\n";
     for m in &r.members {

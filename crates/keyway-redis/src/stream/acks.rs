@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use redis::Connection;
 
 use crate::stream::contain::contain;
+use crate::stream::context::State;
 use crate::stream::context::{bump, evalsha, Ctx, DeadInfo, Shard};
-use crate::stream::state::{ShardState, ToAck};
+use crate::stream::state::ToAck;
 use crate::stream::{Acked, EntryId, StreamError};
 
 /// One epoch's acks: entries that succeeded, and entries to dead-letter.
@@ -28,7 +29,7 @@ pub(crate) fn flush(
     ctx: &Ctx,
     shard: &Shard,
     conn: &mut Option<Connection>,
-    due: impl FnOnce(&ShardState<DeadInfo>) -> bool,
+    due: impl FnOnce(&State) -> bool,
 ) -> Result<bool, StreamError> {
     if shard.state.lock().acks_waiting() == 0 {
         return Ok(false);
@@ -58,7 +59,7 @@ pub(crate) fn flush(
 }
 
 /// Whether the acks waiting in `st` make a full batch, to be sent now.
-pub(crate) fn full(st: &ShardState<DeadInfo>, batch: usize) -> bool {
+pub(crate) fn full(st: &State, batch: usize) -> bool {
     st.acks_waiting() >= batch
 }
 
@@ -95,7 +96,9 @@ fn send(
         shard.stream.as_str(),
         shard.dead.as_str(),
     ];
-    for (epoch, (ok, dead)) in by_epoch {
+    let keys_hold = [shard.lease.as_str(), shard.held.as_str()];
+    for (epoch, (ok, failed)) in by_epoch {
+        let (holds, dead): (Vec<_>, Vec<_>) = failed.into_iter().partition(|(_, d)| d.hold);
         let mut pipe = redis::pipe();
         let mut ack = evalsha(&ctx.scripts.ack, &keys_ack);
         ack.arg(ctx.group()).arg(&ctx.member).arg(epoch);
@@ -115,13 +118,27 @@ fn send(
                 .arg(&d.reason);
             pipe.add_command(cmd);
         }
+        for (id, d) in &holds {
+            let mut cmd = evalsha(&ctx.scripts.hold, &keys_hold);
+            cmd.arg(&ctx.member)
+                .arg(epoch)
+                .arg(&d.key)
+                .arg(id.to_string());
+            pipe.add_command(cmd);
+        }
         let results: Vec<i64> = pipe.query(conn)?;
         let refused = results.iter().any(|&r| r < 0);
         let all = ok.iter().copied().chain(dead.iter().map(|(id, _)| *id));
         let mut st = shard.state.lock();
+        // Held entries are not settled: they stay in the window's map, held.
         st.settled(epoch, all);
+        if !refused {
+            for (_, d) in &holds {
+                st.hold_stored(epoch, &d.key);
+            }
+        }
         if refused {
-            let n = (ok.len() + dead.len()) as u64;
+            let n = (ok.len() + dead.len() + holds.len()) as u64;
             bump(&ctx.totals.refused_acks, n);
             // Rule 6 of the shard state: an old epoch's batch refused after this member took
             // the shard again is no loss of the new epoch; a loss is counted once.
@@ -150,6 +167,10 @@ fn send(
         let acked = results.first().copied().unwrap_or(0).max(0) as u64;
         bump(&ctx.totals.acked, acked);
         bump(&ctx.totals.dead_lettered, dead.len() as u64);
+        bump(&ctx.totals.quarantined, holds.len() as u64);
+        for (id, d) in &holds {
+            tracing::warn!(shard = shard.index, epoch, %id, key = %String::from_utf8_lossy(&d.key), "key quarantined: its entries are held until it is released");
+        }
         if let Some(hook) = &ctx.cfg.on_ack {
             let acked = Acked {
                 shard: shard.index,

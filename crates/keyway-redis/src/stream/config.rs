@@ -7,7 +7,9 @@ use std::time::Duration;
 use keyway::{Pool, Scheduler};
 
 use crate::stream::delivery::{AckHook, Handler, HandlerFuture};
-use crate::stream::{Acked, Delivery, HandlerError, StreamConsumer, StreamError, Topic};
+use crate::stream::{
+    Acked, Delivery, FailurePolicy, HandlerError, StreamConsumer, StreamError, Topic,
+};
 
 /// The longest lease, heartbeat, timeout or backoff a builder accepts: one hour.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
@@ -32,6 +34,11 @@ pub(crate) struct Config {
     pub(crate) rate_limit: Option<(Scheduler, String)>,
     pub(crate) on_ack: Option<Arc<AckHook>>,
     pub(crate) key_order: bool,
+    /// The most entries in flight over all of this consumer's shards.
+    pub(crate) max_in_flight: usize,
+    /// The most entries of quarantined keys held per shard before it stops reading.
+    pub(crate) max_held: usize,
+    pub(crate) failure_policy: FailurePolicy,
 }
 
 impl Config {
@@ -94,6 +101,9 @@ impl StreamConsumerBuilder {
                 rate_limit: None,
                 on_ack: None,
                 key_order: true,
+                max_in_flight: usize::MAX,
+                max_held: 1_000,
+                failure_policy: FailurePolicy::DeadLetter,
             },
         }
     }
@@ -284,6 +294,60 @@ impl StreamConsumerBuilder {
         self
     }
 
+    /// The most entries in flight — read from Redis and not yet finished and acknowledged —
+    /// over all of this consumer's shards (default `usize::MAX`: no cap beyond the
+    /// per-shard [`window`](Self::window)). When a slow handler fills it, the shards pause
+    /// reading until entries finish: a slow dependency builds backpressure (entries wait in
+    /// Redis), not memory. Entries of quarantined keys are not in flight (see
+    /// [`max_held`](Self::max_held)). Zero is refused with
+    /// [`StreamError::InvalidLimit`].
+    ///
+    /// ```
+    /// # use keyway_redis::stream::{StreamConsumer, Topic};
+    /// let b = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?)
+    ///     .window(100)          // per shard
+    ///     .max_in_flight(250);  // per consumer
+    /// # Ok::<(), keyway_redis::stream::StreamError>(())
+    /// ```
+    pub fn max_in_flight(mut self, entries: usize) -> Self {
+        self.cfg.max_in_flight = entries;
+        self
+    }
+
+    /// What to do with an entry that failed [`max_attempts`](Self::max_attempts) times:
+    /// dead-letter it and go on (the default), or quarantine its key (see
+    /// [`FailurePolicy`]). Quarantine needs [`key_order`](Self::key_order) (`true`).
+    ///
+    /// ```
+    /// # use keyway_redis::stream::{FailurePolicy, StreamConsumer, Topic};
+    /// let b = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?)
+    ///     .failure_policy(FailurePolicy::Quarantine);
+    /// # Ok::<(), keyway_redis::stream::StreamError>(())
+    /// ```
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.cfg.failure_policy = policy;
+        self
+    }
+
+    /// Under [`FailurePolicy::Quarantine`], the most entries of quarantined keys one shard
+    /// holds in this member (default 1,000). Held entries leave the window (they are not in
+    /// flight, so a quarantined key does not stall its shard's other keys); a shard that
+    /// holds this many stops reading (its other keys wait too) until a key is released.
+    /// `usize::MAX`: never stop (held entries then grow with the quarantined keys' traffic).
+    /// Zero is refused with [`StreamError::InvalidLimit`].
+    ///
+    /// ```
+    /// # use keyway_redis::stream::{FailurePolicy, StreamConsumer, Topic};
+    /// let b = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?)
+    ///     .failure_policy(FailurePolicy::Quarantine)
+    ///     .max_held(10_000);
+    /// # Ok::<(), keyway_redis::stream::StreamError>(())
+    /// ```
+    pub fn max_held(mut self, entries: usize) -> Self {
+        self.cfg.max_held = entries;
+        self
+    }
+
     /// Calls `hook` after each batch of acknowledgements succeeded in Redis (on the thread
     /// that sent it, the shard's reader or a pool thread: keep it short).
     ///
@@ -315,6 +379,25 @@ impl StreamConsumerBuilder {
                 "window {} must be 1 to 1,000,000",
                 c.window
             )));
+        }
+        if c.max_in_flight == 0 {
+            return Err(StreamError::InvalidLimit {
+                name: "max_in_flight",
+                value: 0,
+                why: "at least 1 (usize::MAX: no cap beyond the window)",
+            });
+        }
+        if c.max_held == 0 {
+            return Err(StreamError::InvalidLimit {
+                name: "max_held",
+                value: 0,
+                why: "at least 1 (usize::MAX: never stop reading)",
+            });
+        }
+        if c.failure_policy == FailurePolicy::Quarantine && !c.key_order {
+            return Err(StreamError::InvalidConfig(
+                "the quarantine policy needs key order".into(),
+            ));
         }
         if c.max_attempts == 0 {
             return Err(StreamError::InvalidConfig(

@@ -68,7 +68,9 @@ impl StreamConsumer {
                     stream: topic.shard_key(i),
                     lease: topic.lease_key(&cfg.group, i),
                     dead: topic.dead_letter_key(i),
-                    state: Mutex::new(ShardState::new(cfg.window)),
+                    held: topic.held_key(&cfg.group, i),
+                    state: Mutex::new(ShardState::with_held_limit(cfg.window, cfg.max_held)),
+                    check_holds: AtomicBool::new(false),
                     cv: Condvar::new(),
                     progress: AtomicU64::new(0),
                     group_seen: AtomicBool::new(false),
@@ -90,6 +92,7 @@ impl StreamConsumer {
             stop_cv: Condvar::new(),
             stopped: AtomicBool::new(false),
             ack_timer: AckTimer::default(),
+            reserved: Mutex::new(0),
             cfg,
         });
         let conn = ctx.connect("control")?;
@@ -166,6 +169,8 @@ impl StreamConsumer {
             handler_panics: get(&t.panics),
             acked: get(&t.acked),
             dead_lettered: get(&t.dead_lettered),
+            quarantined: get(&t.quarantined),
+            released: get(&t.released_keys),
             refused_acks: get(&t.refused_acks),
             acquisitions: get(&t.acquisitions),
             takeovers: get(&t.takeovers),
@@ -200,7 +205,13 @@ impl StreamConsumer {
                 .arg(&shard.stream)
                 .query(&mut conn)
                 .unwrap_or(Value::Nil);
-            let window = shard.state.lock().window();
+            let mut quarantined: Vec<Vec<u8>> =
+                redis::cmd("HKEYS").arg(&shard.held).query(&mut conn)?;
+            quarantined.sort();
+            let (window, held) = {
+                let st = shard.state.lock();
+                (st.window(), st.held())
+            };
             stats.shards.push(ShardStats {
                 shard: shard.index,
                 owner: owner.filter(|o| !o.is_empty()),
@@ -210,9 +221,46 @@ impl StreamConsumer {
                 oldest_pending_age: oldest_idle(&pending),
                 window,
                 window_limit: ctx.cfg.window,
+                held,
+                quarantined,
             });
         }
         Ok(stats)
+    }
+
+    /// Releases a quarantined key (see
+    /// [`FailurePolicy::Quarantine`](crate::stream::FailurePolicy::Quarantine)): deletes its
+    /// hold in Redis and gives the entry that exhausted its attempts its attempts back. The
+    /// member holding the key's shard — this one or another, it sees the release within a
+    /// heartbeat — runs the key's held entries in order, that entry first, then the key's
+    /// later ones. True if the key was quarantined. Any member, or the `keyway-stream
+    /// release` command, may release any key of the topic.
+    ///
+    /// ```no_run
+    /// # use keyway_redis::stream::{FailurePolicy, StreamConsumer, Topic};
+    /// let pool = keyway::Pool::new()?;
+    /// let c = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 2)?)
+    ///     .failure_policy(FailurePolicy::Quarantine)
+    ///     .build(&pool, |_, _| Ok(()))?;
+    /// // ... the cause of the failure was fixed:
+    /// let was_held = c.release(b"account-42")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release(&self, key: &[u8]) -> Result<bool, StreamError> {
+        let ctx = &self.ctx;
+        let index = crate::stream::shard_of(key, ctx.cfg.topic.shards());
+        let shard = ctx
+            .shards
+            .get(index as usize)
+            .ok_or_else(|| StreamError::Protocol("no such shard".into()))?;
+        let mut conn = ctx.connect("release")?;
+        let keys = [shard.held.as_str(), shard.stream.as_str()];
+        let mut cmd = crate::stream::context::evalsha(&ctx.scripts.release_hold, &keys);
+        cmd.arg(ctx.group()).arg(key);
+        let released: i64 = cmd.query(&mut conn)?;
+        shard.check_holds.store(true, Ordering::Relaxed);
+        shard.cv.notify_all();
+        Ok(released == 1)
     }
 
     /// Hands every shard off cleanly and leaves the group (see [`StreamConsumer`]); waits for

@@ -11,6 +11,7 @@ use redis::{Client, Cmd, Connection, Script};
 use crate::stream::ack_timer::AckTimer;
 use crate::stream::config::Config;
 use crate::stream::delivery::Handler;
+use crate::stream::reply::RawEntry;
 use crate::stream::scripts::Scripts;
 use crate::stream::state::ShardState;
 use crate::stream::StreamError;
@@ -19,14 +20,21 @@ use crate::stream::StreamError;
 /// one process never share lanes).
 pub(crate) type LaneKey = (u64, Vec<u8>);
 
-/// What a dead-lettered entry carries to the dead-letter stream.
+/// What an entry that exhausted its attempts carries to the ack sender: to the dead-letter
+/// stream, or (`hold`, the quarantine policy) to the shard's hold hash.
 #[derive(Debug)]
 pub(crate) struct DeadInfo {
     pub(crate) key: Vec<u8>,
     pub(crate) payload: Vec<u8>,
     pub(crate) attempts: u32,
     pub(crate) reason: String,
+    /// Quarantine the key instead of dead-lettering the entry.
+    pub(crate) hold: bool,
 }
+
+/// One shard's state in this process: dead letters and holds carry [`DeadInfo`], held
+/// entries are kept whole.
+pub(crate) type State = ShardState<DeadInfo, RawEntry>;
 
 /// The consumer's running totals.
 #[derive(Debug, Default)]
@@ -37,6 +45,8 @@ pub(crate) struct Totals {
     pub(crate) panics: AtomicU64,
     pub(crate) acked: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
+    pub(crate) quarantined: AtomicU64,
+    pub(crate) released_keys: AtomicU64,
     pub(crate) refused_acks: AtomicU64,
     pub(crate) acquisitions: AtomicU64,
     pub(crate) takeovers: AtomicU64,
@@ -58,7 +68,11 @@ pub(crate) struct Shard {
     pub(crate) stream: String,
     pub(crate) lease: String,
     pub(crate) dead: String,
-    pub(crate) state: Mutex<ShardState<DeadInfo>>,
+    /// The hash of the shard's quarantined keys.
+    pub(crate) held: String,
+    pub(crate) state: Mutex<State>,
+    /// Set by a release through this consumer: the reader looks at the holds in Redis now.
+    pub(crate) check_holds: AtomicBool,
     /// Notified when the phase changes, acks pile up, or entries finish.
     pub(crate) cv: Condvar,
     /// Entries finished or settled so far (the stall detector watches it).
@@ -90,6 +104,9 @@ pub(crate) struct Ctx {
     pub(crate) stopped: AtomicBool,
     /// Sends the acks that wait for their interval.
     pub(crate) ack_timer: AckTimer,
+    /// Entries the shard readers reserved under [`Config::max_in_flight`] and have not yet
+    /// put in their windows.
+    pub(crate) reserved: Mutex<usize>,
 }
 
 impl Ctx {
@@ -117,6 +134,30 @@ impl Ctx {
     /// The consumer group's name.
     pub(crate) fn group(&self) -> &str {
         &self.cfg.group
+    }
+
+    /// Reserves up to `want` entries under the consumer's in-flight cap: how many the caller
+    /// may read. The caller gives them back with [`unreserve`](Self::unreserve) once what it
+    /// read is in its window. Locks each shard's state in turn: never call it holding one.
+    pub(crate) fn reserve(&self, want: usize) -> usize {
+        let cap = self.cfg.max_in_flight;
+        if cap == usize::MAX {
+            return want;
+        }
+        let mut reserved = self.reserved.lock();
+        let in_flight: usize = self.shards.iter().map(|s| s.state.lock().window()).sum();
+        let free = cap.saturating_sub(in_flight.saturating_add(*reserved));
+        let grant = want.min(free);
+        *reserved += grant;
+        grant
+    }
+
+    /// Gives back `n` entries [reserved](Self::reserve).
+    pub(crate) fn unreserve(&self, n: usize) {
+        if self.cfg.max_in_flight != usize::MAX {
+            let mut reserved = self.reserved.lock();
+            *reserved = reserved.saturating_sub(n);
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redis::Connection;
 
 use crate::stream::context::{bump, evalsha, Ctx};
-use crate::stream::driver::Driver;
+use crate::stream::driver::ShardReader;
 use crate::stream::hash::rendezvous_owner;
 use crate::stream::state::Phase;
 use crate::stream::StreamError;
@@ -267,7 +267,7 @@ impl Control {
             } else {
                 tracing::info!(shard = s, epoch, "acquired the shard");
             }
-            let driver = Driver::new(Arc::clone(&ctx), Arc::clone(&shard), epoch);
+            let driver = ShardReader::new(Arc::clone(&ctx), Arc::clone(&shard), epoch);
             let spawned = std::thread::Builder::new()
                 .name(format!("keyway-stream-{s}"))
                 .spawn(move || driver.run());

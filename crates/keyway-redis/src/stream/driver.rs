@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,7 @@ const BLOCK_GRACE: Duration = Duration::from_millis(150);
 type Accepted = Vec<(RawEntry, u64)>;
 
 /// The reader of one shard at one epoch.
-pub(crate) struct Driver {
+pub(crate) struct ShardReader {
     ctx: Arc<Ctx>,
     shard: Arc<Shard>,
     epoch: u64,
@@ -51,9 +52,13 @@ pub(crate) struct Driver {
     replayed: u64,
     backoff: Duration,
     outage: bool,
+    /// The quarantined keys stored in Redis were loaded at this epoch.
+    holds_loaded: bool,
+    /// When the holds in Redis were last looked at (to see releases).
+    holds_seen: Instant,
 }
 
-impl Driver {
+impl ShardReader {
     pub(crate) fn new(ctx: Arc<Ctx>, shard: Arc<Shard>, epoch: u64) -> Self {
         Self {
             ctx,
@@ -67,6 +72,8 @@ impl Driver {
             replayed: 0,
             backoff: Duration::from_millis(10),
             outage: false,
+            holds_loaded: false,
+            holds_seen: Instant::now(),
         }
     }
 
@@ -143,12 +150,13 @@ impl Driver {
     fn step(&mut self) -> Result<(), StreamError> {
         self.conn()?; // (re)connecting may find that Redis lost its data, and the lease
         self.flush(false)?;
+        self.holds()?;
+        let wait = self.ctx.cfg.ack_interval.min(Duration::from_millis(50));
         let room = {
             let mut st = self.shard.state.lock();
             let room = st.room();
             // Protocol rule F: nothing is read unless the lease is confirmed.
             if room == 0 || !st.confirmed(self.epoch, Instant::now()) {
-                let wait = self.ctx.cfg.ack_interval.min(Duration::from_millis(50));
                 self.shard.cv.wait_for(&mut st, wait);
                 return Ok(());
             }
@@ -157,6 +165,22 @@ impl Driver {
         if let Some(after) = self.idle_after.take() {
             return self.wait_for_new(after);
         }
+        // The consumer's in-flight cap, over its shards: reserved until what is read is in
+        // the window.
+        let room = self.ctx.reserve(room);
+        if room == 0 {
+            let mut st = self.shard.state.lock();
+            self.shard.cv.wait_for(&mut st, wait);
+            return Ok(());
+        }
+        let accepted = self.read_some(room);
+        self.ctx.unreserve(room);
+        self.submit(accepted?);
+        Ok(())
+    }
+
+    /// Recovers, replays or reads up to `room` entries into the window.
+    fn read_some(&mut self, room: usize) -> Result<Accepted, StreamError> {
         // The scans hold the ack lock until their entries are in the window; the entries
         // are submitted after (submitting may wait for a rate slot or room in the pool).
         let accepted = if self.recover {
@@ -168,8 +192,92 @@ impl Driver {
         } else {
             self.read_batch(room)?
         };
-        self.submit(accepted);
+        Ok(accepted)
+    }
+
+    /// Quarantined keys: loads those stored in Redis once per epoch (before anything of it
+    /// is read or replayed, so a member that takes a shard over keeps them held), and then
+    /// looks for releases every heartbeat while some are held (at once after a release
+    /// through this consumer). A released key's held entries are given back to its lane.
+    fn holds(&mut self) -> Result<(), StreamError> {
+        let now = Instant::now();
+        if !self.holds_loaded {
+            let holds: Vec<(Vec<u8>, String)> = redis::cmd("HGETALL")
+                .arg(&self.shard.held)
+                .query(self.conn()?)?;
+            let holds = holds
+                .into_iter()
+                .map(|(k, id)| (k, id.parse::<EntryId>().ok()))
+                .collect::<Vec<_>>();
+            if !holds.is_empty() {
+                tracing::info!(
+                    shard = self.shard.index,
+                    epoch = self.epoch,
+                    keys = holds.len(),
+                    "quarantined keys found: their entries are held"
+                );
+            }
+            self.shard.state.lock().load_holds(self.epoch, holds);
+            self.holds_loaded = true;
+            self.holds_seen = now;
+            return Ok(());
+        }
+        let asked = self.shard.check_holds.swap(false, Ordering::Relaxed);
+        if !asked && now.duration_since(self.holds_seen) < self.ctx.cfg.heartbeat() {
+            return Ok(());
+        }
+        let held = self.shard.state.lock().stored_holds();
+        if held.is_empty() {
+            return Ok(());
+        }
+        self.holds_seen = now;
+        let stored: Vec<Vec<u8>> = redis::cmd("HKEYS")
+            .arg(&self.shard.held)
+            .query(self.conn()?)?;
+        for key in held.into_iter().filter(|k| !stored.contains(k)) {
+            if self.shard.state.lock().mark_releasing(self.epoch, &key) {
+                tracing::info!(shard = self.shard.index, key = %String::from_utf8_lossy(&key), "quarantined key released: its held entries run again, in order");
+                bump(&self.ctx.totals.released_keys, 1);
+                self.submit_release(key);
+            }
+        }
         Ok(())
+    }
+
+    /// Puts the task that releases `key` in the key's lane: it runs once the key's tasks
+    /// ahead of it have started (and been held), then runs the held entries in order.
+    fn submit_release(&self, key: Vec<u8>) {
+        let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
+        let lane_key = key.clone();
+        let submitted = match &*self.ctx.handler {
+            Handler::Sync(_) => {
+                let task = move || {
+                    let entries = shard.state.lock().unhold(epoch, &key);
+                    for (_, e, n) in entries {
+                        task::run(&ctx, &shard, e, epoch, n);
+                    }
+                };
+                self.submit_one(&lane_key, Now(task), || self.active())
+            }
+            Handler::Async(_) => {
+                let task = async move {
+                    let entries = shard.state.lock().unhold(epoch, &key);
+                    for (_, e, n) in entries {
+                        task::run_async(Arc::clone(&ctx), Arc::clone(&shard), e, epoch, n).await;
+                    }
+                };
+                self.submit_one(&lane_key, Later(task), || self.active())
+            }
+        };
+        if let Err(refused) = submitted {
+            tracing::error!(shard = self.shard.index, error = %refused, "the pool refused a released key's entries (shut down?); they stay pending");
+        }
+    }
+
+    /// Whether the shard is still `Active` at this epoch.
+    fn active(&self) -> bool {
+        let st = self.shard.state.lock();
+        st.phase() == Phase::Active && st.epoch() == self.epoch
     }
 
     /// `(id, delivery count)` of up to `count` entries pending after `after`, for `consumer`
@@ -463,11 +571,11 @@ impl Driver {
             let submitted = match &*self.ctx.handler {
                 Handler::Sync(_) => {
                     let task = move || task::run(&ctx, &shard, e, epoch, deliveries);
-                    self.submit_one(id, &key, Now(task))
+                    self.submit_one(&key, Now(task), || self.dispatchable(id))
                 }
                 Handler::Async(_) => {
                     let task = task::run_async(ctx, shard, e, epoch, deliveries);
-                    self.submit_one(id, &key, Later(task))
+                    self.submit_one(&key, Later(task), || self.dispatchable(id))
                 }
             };
             if let Err(refused) = submitted {
@@ -489,14 +597,14 @@ impl Driver {
         self.shard.state.lock().dispatchable(id, self.epoch)
     }
 
-    /// Submits `task` (entry `id` of key `key`), waiting while the pool is full; `Ok` also
-    /// when the entry was dropped (released, lost) while waiting: it stays pending, to
-    /// nobody's harm.
+    /// Submits `task` (for key `key`), waiting while the pool is full and `wanted`; `Ok` also
+    /// when it stopped being wanted (its entry released or lost) while waiting: its entries
+    /// stay pending, to nobody's harm.
     fn submit_one<J: Job>(
         &self,
-        id: EntryId,
         key: &[u8],
         task: J,
+        wanted: impl Fn() -> bool,
     ) -> Result<(), keyway::SubmitErrorKind> {
         let lane = self
             .ctx
@@ -508,7 +616,7 @@ impl Driver {
             let attempt = |t: J| t.submit(&self.ctx, lane.as_ref());
             match self.ctx.pool.wait_for_room(task, ROOM_CHECK, attempt) {
                 Ok(()) => return Ok(()),
-                Err(SubmitError::Full(back)) if self.dispatchable(id) => task = back,
+                Err(SubmitError::Full(back)) if wanted() => task = back,
                 Err(SubmitError::Full(_)) => return Ok(()),
                 Err(e) => return Err(e.kind()),
             }

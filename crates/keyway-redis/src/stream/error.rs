@@ -31,6 +31,16 @@ pub enum StreamError {
         /// The rule it broke.
         why: &'static str,
     },
+    /// A count setting is out of range.
+    #[error("invalid {name}: {value} ({why})")]
+    InvalidLimit {
+        /// The setting.
+        name: &'static str,
+        /// The value given.
+        value: usize,
+        /// The rule it broke.
+        why: &'static str,
+    },
     /// The URL is not a Redis URL.
     #[error("invalid Redis URL: {0}")]
     InvalidUrl(#[source] redis::RedisError),

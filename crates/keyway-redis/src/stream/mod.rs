@@ -57,6 +57,79 @@
 //! Retry backoffs, and the waits while a lease is not confirmed, still hold a pool thread
 //! (marked [`keyway::blocking`], so the pool may add one).
 //!
+//! **The in-flight cap.** With async handlers nothing but the window bounds how many entries
+//! wait at once, so a slow dependency would build up entries in memory. Two caps bound the
+//! entries read from Redis and not yet finished and acknowledged:
+//! [`window`](StreamConsumerBuilder::window) per shard (default 1,000) and
+//! [`max_in_flight`](StreamConsumerBuilder::max_in_flight) over all of a consumer's shards
+//! (default no cap beyond the windows). A full cap pauses reading — the entries wait in
+//! Redis, where they cost this process nothing — and reading resumes as entries finish.
+//!
+//! **Failure policies.** An entry that fails [`max_attempts`](StreamConsumerBuilder::max_attempts)
+//! times is, by default, dead-lettered, and its key's later entries run on
+//! ([`FailurePolicy::DeadLetter`]). Where a key's order matters more than its progress (an
+//! account's events), [`FailurePolicy::Quarantine`] holds the key instead: the entry and the
+//! key's later entries are kept, not run and not acknowledged, until an operator releases the
+//! key ([`StreamConsumer::release`], or `keyway-stream release KEY`); the key's entries then
+//! run in order, the failed one first with its attempts counted afresh. Other keys go on.
+//! Held entries leave the window (a quarantined key does not stall its shard), and count
+//! toward [`max_held`](StreamConsumerBuilder::max_held) per shard (default 1,000): a shard
+//! holding that many stops reading until a key is released. The hold is stored in Redis under
+//! the lease's owner-and-epoch check, like an ack, so a member that takes the shard over
+//! (after a crash too) keeps the key held; [`StreamConsumer::stats`] and `keyway-stream
+//! inspect` list the quarantined keys of each shard.
+//!
+//! The settings are checked before anything connects (this example runs as it is):
+//!
+//! ```
+//! use keyway_redis::stream::{FailurePolicy, StreamConsumer, StreamError, Topic};
+//! let pool = keyway::Pool::builder().max_threads(4).build()?;
+//! let accounts = || {
+//!     StreamConsumer::builder("redis://127.0.0.1:6379", Topic::new("accounts", 8).unwrap())
+//!         .window(200) // per shard
+//!         .max_in_flight(1_000) // per consumer: beyond, entries wait in Redis
+//!         .max_attempts(3)
+//!         .failure_policy(FailurePolicy::Quarantine)
+//!         .max_held(10_000)
+//! };
+//! // A cap of zero could never read anything: refused, with the setting named.
+//! let err = accounts()
+//!     .max_in_flight(0)
+//!     .build_async(&pool, |_, _| async { Ok(()) })
+//!     .unwrap_err();
+//! assert!(matches!(err, StreamError::InvalidLimit { name: "max_in_flight", .. }));
+//! // Quarantine keeps a key's order, so it needs key order.
+//! let err = accounts()
+//!     .key_order(false)
+//!     .build_async(&pool, |_, _| async { Ok(()) })
+//!     .unwrap_err();
+//! assert!(matches!(err, StreamError::InvalidConfig(_)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! And with a Redis to talk to, a consumer that waits on a store and quarantines what keeps
+//! failing, and an operator's release once the cause is fixed:
+//!
+//! ```no_run
+//! use keyway_redis::stream::{FailurePolicy, StreamConsumer, Topic};
+//! # async fn apply(_: &[u8], _: u64, _: &[u8]) -> Result<(), std::io::Error> { Ok(()) }
+//! let pool = keyway::Pool::builder().max_threads(4).build()?;
+//! let consumer = StreamConsumer::builder("redis://127.0.0.1:6379", Topic::new("accounts", 8)?)
+//!     .max_in_flight(1_000)
+//!     .failure_policy(FailurePolicy::Quarantine)
+//!     .build_async(&pool, |delivery, payload| async move {
+//!         apply(&delivery.key, delivery.epoch, &payload).await?;
+//!         Ok(())
+//!     })?;
+//! for shard in consumer.stats()?.shards {
+//!     for key in &shard.quarantined {
+//!         println!("shard {}: {} is held", shard.shard, String::from_utf8_lossy(key));
+//!     }
+//! }
+//! consumer.release(b"account-42")?; // after fixing what made its entry fail
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! ## How it works
 //! - **Membership**: every member heartbeats a sorted set with one script; ages are measured
 //!   in the group's time (Redis `TIME`, stopped while nobody reaches Redis), never by the
@@ -67,14 +140,18 @@
 //!   increments the shard's **epoch** (its fencing number). Acks and dead letters go through
 //!   scripts that check the owner and the epoch, so a former owner can never ack.
 //! - **Window**: at most `window` entries per shard are delivered and not acknowledged in a
-//!   member (default 1,000); a full window pauses reading that shard only.
+//!   member (default 1,000); a full window pauses reading that shard only. With
+//!   `max_in_flight`, the windows of all the member's shards together stay under that cap
+//!   too (each reader reserves its read under the cap before reading).
 //! - **Acks** are sent in batches (every `ack_batch` entries, or at most the ack interval after
 //!   the first of a batch finished, whether or not more entries come), only after the handler
 //!   succeeded, or after the entry was dead-lettered.
 //! - **Failures** retry in place with exponential backoff while the key's later entries wait
 //!   (other keys go on). After `max_attempts` attempts, counting Redis's delivery count, the
 //!   entry is copied to the shard's dead-letter stream and acknowledged in one script, and the
-//!   key moves on. A panicking handler counts as a failure.
+//!   key moves on; or, under the quarantine policy, the key is held (the hold written by a
+//!   fenced script, the entry not acknowledged) until it is released. A panicking handler
+//!   counts as a failure.
 //! - **Takeover**: a new owner first claims the shard's pending entries, whoever they were
 //!   delivered to, in id order (from the start of the pending list), and replays them before
 //!   reading new ones; so a key's order holds across failover. A member restarted with the
@@ -159,7 +236,9 @@
 //! | A member is cut off from Redis, or its packets are delayed | Once it cannot confirm its lease it starts, retries and reads nothing (rule F); a read that reaches Redis after the lease moved delivers nothing. |
 //! | A member's connections drop | It reconnects and recovers what a lost reply delivered (rule R): nothing acknowledged runs again, no delivery count is spent. |
 //! | Members join or leave | Few shards move; each is handed off cleanly: no entry runs twice. |
-//! | A handler fails or panics | Retried in place with backoff; after `max_attempts` dead-lettered and acked atomically; other keys are unaffected. |
+//! | A handler fails or panics | Retried in place with backoff; after `max_attempts` dead-lettered and acked atomically (or, under the quarantine policy, its key held until released); other keys are unaffected. |
+//! | A member holding quarantined keys dies | The holds are in Redis: the next owner loads them before it replays the shard, and keeps those keys' entries held. |
+//! | Handlers are slow | The in-flight cap (`window`, `max_in_flight`) pauses reading; entries wait in Redis. |
 //! | Redis paused or unreachable | Members keep their shards and stop starting entries once their lease is not confirmed; the group's clock stops, so when Redis is back nobody expired: no takeover storm. |
 //! | Redis restarts with its data | Nothing lost; leases and pending entries continue. |
 //! | Redis restarts empty | Entries not yet consumed are gone with Redis. The consumers recreate their group (a `warn` event and [`groups_recreated`](StreamStats::groups_recreated)) and consume what is produced after, at once, even while a handler of the former epoch still runs (its key's later entries wait for it in the key's lane). |
@@ -179,6 +258,7 @@ mod driver;
 mod error;
 mod hash;
 mod id;
+mod policy;
 mod producer;
 mod rate;
 mod reply;
@@ -198,6 +278,8 @@ pub use delivery::{Acked, Delivery, HandlerError};
 pub use error::StreamError;
 pub use hash::{fnv1a64, shard_of, SHARD_RULE};
 pub use id::{BadEntryId, EntryId};
+pub use policy::FailurePolicy;
 pub use producer::Producer;
+pub(crate) use scripts::RELEASE_HOLD;
 pub use stats::{ShardStats, StreamStats};
 pub use topic::{Topic, MAX_SHARDS};

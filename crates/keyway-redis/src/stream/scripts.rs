@@ -129,6 +129,35 @@ redis.call('XACK', KEYS[2], ARGV[1], ARGV[4])
 return 1
 ";
 
+/// KEYS: lease, held hash. ARGV: member, epoch, key, entry id.
+/// Quarantines `key` (the entry exhausted its attempts) if this member holds the lease at
+/// that epoch: 1, or -1 (fenced). The entry is not acknowledged.
+const HOLD: &str = r"
+local held = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if held[1] ~= ARGV[1] or held[2] ~= ARGV[2] then
+  return -1
+end
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+return 1
+";
+
+/// KEYS: held hash, stream. ARGV: group, key.
+/// Releases a quarantined key (anyone may: an operator's decision): deletes its hold and
+/// sets the delivery count of the entry that exhausted its attempts back to 0, so that it
+/// has its attempts again wherever it runs next. 1 if the key was held, else 0.
+pub(crate) const RELEASE_HOLD: &str = r"
+local id = redis.call('HGET', KEYS[1], ARGV[2])
+if not id then
+  return 0
+end
+redis.call('HDEL', KEYS[1], ARGV[2])
+local ok, p = pcall(redis.call, 'XPENDING', KEYS[2], ARGV[1], id, id, 1)
+if ok and p[1] then
+  redis.call('XCLAIM', KEYS[2], ARGV[1], p[1][2], 0, id, 'RETRYCOUNT', 0, 'JUSTID')
+end
+return 1
+";
+
 /// KEYS: lease, stream. ARGV: group, member, epoch, then pairs of entry id and delivery count.
 /// A releasing owner gives back the delivery counts of the entries it never started (the next
 /// owner's claim counts them again), if it still holds the lease at that epoch. Entries
@@ -207,6 +236,8 @@ pub(crate) struct Scripts {
     pub(crate) give_back: Script,
     pub(crate) read: Script,
     pub(crate) claim: Script,
+    pub(crate) hold: Script,
+    pub(crate) release_hold: Script,
     /// The source of each, to load them all in one round trip on a new connection.
     pub(crate) sources: Vec<String>,
 }
@@ -214,7 +245,7 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub(crate) fn new() -> Self {
         let timed = |body: &str| format!("{CLOCK}{body}");
-        let [heartbeat, leave, acquire, renew, release, ack, dead_letter, give_back, read, claim] = [
+        let [heartbeat, leave, acquire, renew, release, ack, dead_letter, give_back, read, claim, hold, release_hold] = [
             timed(HEARTBEAT),
             LEAVE.to_owned(),
             timed(ACQUIRE),
@@ -225,6 +256,8 @@ impl Scripts {
             GIVE_BACK.to_owned(),
             READ.to_owned(),
             CLAIM.to_owned(),
+            HOLD.to_owned(),
+            RELEASE_HOLD.to_owned(),
         ];
         Self {
             heartbeat: Script::new(&heartbeat),
@@ -237,6 +270,8 @@ impl Scripts {
             give_back: Script::new(&give_back),
             read: Script::new(&read),
             claim: Script::new(&claim),
+            hold: Script::new(&hold),
+            release_hold: Script::new(&release_hold),
             sources: vec![
                 heartbeat,
                 leave,
@@ -248,6 +283,8 @@ impl Scripts {
                 give_back,
                 read,
                 claim,
+                hold,
+                release_hold,
             ],
         }
     }

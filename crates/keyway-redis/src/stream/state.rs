@@ -26,6 +26,14 @@
 //! 6. A refusal by Redis (renewal, ack, fenced read) loses the lease only if it is about the
 //!    current epoch and not the answer to this member's own release
 //!    ([`refused`](ShardState::refused)); a loss is reported once.
+//! 7. Quarantine: a key is *held* once an entry of it exhausted its attempts under the
+//!    quarantine policy ([`Finish::Hold`]), or when the holds stored in Redis are loaded at
+//!    activation. An entry of a held key that comes to start is held instead (kept here with
+//!    its payload, not run, not acknowledged). Held entries leave the window (they are not in
+//!    flight) and count toward the held limit; a shard whose held entries reach the limit has
+//!    no room. [`unhold`](ShardState::unhold) gives a key's held entries back, in id order,
+//!    to run in its lane; releasing the shard or losing it gives them up (they stay pending
+//!    in Redis, and the hold stays in Redis for the next owner).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -50,10 +58,12 @@ enum Status {
     Queued,
     Running,
     Done,
+    /// Its key is quarantined: kept, not run, not acknowledged.
+    Held,
 }
 
 #[derive(Debug)]
-struct Slot {
+struct WindowEntry {
     epoch: u64,
     status: Status,
     /// Redis's delivery count of the entry when this member got it.
@@ -80,15 +90,42 @@ pub(crate) enum Start {
     Skip,
     /// The lease was not confirmed lately: ask again soon.
     Wait,
+    /// Its key is quarantined: the entry was kept (held), not to be run now.
+    Held,
 }
 
 /// How a started entry ended.
 #[derive(Debug)]
-pub(crate) enum Finish<D> {
+pub(crate) enum Finish<D, E = ()> {
     /// To be acked: `None` after success, `Some(d)` to be dead-lettered with `d`.
     Settle(Option<D>),
     /// Not to be acked: it stays pending in Redis (the lease went while it retried).
     Abandon,
+    /// Attempts exhausted under the quarantine policy: the entry is held (not acked) and its
+    /// key quarantined; `note` goes out with the acks, to store the hold in Redis.
+    Hold {
+        /// The entry's key.
+        key: Vec<u8>,
+        /// The entry, kept to run again once the key is released.
+        entry: E,
+        /// What the ack sender writes to Redis for the hold.
+        note: D,
+    },
+}
+
+/// A quarantined key's entries held by this member.
+#[derive(Debug)]
+struct HeldKey<E> {
+    /// The entry that exhausted its attempts, if known here: it runs first, with fresh
+    /// attempts, once the key is released.
+    poison: Option<EntryId>,
+    /// Its entries held here, in the order they came to start (id order): id, entry,
+    /// delivery count.
+    entries: Vec<(EntryId, E, u64)>,
+    /// The hold is stored in Redis (so a key missing there was released).
+    stored: bool,
+    /// Released: a task in the key's lane will [`unhold`](ShardState::unhold) it.
+    releasing: bool,
 }
 
 /// An entry waiting for its ack (or dead letter).
@@ -99,13 +136,20 @@ pub(crate) struct ToAck<D> {
     pub(crate) dead: Option<D>,
 }
 
-/// The state of one shard in this process.
+/// The state of one shard in this process (`D`: what a dead letter or a hold carries to the
+/// ack sender; `E`: an entry kept while its key is held).
 #[derive(Debug)]
-pub(crate) struct ShardState<D> {
+pub(crate) struct ShardState<D, E = ()> {
     phase: Phase,
     epoch: u64,
     limit: usize,
-    entries: HashMap<EntryId, Slot>,
+    entries: HashMap<EntryId, WindowEntry>,
+    /// Quarantined keys (rule 7) and the entries held for them.
+    held: HashMap<Vec<u8>, HeldKey<E>>,
+    /// Entries held, over all keys (they are in `entries`, with status `Held`).
+    held_count: usize,
+    /// The most held entries before the shard stops reading.
+    held_limit: usize,
     running: usize,
     to_ack: Vec<ToAck<D>>,
     valid_until: Option<Instant>,
@@ -116,14 +160,24 @@ pub(crate) struct ShardState<D> {
     release_sent: bool,
 }
 
-impl<D> ShardState<D> {
+impl<D, E> ShardState<D, E> {
     /// An idle shard whose window holds at most `limit` entries.
+    #[cfg(test)]
     pub(crate) fn new(limit: usize) -> Self {
+        Self::with_held_limit(limit, usize::MAX)
+    }
+
+    /// An idle shard whose window holds at most `limit` entries in flight, and which stops
+    /// reading while it holds `held_limit` entries of quarantined keys (rule 7).
+    pub(crate) fn with_held_limit(limit: usize, held_limit: usize) -> Self {
         Self {
             phase: Phase::Idle,
             epoch: 0,
             limit,
             entries: HashMap::new(),
+            held: HashMap::new(),
+            held_count: 0,
+            held_limit,
             running: 0,
             to_ack: Vec::new(),
             valid_until: None,
@@ -140,9 +194,108 @@ impl<D> ShardState<D> {
         self.epoch
     }
 
-    /// Entries delivered and not settled (queued, running, or done and waiting for the ack).
+    /// Entries in flight: delivered and not settled (queued, running, or done and waiting
+    /// for the ack), held entries not counted (rule 7).
     pub(crate) fn window(&self) -> usize {
-        self.entries.len()
+        self.entries.len() - self.held_count
+    }
+
+    /// Entries of quarantined keys held here.
+    pub(crate) fn held(&self) -> usize {
+        self.held_count
+    }
+
+    /// The quarantined keys known here.
+    #[cfg(test)]
+    pub(crate) fn held_keys(&self) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = self.held.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// The quarantined keys whose hold is stored in Redis (a key among them missing there
+    /// was released).
+    pub(crate) fn stored_holds(&self) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.stored && !h.releasing)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The holds found in Redis at `epoch` (`key`, the entry that exhausted its attempts):
+    /// their keys' entries are held from now on (rule 7). Nothing if not `Active` there.
+    pub(crate) fn load_holds(&mut self, epoch: u64, holds: Vec<(Vec<u8>, Option<EntryId>)>) {
+        if self.phase != Phase::Active || self.epoch != epoch {
+            return;
+        }
+        for (key, poison) in holds {
+            let h = self.held.entry(key).or_insert_with(|| HeldKey {
+                poison: None,
+                entries: Vec::new(),
+                stored: true,
+                releasing: false,
+            });
+            h.stored = true;
+            h.poison = h.poison.or(poison);
+        }
+    }
+
+    /// The hold of `key` was written to Redis at `epoch`.
+    pub(crate) fn hold_stored(&mut self, epoch: u64, key: &[u8]) {
+        if self.epoch == epoch {
+            if let Some(h) = self.held.get_mut(key) {
+                h.stored = true;
+            }
+        }
+    }
+
+    /// `key` was released in Redis: true (once) if it is held here at `epoch`; the caller
+    /// then puts a task in the key's lane that [`unhold`](Self::unhold)s it, so the key's
+    /// entries already in the lane ahead of that task are held, and run after the held ones.
+    pub(crate) fn mark_releasing(&mut self, epoch: u64, key: &[u8]) -> bool {
+        if self.phase != Phase::Active || self.epoch != epoch {
+            return false;
+        }
+        match self.held.get_mut(key) {
+            Some(h) if !h.releasing => {
+                h.releasing = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Releases `key` at `epoch` (rule 7): its held entries, in order, to run again in its
+    /// lane (queued again, in the window), the poison entry's delivery count reset to 1 so
+    /// it has its attempts again. Empty if the key was not held, or the shard is not `Active`
+    /// at `epoch` (then the entries stay pending in Redis).
+    pub(crate) fn unhold(&mut self, epoch: u64, key: &[u8]) -> Vec<(EntryId, E, u64)> {
+        if self.phase != Phase::Active || self.epoch != epoch {
+            return Vec::new();
+        }
+        let Some(h) = self.held.remove(key) else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(h.entries.len());
+        for (id, e, _) in h.entries {
+            let Some(w) = self.entries.get_mut(&id) else {
+                continue;
+            };
+            if w.status != Status::Held || w.epoch != epoch {
+                continue;
+            }
+            self.held_count -= 1;
+            w.status = Status::Queued;
+            if Some(id) == h.poison {
+                w.deliveries = 1;
+            }
+            out.push((id, e, w.deliveries));
+        }
+        out
     }
 
     pub(crate) fn running(&self) -> usize {
@@ -167,6 +320,8 @@ impl<D> ShardState<D> {
         }
         self.entries.retain(|_, slot| slot.epoch >= epoch);
         self.to_ack.retain(|a| a.epoch >= epoch);
+        self.held.clear();
+        self.held_count = 0;
         self.returned.clear();
         self.running = 0;
         self.phase = Phase::Active;
@@ -210,10 +365,11 @@ impl<D> ShardState<D> {
         self.entries.contains_key(&id)
     }
 
-    /// How many more entries may be delivered now (rule 1).
+    /// How many more entries may be delivered now (rule 1): none while the held entries
+    /// fill their limit (rule 7).
     pub(crate) fn room(&self) -> usize {
-        if self.phase == Phase::Active {
-            self.limit.saturating_sub(self.entries.len())
+        if self.phase == Phase::Active && self.held_count < self.held_limit {
+            self.limit.saturating_sub(self.window())
         } else {
             0
         }
@@ -232,7 +388,7 @@ impl<D> ShardState<D> {
         }
         self.entries.insert(
             id,
-            Slot {
+            WindowEntry {
                 epoch,
                 status: Status::Queued,
                 deliveries,
@@ -272,6 +428,39 @@ impl<D> ShardState<D> {
         }
     }
 
+    /// As [`start`](Self::start), for an entry of `key`: if the key is held (rule 7) an
+    /// entry that would run is held instead (`make` gives what is kept): [`Start::Held`].
+    pub(crate) fn start_unless_held(
+        &mut self,
+        id: EntryId,
+        epoch: u64,
+        now: Instant,
+        key: &[u8],
+        make: impl FnOnce() -> E,
+    ) -> Start {
+        if !self.held.contains_key(key) {
+            return self.start(id, epoch, now);
+        }
+        let fresh = self.fresh(now);
+        let active = self.phase == Phase::Active && self.epoch == epoch;
+        let Some(w) = self.entries.get_mut(&id) else {
+            return Start::Skip;
+        };
+        if w.epoch != epoch || w.status != Status::Queued || !active {
+            return Start::Skip;
+        }
+        if !fresh {
+            return Start::Wait;
+        }
+        w.status = Status::Held;
+        let deliveries = w.deliveries;
+        self.held_count += 1;
+        if let Some(h) = self.held.get_mut(key) {
+            h.entries.push((id, make(), deliveries));
+        }
+        Start::Held
+    }
+
     /// May a running entry of `epoch` try again (after a failure) at `now`? Only while the
     /// lease is confirmed (rule 2); not once the shard is being released or was lost.
     pub(crate) fn may_retry(&self, epoch: u64, now: Instant) -> Retry {
@@ -287,7 +476,7 @@ impl<D> ShardState<D> {
     /// A started entry ended (rule 5: only its own epoch's slot is touched). True if it was to
     /// be acked but the lease is known lost: the ack is not sent (it would be refused) and the
     /// entry stays pending for the new owner.
-    pub(crate) fn finish(&mut self, id: EntryId, epoch: u64, how: Finish<D>) -> bool {
+    pub(crate) fn finish(&mut self, id: EntryId, epoch: u64, how: Finish<D, E>) -> bool {
         let Some(slot) = self.entries.get_mut(&id) else {
             return false;
         };
@@ -296,9 +485,29 @@ impl<D> ShardState<D> {
         }
         self.running -= 1;
         match how {
-            Finish::Settle(_) if self.phase == Phase::Lost => {
+            Finish::Settle(_) | Finish::Hold { .. } if self.phase == Phase::Lost => {
                 self.entries.remove(&id);
                 true
+            }
+            Finish::Hold { key, entry, note } => {
+                slot.status = Status::Held;
+                let deliveries = slot.deliveries;
+                self.held_count += 1;
+                let h = self.held.entry(key).or_insert_with(|| HeldKey {
+                    poison: None,
+                    entries: Vec::new(),
+                    stored: false,
+                    releasing: false,
+                });
+                h.releasing = false;
+                h.poison = Some(id);
+                h.entries.push((id, entry, deliveries));
+                self.to_ack.push(ToAck {
+                    id,
+                    epoch,
+                    dead: Some(note),
+                });
+                false
             }
             Finish::Settle(dead) => {
                 slot.status = Status::Done;
@@ -336,12 +545,14 @@ impl<D> ShardState<D> {
         }
     }
 
-    /// Drops the queued entries (they stay pending in Redis); returns them with their
-    /// delivery counts.
+    /// Drops the queued and the held entries (they stay pending in Redis, and the holds in
+    /// Redis); returns them with their delivery counts.
     fn drop_queued(&mut self) -> Vec<(EntryId, u64)> {
         let mut dropped = Vec::new();
+        self.held.clear();
+        self.held_count = 0;
         self.entries.retain(|&id, s| {
-            let queued = s.status == Status::Queued;
+            let queued = matches!(s.status, Status::Queued | Status::Held);
             if queued {
                 dropped.push((id, s.deliveries));
             }
@@ -388,6 +599,8 @@ impl<D> ShardState<D> {
             self.phase = Phase::Idle;
             self.valid_until = None;
             self.to_ack.clear();
+            self.held.clear();
+            self.held_count = 0;
             self.entries.retain(|_, s| s.status == Status::Running);
         }
     }
@@ -417,140 +630,5 @@ impl<D> ShardState<D> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn id(n: u64) -> EntryId {
-        EntryId { ms: n, seq: 0 }
-    }
-
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(3600)
-    }
-
-    #[test]
-    fn window_bounds_delivery_and_acks_free_it() {
-        let mut s: ShardState<()> = ShardState::new(2);
-        assert_eq!(s.room(), 0, "idle: no room");
-        assert!(s.activate(1, later()));
-        assert!(s.deliver(id(1), 1, 1) && s.deliver(id(2), 1, 1));
-        assert_eq!(s.room(), 0);
-        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
-        s.finish(id(1), 1, Finish::Settle(None));
-        assert_eq!(s.room(), 0, "done but not acked still counts");
-        let acks = s.take_acks();
-        s.settled(1, acks.iter().map(|a| a.id));
-        assert_eq!(s.room(), 1);
-    }
-
-    #[test]
-    fn release_keeps_unstarted_entries_for_the_next_owner() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        s.activate(1, later());
-        for n in 1..=3 {
-            s.deliver(id(n), 1, 1);
-        }
-        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
-        assert_eq!(s.release(), 2);
-        assert_eq!(s.start(id(2), 1, Instant::now()), Start::Skip);
-        assert!(!s.drained());
-        s.finish(id(1), 1, Finish::Settle(None));
-        let acks = s.take_acks();
-        assert_eq!(acks.len(), 1);
-        s.settled(1, [id(1)]);
-        assert!(s.drained());
-        s.released();
-        assert_eq!(s.phase(), Phase::Idle);
-    }
-
-    #[test]
-    fn a_stale_lease_waits_and_a_lost_one_skips() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        let now = Instant::now();
-        s.activate(1, now);
-        s.deliver(id(1), 1, 1);
-        assert_eq!(s.start(id(1), 1, now), Start::Wait);
-        s.renewed(1, later());
-        assert_eq!(s.lose(), Some(1));
-        assert_eq!(s.lose(), None, "lost once");
-        assert_eq!(s.start(id(1), 1, now), Start::Skip);
-    }
-
-    #[test]
-    fn a_new_epoch_sweeps_the_old_running_entry_and_keeps_fresh_ones() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        s.activate(1, later());
-        s.deliver(id(1), 1, 1);
-        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
-        s.lose();
-        assert!(s.activate(2, later()), "rule 4: no wait for the old task");
-        assert_eq!(s.running(), 0);
-        assert!(
-            !s.finish(id(1), 1, Finish::Settle(None)),
-            "the late finish touches nothing"
-        );
-        assert_eq!(s.acks_waiting(), 0);
-        assert!(s.deliver(id(1), 2, 1), "the same entry, delivered again");
-        s.settled(1, [id(1)]);
-        assert!(!s.finish(id(1), 1, Finish::Abandon));
-        assert_eq!(
-            s.window(),
-            1,
-            "rule 5: the old epoch does not touch the fresh entry"
-        );
-        assert_eq!(s.start(id(1), 2, Instant::now()), Start::Run);
-    }
-
-    #[test]
-    fn a_retry_waits_for_a_confirmed_lease_and_stops_once_it_is_lost() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        let now = Instant::now();
-        s.activate(1, now + Duration::from_secs(1));
-        s.deliver(id(1), 1, 1);
-        assert_eq!(s.start(id(1), 1, now), Start::Run);
-        assert_eq!(s.may_retry(1, now), Retry::Go);
-        let after = now + Duration::from_secs(2);
-        assert_eq!(s.may_retry(1, after), Retry::Wait, "not confirmed since");
-        assert!(!s.confirmed(1, after));
-        s.lose();
-        assert_eq!(s.may_retry(1, after), Retry::Stop);
-    }
-
-    #[test]
-    fn a_refusal_of_an_older_epoch_or_of_the_own_release_is_no_loss() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        s.activate(1, later());
-        s.lose();
-        assert!(s.activate(2, later()));
-        assert_eq!(
-            s.refused(1),
-            None,
-            "an old batch refused after re-acquiring"
-        );
-        assert_eq!(s.phase(), Phase::Active);
-        s.release();
-        s.sending_release();
-        assert_eq!(s.refused(2), None, "the answer to the own release");
-        s.released();
-        assert_eq!(s.phase(), Phase::Idle);
-        assert!(s.activate(3, later()));
-        assert_eq!(s.refused(3), Some(0));
-        assert_eq!(s.refused(3), None, "counted once");
-    }
-
-    #[test]
-    fn released_gives_up_the_acks_it_could_not_send() {
-        let mut s: ShardState<()> = ShardState::new(10);
-        s.activate(1, later());
-        s.deliver(id(1), 1, 1);
-        assert_eq!(s.start(id(1), 1, Instant::now()), Start::Run);
-        s.finish(id(1), 1, Finish::Settle(None));
-        s.release();
-        let acks = s.take_acks();
-        s.requeue_acks(acks); // Redis down: not sent
-        s.released();
-        assert_eq!(s.acks_waiting(), 0);
-        assert_eq!(s.window(), 0);
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

@@ -23,6 +23,11 @@ pub struct ShardStats {
     pub window: usize,
     /// The window's limit.
     pub window_limit: usize,
+    /// Entries of quarantined keys this member holds for the shard (not in the window).
+    pub held: usize,
+    /// The shard's quarantined keys, as stored in Redis (whichever member holds the shard),
+    /// sorted.
+    pub quarantined: Vec<Vec<u8>>,
 }
 
 /// A consumer's view of its group: per shard, and this member's totals since it started.
@@ -45,6 +50,11 @@ pub struct StreamStats {
     pub acked: u64,
     /// Entries moved to the dead letters (and acknowledged).
     pub dead_lettered: u64,
+    /// Keys this member quarantined (an entry exhausted its attempts under
+    /// [`FailurePolicy::Quarantine`](crate::stream::FailurePolicy::Quarantine)).
+    pub quarantined: u64,
+    /// Quarantined keys whose release this member saw, and whose held entries it ran again.
+    pub released: u64,
     /// Acks and dead letters refused because the lease had moved to another member (by Redis,
     /// or here, for entries finished after the loss was known).
     pub refused_acks: u64,

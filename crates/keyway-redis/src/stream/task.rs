@@ -17,7 +17,7 @@ use crate::stream::context::{bump, Ctx, DeadInfo, Shard};
 use crate::stream::delivery::{Handler, HandlerFuture};
 use crate::stream::reply::RawEntry;
 use crate::stream::state::{Finish, Retry, Start};
-use crate::stream::{Delivery, EntryId, HandlerError};
+use crate::stream::{Delivery, EntryId, FailurePolicy, HandlerError};
 
 /// How long a task waits between two looks at a lease that was not confirmed lately.
 const LOOK_AGAIN: Duration = Duration::from_millis(20);
@@ -32,12 +32,12 @@ pub(crate) fn run(ctx: &Ctx, shard: &Shard, e: RawEntry, epoch: u64, deliveries:
         return;
     };
     let how = loop {
-        if let Some(how) = too_many(ctx, &delivery, &e.payload) {
+        if let Some(how) = too_many(ctx, &delivery, &e) {
             break how;
         }
         // Protocol rule H: the handler's panic (and its payload's) is contained.
         let outcome = contain(ctx.instance, || handler(&delivery, &e.payload));
-        if let Some(how) = judge(ctx, shard, &mut delivery, outcome, &e.payload) {
+        if let Some(how) = judge(ctx, shard, &mut delivery, outcome, &e) {
             break how;
         }
     };
@@ -67,7 +67,7 @@ pub(crate) async fn run_async(
         armed: true,
     };
     let how = loop {
-        if let Some(how) = too_many(&ctx, &delivery, &e.payload) {
+        if let Some(how) = too_many(&ctx, &delivery, &e) {
             break how;
         }
         // Protocol rule H: the handler's panic, its future's (while polled or dropped) and
@@ -85,7 +85,7 @@ pub(crate) async fn run_async(
             }
             Err(panic) => Err(panic),
         };
-        if let Some(how) = judge(&ctx, &shard, &mut delivery, outcome, &e.payload) {
+        if let Some(how) = judge(&ctx, &shard, &mut delivery, outcome, &e) {
             break how;
         }
     };
@@ -95,14 +95,20 @@ pub(crate) async fn run_async(
 
 /// Waits for the start of entry `e` (protocol rule F: the lease must be held and fresh) and
 /// counts its delivery; `None` if it is not to run (released or lost before it started: it
-/// stays pending).
+/// stays pending; or its key is quarantined: it is held).
 fn begin(ctx: &Ctx, shard: &Shard, e: &RawEntry, epoch: u64, deliveries: u64) -> Option<Delivery> {
     {
         let mut st = shard.state.lock();
         loop {
-            match st.start(e.id, epoch, Instant::now()) {
+            match st.start_unless_held(e.id, epoch, Instant::now(), &e.key, || e.clone()) {
                 Start::Run => break,
                 Start::Skip => return None,
+                Start::Held => {
+                    drop(st);
+                    shard.cv.notify_all(); // it left the window: the reader may read on
+                    tracing::debug!(shard = shard.index, id = %e.id, "key quarantined: entry held");
+                    return None;
+                }
                 Start::Wait => {
                     keyway::blocking(|| shard.cv.wait_for(&mut st, LOOK_AGAIN));
                 }
@@ -124,10 +130,10 @@ fn begin(ctx: &Ctx, shard: &Shard, e: &RawEntry, epoch: u64, deliveries: u64) ->
 }
 
 /// The entry's end if it was delivered more than `max_attempts` times already.
-fn too_many(ctx: &Ctx, d: &Delivery, payload: &[u8]) -> Option<Finish<DeadInfo>> {
+fn too_many(ctx: &Ctx, d: &Delivery, e: &RawEntry) -> Option<Finish<DeadInfo, RawEntry>> {
     (d.attempt > ctx.cfg.max_attempts).then(|| {
         let reason = format!("delivered {} times, more than max_attempts", d.attempt);
-        dead(d, payload.to_vec(), reason)
+        exhausted(ctx, d, e, reason)
     })
 }
 
@@ -138,8 +144,8 @@ fn judge(
     shard: &Shard,
     d: &mut Delivery,
     outcome: Result<Result<(), HandlerError>, String>,
-    payload: &[u8],
-) -> Option<Finish<DeadInfo>> {
+    e: &RawEntry,
+) -> Option<Finish<DeadInfo, RawEntry>> {
     let reason = match outcome {
         Ok(Ok(())) => return Some(Finish::Settle(None)),
         Ok(Err(err)) => contain(ctx.instance, move || err.to_string())
@@ -151,7 +157,7 @@ fn judge(
     };
     tracing::debug!(shard = shard.index, id = %d.id, attempt = d.attempt, %reason, "handler failed");
     if d.attempt >= ctx.cfg.max_attempts {
-        return Some(dead(d, payload.to_vec(), reason));
+        return Some(exhausted(ctx, d, e, reason));
     }
     bump(&ctx.totals.retries, 1);
     if !back_off(ctx, shard, d.epoch, d.attempt) {
@@ -163,7 +169,7 @@ fn judge(
 
 /// Records the entry's end (to be acked, dead-lettered or given up) and sends a full batch
 /// of acks.
-fn end(ctx: &Ctx, shard: &Shard, delivery: &Delivery, how: Finish<DeadInfo>) {
+fn end(ctx: &Ctx, shard: &Shard, delivery: &Delivery, how: Finish<DeadInfo, RawEntry>) {
     let epoch = delivery.epoch;
     let mut st = shard.state.lock();
     if st.finish(delivery.id, epoch, how) {
@@ -263,14 +269,27 @@ impl Drop for Contained {
     }
 }
 
-fn dead(d: &Delivery, payload: Vec<u8>, reason: String) -> Finish<DeadInfo> {
-    tracing::warn!(shard = d.shard, id = %d.id, attempts = d.attempt, %reason, "entry goes to the dead letters");
-    Finish::Settle(Some(DeadInfo {
+/// The end of an entry that used up its attempts, by the failure policy: dead-lettered, or
+/// held with its key quarantined.
+fn exhausted(ctx: &Ctx, d: &Delivery, e: &RawEntry, reason: String) -> Finish<DeadInfo, RawEntry> {
+    let hold = ctx.cfg.failure_policy == FailurePolicy::Quarantine;
+    let info = DeadInfo {
         key: d.key.clone(),
-        payload,
+        payload: if hold { Vec::new() } else { e.payload.clone() },
         attempts: d.attempt,
         reason,
-    }))
+        hold,
+    };
+    if hold {
+        tracing::warn!(shard = d.shard, id = %d.id, attempts = d.attempt, reason = %info.reason, "entry exhausted its attempts: its key is quarantined");
+        return Finish::Hold {
+            key: d.key.clone(),
+            entry: e.clone(),
+            note: info,
+        };
+    }
+    tracing::warn!(shard = d.shard, id = %d.id, attempts = d.attempt, reason = %info.reason, "entry goes to the dead letters");
+    Finish::Settle(Some(info))
 }
 
 /// Waits before attempt `attempt + 1`: `backoff * 2^(attempt - 1)`, at most `max_backoff`,

@@ -118,6 +118,12 @@ impl Topic {
         format!("{}:{group}:lease:{shard}", self.prefix())
     }
 
+    /// The hash of quarantined keys of `group` on `shard`: key → the id of the entry that
+    /// exhausted its attempts.
+    pub(crate) fn held_key(&self, group: &str, shard: u32) -> String {
+        format!("{}:{group}:held:{shard}", self.prefix())
+    }
+
     pub(crate) fn members_key(&self, group: &str) -> String {
         format!("{}:{group}:members", self.prefix())
     }

@@ -17,7 +17,7 @@ use common::kinds::{self, Kind};
 use common::local::*;
 use common::*;
 use keyway::{ExecutorConfig, LocalCoordinator, Scheduler};
-use keyway_redis::stream::{shard_of, Producer, StreamConsumer, StreamError, Topic};
+use keyway_redis::stream::{shard_of, FailurePolicy, Producer, StreamConsumer, StreamError, Topic};
 use parking_lot::Mutex;
 
 #[test]
@@ -490,8 +490,45 @@ fn bad_settings_are_typed_errors() {
         StreamConsumer::builder("http://x", topic.clone()).build(&pool, ok),
         Err(StreamError::InvalidUrl(_))
     ));
-    // Nothing listens on port 1.
+    assert!(matches!(
+        b().window(usize::MAX).build(&pool, ok),
+        Err(StreamError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        b().max_in_flight(0).build(&pool, ok),
+        Err(StreamError::InvalidLimit {
+            name: "max_in_flight",
+            value: 0,
+            ..
+        })
+    ));
+    assert!(matches!(
+        b().max_held(0).build(&pool, ok),
+        Err(StreamError::InvalidLimit {
+            name: "max_held",
+            ..
+        })
+    ));
+    assert!(matches!(
+        b().failure_policy(FailurePolicy::Quarantine)
+            .key_order(false)
+            .build(&pool, ok),
+        Err(StreamError::InvalidConfig(_))
+    ));
+    // Nothing listens on port 1: the settings passed, connecting failed. usize::MAX is no
+    // cap (in flight) and no limit (held).
     assert!(matches!(b().build(&pool, ok), Err(StreamError::Redis(_))));
+    assert!(matches!(
+        b().max_in_flight(usize::MAX)
+            .max_held(usize::MAX)
+            .failure_policy(FailurePolicy::Quarantine)
+            .build(&pool, ok),
+        Err(StreamError::Redis(_))
+    ));
+    assert!(matches!(
+        b().max_in_flight(1).max_held(1).build(&pool, ok),
+        Err(StreamError::Redis(_))
+    ));
 }
 
 /// A member whose lease was taken while its handler ran: its ack is refused by the fence and
