@@ -573,6 +573,12 @@ impl PoolBuilder {
                 });
             }
         }
+        let metrics = (self.metrics).then(|| {
+            crate::engine::meter::sampling(
+                self.metrics_sampling
+                    .unwrap_or(crate::engine::meter::DEFAULT_SAMPLING),
+            )
+        });
         Ok(Config {
             name: self.name.unwrap_or_else(|| thread_name.clone()),
             reserved_threads: reserved,
@@ -594,11 +600,8 @@ impl PoolBuilder {
             hasher: self.hasher.unwrap_or_default(),
             idle_lanes: self.idle_lanes,
             keep_idle: self.keep_idle,
-            metrics: self.metrics.then(|| {
-                self.metrics_sampling
-                    .unwrap_or(crate::engine::meter::DEFAULT_SAMPLING)
-            }),
-            admit_extra: self.capacity.is_some() || self.metrics,
+            metrics,
+            admit_mask: crate::engine::meter::admit_mask(self.capacity.is_some(), metrics),
         })
     }
 }
