@@ -36,27 +36,41 @@ impl Registry {
     }
 
     /// [`admit`](Self::admit) for a caller that can time its task: `Err(Timed)` means accepted,
-    /// and this task is one the pool's meter samples (wrap it with [`Registry::timed`]). A pool
-    /// without a meter or a capacity takes the same path as before either existed: the one test
-    /// of `admit_extra` stands where the test of the capacity was. Not inlined (as `admit`
-    /// was not before it): its callers on the submission path stay small enough to be inlined.
+    /// and this task is one the pool's meter samples (wrap it with [`Registry::timed`]).
+    ///
+    /// One test decides whether admission does more than count: the count of this thread's
+    /// stripe of `accepted` before this admission (the read-modify-write gives it for free),
+    /// masked with `admit_mask`, is 0. With a `capacity` the mask is 0 (every admission looks
+    /// at the room); with a meter alone it is the sampling less one, so one admission in the
+    /// sampling (a power of two) of each stripe takes the extra path and is timed; with
+    /// neither it is all ones, so only a stripe's first admission takes it, and finds nothing
+    /// to do. A plain pool thus tests one word where it tested the capacity before timing
+    /// existed, and a timed pool tests the same word. Not inlined (as `admit` was not before
+    /// it): its callers on the submission path stay small enough to be inlined.
     pub(crate) fn admit_timing(&self) -> Result<(), NotPlain> {
-        self.accepted.incr();
+        let before = self.accepted.incr_get();
         if self.closed.load(Ordering::SeqCst) {
-            self.accepted.decr();
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            // A worker may have seen this admission pending and parked: tell it (loom_sleep).
-            self.wake_if_drained();
-            return Err(NotPlain::Refused(Refusal::Shutdown));
+            return Err(self.refuse_closed());
         }
-        if self.config.admit_extra {
-            return self.admit_extra();
+        if before & self.config.admit_mask == 0 {
+            return self.admit_extra(before);
         }
         Ok(())
     }
 
-    /// Admission's part beyond counting: the capacity's room, then the meter's sampling.
-    fn admit_extra(&self) -> Result<(), NotPlain> {
+    /// The pool is closed: take the admission back.
+    #[cold]
+    fn refuse_closed(&self) -> NotPlain {
+        self.accepted.decr();
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        // A worker may have seen this admission pending and parked: tell it (loom_sleep).
+        self.wake_if_drained();
+        NotPlain::Refused(Refusal::Shutdown)
+    }
+
+    /// Admission's part beyond counting: the capacity's room, then the meter's sampling
+    /// (`before`: the stripe's count before this admission).
+    fn admit_extra(&self, before: u64) -> Result<(), NotPlain> {
         if let Some(cap) = self.config.capacity {
             // Compare-and-swap, never above `cap` even for a moment: a refusal then frees no
             // room, and wakes no submitter waiting for room. SeqCst, failure included: a
@@ -75,7 +89,7 @@ impl Registry {
             }
         }
         match &self.meter {
-            Some(meter) if meter.sample() => Err(NotPlain::Timed),
+            Some(meter) if meter.sample(before) => Err(NotPlain::Timed),
             _ => Ok(()),
         }
     }

@@ -49,9 +49,12 @@ pub(crate) struct Config {
     pub(crate) keep_idle: Option<Duration>,
     /// The pool's name in its tracing span and events (default: `thread_name`).
     pub(crate) name: String,
-    /// `PoolBuilder::metrics`: time one admission in this many per submitting thread (`None`:
-    /// no timing).
+    /// `PoolBuilder::metrics`: time one admission in this many (a power of two) per stripe of
+    /// the admission counter (`None`: no timing).
     pub(crate) metrics: Option<u32>,
-    /// Admission does more than count: a `capacity`, or a meter (set by `Registry::new`).
-    pub(crate) admit_extra: bool,
+    /// Admission does more than count when its stripe's count before it, masked with this, is
+    /// 0: every admission with a `capacity` (0), one in `metrics` (a power of two, less one)
+    /// with a meter, else none but the first of each stripe (`u64::MAX`), which finds nothing
+    /// more to do (`accounting.rs`).
+    pub(crate) admit_mask: u64,
 }

@@ -37,6 +37,13 @@ impl Striped {
         self.cells[stripe()].fetch_add(1, Ordering::SeqCst);
     }
 
+    /// [`incr`](Self::incr), answering this thread's stripe's count before it (the same one
+    /// read-modify-write: admission samples its timed tasks from it, `meter.rs`).
+    #[inline]
+    pub(crate) fn incr_get(&self) -> u64 {
+        self.cells[stripe()].fetch_add(1, Ordering::SeqCst)
+    }
+
     /// Adds `n`.
     pub(crate) fn add(&self, n: u64) {
         self.cells[stripe()].fetch_add(n, Ordering::SeqCst);

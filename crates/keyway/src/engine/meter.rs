@@ -4,13 +4,16 @@
 //! **Cost.** Timing is decided when the pool is built (`PoolBuilder::metrics`). A pool without it
 //! has no [`Meter`], and its tasks take no path they did not take before: admission's one test
 //! of "is there anything beyond counting" (a capacity, or a meter) was there already, and the
-//! timed path is reached only through it. With a meter, each submitting thread counts down its
-//! admissions and times one in `metrics_sampling` (128 by default): that task is wrapped
-//! ([`Timed`]) so that it records its own queue wait (admission to start) and run time; the
-//! others cost a thread-local decrement. The monitor, once a period, notes since when each
+//! timed path is reached only through it. With a meter, admission times one in
+//! `metrics_sampling` (128 by default, rounded up to a power of two) of the admissions counted
+//! on each stripe of the pool's admission counter (a submitting thread has a stripe of its own
+//! while at most 16 threads submit, so it times its first task, then one in the sampling): the
+//! stripe's count before the admission comes with the increment admission makes anyway, and
+//! masking it is the same one test a plain pool makes. The task picked is wrapped ([`Timed`])
+//! so that it records its own queue wait (admission to start) and run time; the others cost
+//! nothing more than in a plain pool. The monitor, once a period, notes since when each
 //! worker is in its current task (for any task, timed or not).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +31,22 @@ use crate::task::{Abandon, PanicReport, Runnable, Task};
 
 /// The default sampling: one admission in this many is timed.
 pub(crate) const DEFAULT_SAMPLING: u32 = 128;
+
+/// The sampling a pool uses for `metrics_sampling(n)`: `n` rounded up to a power of two (at
+/// most 2^31), so that choosing a task to time is a mask of a count admission reads anyway.
+pub(crate) fn sampling(n: u32) -> u32 {
+    n.max(1).checked_next_power_of_two().unwrap_or(1 << 31)
+}
+
+/// The pool's `admit_mask` (`accounting.rs`): 0 with a capacity (every admission looks at the
+/// room), the sampling less one with a meter alone, else all ones.
+pub(crate) fn admit_mask(capacity: bool, metrics: Option<u32>) -> u64 {
+    match (capacity, metrics) {
+        (true, _) => 0,
+        (false, Some(one_in)) => u64::from(sampling(one_in) - 1),
+        (false, None) => u64::MAX,
+    }
+}
 
 /// How many timed tasks the oldest-waiting age follows at once (more in flight are timed but
 /// not followed).
@@ -66,7 +85,7 @@ struct Run {
 impl Meter {
     pub(crate) fn new(one_in: u32, worker_slots: usize, _pool: &str) -> Self {
         Meter {
-            one_in: one_in.max(1),
+            one_in: sampling(one_in),
             epoch: Instant::now(),
             queue_wait: AtomicHistogram::new(),
             run_time: AtomicHistogram::new(),
@@ -92,23 +111,11 @@ impl Meter {
             .unwrap_or(self.epoch)
     }
 
-    /// Whether this admission (on this thread) is one to time: a thread-local countdown.
+    /// Whether an admission is one to time, given its stripe's count before it (`before`):
+    /// one in `one_in`, starting with the stripe's first.
     #[inline]
-    pub(crate) fn sample(&self) -> bool {
-        thread_local! {
-            static LEFT: Cell<u32> = const { Cell::new(0) };
-        }
-        LEFT.try_with(|left| match left.get() {
-            0 => {
-                left.set(self.one_in - 1);
-                true
-            }
-            n => {
-                left.set(n - 1);
-                false
-            }
-        })
-        .unwrap_or(false)
+    pub(crate) fn sample(&self, before: u64) -> bool {
+        before & u64::from(self.one_in - 1) == 0
     }
 
     /// Follows a timed task admitted `at` until it starts (for the oldest waiting age).
@@ -298,12 +305,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_admission_in_n_is_sampled_per_thread() {
+    fn one_admission_in_n_of_a_stripe_is_sampled_from_its_first() {
         let m = Meter::new(4, 1, "t");
-        let picks: Vec<bool> = (0..12).map(|_| m.sample()).collect();
-        assert_eq!(picks.iter().filter(|&&p| p).count(), 3, "{picks:?}");
+        let picks: Vec<u64> = (0..12).filter(|&before| m.sample(before)).collect();
+        assert_eq!(picks, [0, 4, 8]);
         let every = Meter::new(0, 1, "t"); // 0 is taken as 1
-        assert!((0..5).all(|_| every.sample()));
+        assert!((0..5).all(|before| every.sample(before)));
+        // Not a power of two: rounded up.
+        assert_eq!(Meter::new(100, 1, "t").one_in, 128);
+        assert_eq!(sampling(u32::MAX), 1 << 31);
+        assert_eq!(sampling(1 << 31), 1 << 31);
+        let half = Meter::new(u32::MAX, 1, "t");
+        assert!(half.sample(0) && !half.sample(1) && half.sample(1 << 31));
+    }
+
+    #[test]
+    fn the_admission_mask_sends_admissions_to_the_extra_path() {
+        assert_eq!(admit_mask(true, None), 0);
+        assert_eq!(admit_mask(true, Some(128)), 0);
+        assert_eq!(admit_mask(false, Some(128)), 127);
+        assert_eq!(admit_mask(false, Some(100)), 127);
+        assert_eq!(admit_mask(false, Some(1)), 0);
+        assert_eq!(admit_mask(false, None), u64::MAX);
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub struct Metrics {
     pub stats: Stats,
     /// Whether the pool times tasks ([`PoolBuilder::metrics`](crate::PoolBuilder::metrics)).
     pub timed: bool,
-    /// One task in this many is timed, per submitting thread.
+    /// One task in this many (a power of two) is timed, per submitting thread.
     pub sample_one_in: u32,
     /// Timed tasks' queue wait: from admission to the moment the task starts (behind other
     /// tasks of its lane included).

@@ -174,6 +174,12 @@ impl PoolBuilder {
     /// The checked settings, with the defaults of the others filled in.
     fn assemble(self, threads: Threads, timings: Timings) -> Config {
         let thread_name = self.thread_name.unwrap_or_else(|| "keyway".to_owned());
+        let metrics = self.metrics.then(|| {
+            crate::engine::meter::sampling(
+                self.metrics_sampling
+                    .unwrap_or(crate::engine::meter::DEFAULT_SAMPLING),
+            )
+        });
         Config {
             name: self.name.unwrap_or_else(|| thread_name.clone()),
             reserved_threads: threads.reserved,
@@ -195,11 +201,8 @@ impl PoolBuilder {
             hasher: self.hasher.unwrap_or_default(),
             idle_lanes: self.idle_lanes,
             keep_idle: self.keep_idle,
-            metrics: self.metrics.then(|| {
-                self.metrics_sampling
-                    .unwrap_or(crate::engine::meter::DEFAULT_SAMPLING)
-            }),
-            admit_extra: self.capacity.is_some() || self.metrics,
+            metrics,
+            admit_mask: crate::engine::meter::admit_mask(self.capacity.is_some(), metrics),
         }
     }
 }

@@ -12,8 +12,10 @@ impl PoolBuilder {
     ///
     /// Decided here, once: a pool built without it has no timing code on any task's path. With
     /// it, each submitting thread times one in [`metrics_sampling`](Self::metrics_sampling)
-    /// tasks (128 by default); the others cost a thread-local countdown (measured with
-    /// callgrind on keyway-bench `contexts --work 10`: see the crate docs' "Operating keyway").
+    /// tasks (128 by default); choosing them costs a mask of the count that admission
+    /// increments anyway, so the others cost what they cost in a pool without metrics
+    /// (measured with callgrind on keyway-bench `contexts --work 10`: see the README's
+    /// "Operating keyway").
     ///
     /// ```
     /// let pool = keyway::Pool::builder().metrics(true).build().unwrap();
@@ -27,10 +29,16 @@ impl PoolBuilder {
         self
     }
 
-    /// With [`metrics`](Self::metrics) on: one task in `one_in` is timed, per submitting
-    /// thread (the first a thread submits, then every `one_in`-th). Default 128; 1 times every
-    /// task (for tests, or a pool whose tasks are long). Zero is refused by
-    /// [`build`](Self::build).
+    /// With [`metrics`](Self::metrics) on: one task in `one_in`, rounded up to a power of two
+    /// (at most 2^31), is timed per submitting thread (the first a thread submits, then every
+    /// `one_in`-th). Default 128; 1 times every task (for tests, or a pool whose tasks are
+    /// long). Zero is refused by [`build`](Self::build).
+    ///
+    /// Precisely: admission counts each task on one of 16 stripes of a counter, a thread on
+    /// its own stripe while at most 16 threads submit; a task is timed when its stripe had
+    /// counted a multiple of `one_in` before it. Threads beyond 16 share stripes, and so one
+    /// sample; a typed-lane message, future, multi-key task or `try_execute` that falls on a
+    /// sample is counted, not timed.
     ///
     /// ```
     /// let pool = keyway::Pool::builder().metrics(true).metrics_sampling(1).build().unwrap();
@@ -38,6 +46,9 @@ impl PoolBuilder {
     /// pool.wait_idle(); // a task's run time is recorded as it ends, after its handle has the result
     /// assert_eq!(pool.metrics().run_time.count(), 1);
     /// assert!(keyway::Pool::builder().metrics_sampling(0).build().is_err());
+    /// let rounded = keyway::Pool::builder().metrics(true).metrics_sampling(100).build().unwrap();
+    /// assert_eq!(rounded.metrics().sample_one_in, 128);
+    /// # rounded.shutdown();
     /// # pool.shutdown();
     /// ```
     pub fn metrics_sampling(mut self, one_in: u32) -> Self {
