@@ -94,6 +94,51 @@ impl Registry {
         }
     }
 
+    /// Accepts up to `n` tasks at once (a batch): one count for all of them, and, with a
+    /// `capacity`, the room for as many as fit — all `n` or none when `whole`. Answers how many
+    /// were accepted (at least one, the head of the batch), or why none was. Batch tasks are
+    /// not timed by the pool's meter. The ordering argument is [`admit`](Self::admit)'s.
+    pub(crate) fn admit_many(&self, n: usize, whole: bool) -> Result<usize, Refusal> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let all = n as u64;
+        self.accepted.add(all);
+        if self.closed.load(Ordering::SeqCst) {
+            self.accepted.sub(all);
+            self.refused.fetch_add(all, Ordering::Relaxed);
+            self.wake_if_drained();
+            return Err(Refusal::Shutdown);
+        }
+        let Some(cap) = self.config.capacity else {
+            return Ok(n);
+        };
+        // As in `admit_extra`: never above `cap`, SeqCst on both sides.
+        let taken = self
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
+                let room = cap.saturating_sub(q);
+                let take = if whole && room < n { 0 } else { room.min(n) };
+                (take > 0).then_some(q + take)
+            })
+            .map(|q| {
+                let room = cap.saturating_sub(q);
+                if whole {
+                    n
+                } else {
+                    room.min(n)
+                }
+            });
+        let took = taken.unwrap_or(0);
+        if took < n {
+            self.accepted.sub((n - took) as u64);
+            self.refused.fetch_add((n - took) as u64, Ordering::Relaxed);
+            // An idle waiter may have seen these admissions pending.
+            self.waiters.released_idle();
+        }
+        taken.map_err(|_| Refusal::Full)
+    }
+
     /// A started task left work behind (a future that has not completed): it stays pending, as
     /// one more accepted task, until it is counted finished. No refusal: it was accepted already.
     pub(crate) fn extend_task(&self) {

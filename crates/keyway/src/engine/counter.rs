@@ -49,6 +49,11 @@ impl Striped {
         self.cells[stripe()].fetch_add(n, Ordering::SeqCst);
     }
 
+    /// Takes back `n` of an `add` made by this thread.
+    pub(crate) fn sub(&self, n: u64) {
+        self.cells[stripe()].fetch_sub(n, Ordering::SeqCst);
+    }
+
     /// Takes back one `incr` made by this thread.
     pub(crate) fn decr(&self) {
         self.cells[stripe()].fetch_sub(1, Ordering::SeqCst);

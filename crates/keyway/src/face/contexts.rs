@@ -136,6 +136,28 @@ where
         }
     }
 
+    /// Like [`execute_all`](Self::execute_all), but the batch is admitted whole or not at all
+    /// (see [`Lane::execute_all_or_none`]): a bounded pool without room for all of it hands the
+    /// whole batch back in [`SubmitError::Full`], in order.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().capacity(2).build().unwrap();
+    /// let streams = pool.contexts::<u64>();
+    /// let refused = streams.execute_all_or_none(7, [|| (), || (), || ()]).unwrap_err();
+    /// assert_eq!(refused.into_inner().len(), 3); // larger than the capacity: never admitted
+    /// streams.execute_all_or_none(7, [|| (), || ()]).unwrap();
+    /// ```
+    pub fn execute_all_or_none<I, F>(&self, ctx: K, tasks: I) -> Result<(), SubmitError<Vec<F>>>
+    where
+        I: IntoIterator<Item = F>,
+        F: FnOnce() + Send + 'static,
+    {
+        match Lane::try_pin(&self.pool, ctx) {
+            Ok(lane) => lane.execute_all_or_none(tasks),
+            Err(KeyPanicked) => Err(SubmitError::KeyPanicked(tasks.into_iter().collect())),
+        }
+    }
+
     /// Like [`execute_sequential`](Self::execute_sequential), returning a [`TaskHandle`].
     ///
     /// ```

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::pool::Pool;
 use crate::error::SubmitError;
+use crate::lane::batch;
 use crate::lane::closures::{self, plain, with_handle, Closures};
 use crate::lane::{spawn, KeyPanicked, LaneCore};
 use crate::task::TaskHandle;
@@ -83,11 +84,18 @@ impl<K: 'static> Lane<K> {
     /// before: a batch (a socket read, a stream read of many entries) takes the lane's lock once
     /// and wakes a worker at most once, instead of once per task.
     ///
-    /// Each task is admitted on its own, as by [`execute`](Lane::execute). If the pool refuses
-    /// one (shut down, or full), the error hands back that task and every later one of the
-    /// batch, in order; the tasks before it were queued and run. A task that panics is
-    /// contained as any other: the rest of the batch still runs. `tasks` is iterated on the
-    /// calling thread, before the batch is queued.
+    /// The batch is stored as one entry of the lane (one buffer for up to 1,024 tasks, kept in
+    /// place: no allocation per task) and admitted with one count, each task counting as one
+    /// against the pool's [`capacity`](crate::PoolBuilder::capacity). If the pool refuses some
+    /// (shut down, or full: a bounded pool takes as many as it has room for), the error hands
+    /// back the first refused task and every later one of the batch, in order; the tasks before
+    /// it were queued and run. To admit a batch whole or not at all, see
+    /// [`execute_all_or_none`](Lane::execute_all_or_none). Each task still runs as a task of
+    /// its own: one that panics is contained as any other (the rest of the batch still runs,
+    /// and a task's panicking drop stops no other), and a batch longer than the pool's lane
+    /// batch is run over several turns of the lane, as that many single tasks would be.
+    /// `tasks` is iterated on the calling thread, before the batch is queued (up to 1,024 tasks
+    /// at a time); if the iterator panics, the tasks it gave are admitted and run.
     ///
     /// ```
     /// let pool = keyway::Pool::new().unwrap();
@@ -110,11 +118,50 @@ impl<K: 'static> Lane<K> {
         I: IntoIterator<Item = F>,
         F: FnOnce() + Send + 'static,
     {
-        closures::push_all(
+        batch::push_all(
             &self.pool.handle.registry,
             &self.pool.handle.lanes,
             &self.core,
             tasks,
+            false,
+        )
+    }
+
+    /// Like [`execute_all`](Lane::execute_all), but the batch is admitted whole or not at all:
+    /// a pool without room for every task of it (a bounded pool, see
+    /// [`capacity`](crate::PoolBuilder::capacity)) takes none of them and hands the whole batch
+    /// back in [`SubmitError::Full`], in order, so the caller can wait for room
+    /// ([`Pool::wait_for_room`]) and try again, or give up, without tracking which part ran.
+    /// (A batch longer than the capacity is never admitted.) On a pool without a capacity it is
+    /// `execute_all`, except that the whole batch is gathered before any of it is queued; if the
+    /// iterator panics, none of it is admitted.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().core_threads(1).max_threads(1).capacity(4).build().unwrap();
+    /// let lane = pool.lane("feed");
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, gate) = std::sync::mpsc::channel::<()>();
+    /// lane.execute(move || { started_tx.send(()).unwrap(); gate.recv().unwrap(); }).unwrap();
+    /// started.recv().unwrap(); // one of the 4 is taken
+    /// let refused = lane.execute_all_or_none([|| (), || (), || (), || ()]).unwrap_err();
+    /// assert!(matches!(refused, keyway::SubmitError::Full(_)));
+    /// assert_eq!(refused.into_inner().len(), 4); // all of it, nothing queued
+    /// lane.execute_all_or_none([|| (), || (), || ()]).unwrap(); // 3 fit
+    /// release.send(()).unwrap();
+    /// # drop(lane);
+    /// # pool.shutdown();
+    /// ```
+    pub fn execute_all_or_none<I, F>(&self, tasks: I) -> Result<(), SubmitError<Vec<F>>>
+    where
+        I: IntoIterator<Item = F>,
+        F: FnOnce() + Send + 'static,
+    {
+        batch::push_all(
+            &self.pool.handle.registry,
+            &self.pool.handle.lanes,
+            &self.core,
+            tasks,
+            true,
         )
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::typed_lanes::TypedLanes;
 use crate::error::SubmitError;
+use crate::lane::batch;
 use crate::lane::typed::{self, Typed};
 use crate::lane::LaneCore;
 
@@ -87,6 +88,69 @@ where
             &self.core,
             msg,
             false,
+        )
+    }
+
+    /// Queues every message of `msgs` for this lane's key, in order, after every message sent
+    /// for it before: one admission count, one lock of the lane and at most one wake-up per run
+    /// of up to 1,024 messages, each message kept in place in the lane (no allocation per
+    /// message; a run costs the one buffer it is gathered in). Each message is still handled on
+    /// its own, as if sent by [`send`](TypedLane::send) one after another with none between.
+    ///
+    /// If the pool refuses some (shut down, or full: a bounded pool takes as many as it has
+    /// room for), the error hands back the first refused message and every later one, in
+    /// order; those before it were queued. For all or none, see
+    /// [`send_all_or_none`](TypedLane::send_all_or_none). `msgs` is iterated on the calling
+    /// thread; if it panics, the messages of the run being gathered are dropped unsent.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let lanes = pool.typed_lanes(move |_: &u8, n: u32| tx.send(n).unwrap());
+    /// let lane = lanes.lane(1);
+    /// lane.send_all(0..100).unwrap();
+    /// assert_eq!(rx.iter().take(100).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+    /// pool.shutdown();
+    /// assert_eq!(lane.send_all([7, 8]).unwrap_err().into_inner(), [7, 8]); // handed back
+    /// ```
+    #[doc(alias = "send_batch")]
+    pub fn send_all<I>(&self, msgs: I) -> Result<(), SubmitError<Vec<M>>>
+    where
+        I: IntoIterator<Item = M>,
+    {
+        batch::send_all_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msgs,
+            false,
+        )
+    }
+
+    /// Like [`send_all`](TypedLane::send_all), but the messages are admitted all or none: a
+    /// bounded pool without room for every one of them takes none and hands them all back in
+    /// [`SubmitError::Full`], in order (a batch longer than the capacity is never admitted).
+    /// The whole batch is gathered before any of it is queued.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::builder().capacity(3).build().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &u8, _: u32| ());
+    /// let lane = lanes.lane(1);
+    /// let refused = lane.send_all_or_none([1, 2, 3, 4]).unwrap_err();
+    /// assert!(matches!(refused, keyway::SubmitError::Full(_)));
+    /// assert_eq!(refused.into_inner(), [1, 2, 3, 4]);
+    /// lane.send_all_or_none([1, 2, 3]).unwrap();
+    /// ```
+    pub fn send_all_or_none<I>(&self, msgs: I) -> Result<(), SubmitError<Vec<M>>>
+    where
+        I: IntoIterator<Item = M>,
+    {
+        batch::send_all_pinned(
+            self.lanes.pool.registry(),
+            &self.lanes.table,
+            &self.core,
+            msgs,
+            true,
         )
     }
 

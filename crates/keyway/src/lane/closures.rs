@@ -9,7 +9,9 @@ use std::sync::Weak;
 
 use super::entry::Parts;
 use super::key::KeyPanicked;
+use super::runner::Chunk;
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
+use super::turn::Turn;
 use crate::engine::{refused, NotPlain, Registry};
 use crate::error::SubmitError;
 use crate::future::Release;
@@ -17,10 +19,6 @@ use crate::task::{
     drop_quietly, Abandon, ContextOf, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle,
     WithHandle,
 };
-
-/// The most entries a batch ([`push_all`]) gathers before it queues them: bounds its buffer
-/// whatever the batch's length (a longer batch is queued in runs of this many, in order).
-const BATCH_RUN: usize = 1_024;
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
 pub(crate) struct Closures;
@@ -65,6 +63,32 @@ impl LaneKind for Closures {
 
     fn abandon(&self, entry: ClosureEntry, why: Abandon) -> Result<(), PanicReport> {
         entry.abandon(why)
+    }
+
+    fn hand_back(lane: &Arc<LaneCore<Self>>, entry: ClosureEntry, out: &mut Vec<PendingTask>) {
+        match entry.into_tasks() {
+            // A batch: each task not started on its own (`batch.rs`).
+            Ok(tasks) => out.extend(tasks.into_iter().map(|task| {
+                let context = lane.clone() as Arc<dyn ContextOf>;
+                PendingTask::in_contexts(task, smallvec::smallvec![context])
+            })),
+            Err(entry) => out.extend(Self::pending(lane, entry)),
+        }
+    }
+
+    #[inline]
+    fn is_batch(entry: &ClosureEntry) -> bool {
+        entry.is_batch()
+    }
+
+    fn run_batch(turn: &Turn<'_, Chunk<Self>>) {
+        let head = turn.held.entries.borrow();
+        let Some(front) = head.front() else { return };
+        let batch = front.batch_runner();
+        drop(head);
+        if let Some(run_head) = batch {
+            run_head(turn);
+        }
     }
 
     fn pending(lane: &Arc<LaneCore<Self>>, entry: ClosureEntry) -> Option<PendingTask> {
@@ -270,63 +294,4 @@ pub(crate) fn push<F, T, R: Runnable + 'static>(
         let (out, task) = wrap(f);
         (out, ClosureEntry::task(task, coalescing))
     })
-}
-
-/// Queues every task of `tasks` in the pinned lane `lane`, in order, each admitted on its own,
-/// under one lane lock per run of up to [`BATCH_RUN`] tasks and with at most one schedule. At
-/// the first refusal the refused task and every later one come back in the error, in order;
-/// those before it are queued and run.
-pub(crate) fn push_all<I, F>(
-    registry: &Arc<Registry>,
-    lanes: &Arc<LaneTable<Closures>>,
-    lane: &Arc<LaneCore<Closures>>,
-    tasks: I,
-) -> Result<(), SubmitError<Vec<F>>>
-where
-    I: IntoIterator<Item = F>,
-    F: FnOnce() + Send + 'static,
-{
-    let mut tasks = tasks.into_iter();
-    let mut batch = Batch {
-        registry,
-        lanes,
-        lane,
-        entries: Vec::with_capacity(tasks.size_hint().0.min(BATCH_RUN)),
-    };
-    while let Some(f) = tasks.next() {
-        if let Err(why) = registry.admit() {
-            // The accepted ones are queued before the caller's iterator runs again.
-            batch.queue();
-            let mut back = vec![f];
-            back.extend(tasks);
-            return Err(refused(why, back));
-        }
-        batch.entries.push(ClosureEntry::task(Plain(f), false));
-        if batch.entries.len() == BATCH_RUN {
-            batch.queue();
-        }
-    }
-    Ok(())
-}
-
-/// The accepted entries of a batch not yet queued. Queued when the batch ends, however it ends:
-/// a panic of the caller's iterator (or of its `Drop`) leaves no accepted task behind.
-struct Batch<'a> {
-    registry: &'a Arc<Registry>,
-    lanes: &'a Arc<LaneTable<Closures>>,
-    lane: &'a Arc<LaneCore<Closures>>,
-    entries: Vec<ClosureEntry>,
-}
-
-impl Batch<'_> {
-    fn queue(&mut self) {
-        self.lane
-            .push_all(self.lanes, self.registry, &mut self.entries);
-    }
-}
-
-impl Drop for Batch<'_> {
-    fn drop(&mut self) {
-        self.queue();
-    }
 }

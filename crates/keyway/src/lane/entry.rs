@@ -21,7 +21,10 @@
 
 use std::sync::{Arc, Weak};
 
+use super::closures::Closures;
+use super::runner::Chunk;
 use super::table::Barrier;
+use super::turn::Turn;
 use crate::future::Launcher;
 use crate::task::Task;
 use crate::task::{
@@ -34,20 +37,32 @@ pub(crate) const ENTRY_WORDS: usize = 3;
 
 /// What an entry is (a constant of its vtable).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     One,
     Async,
     Many,
+    /// A batch of tasks of one closure type (`batch.rs`).
+    Batch,
+}
+
+/// What only a batch entry can do (`batch.rs`).
+pub(super) struct BatchFns {
+    /// Runs the tasks of the batch at the head of a turn's chunk while the turn lasts.
+    pub(super) run_head: fn(&Turn<'_, Chunk<Closures>>),
+    /// Each task not started, as a task of its own, in order (`shutdown_now` hands them back).
+    pub(super) tasks: fn(LiveValue<'_, ENTRY_WORDS>) -> Vec<Task>,
 }
 
 /// An entry's operations, made for one stored type and one coalescing flag.
 pub(crate) struct EntryVTable {
-    kind: Kind,
-    coalescing: bool,
-    run: fn(LiveValue<'_, ENTRY_WORDS>) -> Result<(), PanicReport>,
-    abandon: fn(LiveValue<'_, ENTRY_WORDS>, Abandon),
-    parts: fn(LiveValue<'_, ENTRY_WORDS>) -> Parts,
-    drop: fn(LiveValue<'_, ENTRY_WORDS>),
+    pub(super) kind: Kind,
+    pub(super) coalescing: bool,
+    pub(super) run: fn(LiveValue<'_, ENTRY_WORDS>) -> Result<(), PanicReport>,
+    pub(super) abandon: fn(LiveValue<'_, ENTRY_WORDS>, Abandon),
+    pub(super) parts: fn(LiveValue<'_, ENTRY_WORDS>) -> Parts,
+    pub(super) drop: fn(LiveValue<'_, ENTRY_WORDS>),
+    /// A batch's own operations (`None` for every other kind).
+    pub(super) batch: Option<BatchFns>,
 }
 
 impl VTable<ENTRY_WORDS> for EntryVTable {
@@ -78,6 +93,7 @@ impl<R: Runnable + 'static, const C: bool> VTableFor<One<R, C>, ENTRY_WORDS> for
         parts: |slot| Parts::Task(Task::new(unsafe { slot.take::<One<R, C>>() }.0)),
         // SAFETY: rule 2, as for `run`.
         drop: |slot| drop_contained(|| unsafe { slot.drop_value::<One<R, C>>() }),
+        batch: None,
     };
 }
 
@@ -102,6 +118,7 @@ impl<const C: bool> VTableFor<Fut<C>, ENTRY_WORDS> for EntryVTable {
         parts: |slot| Parts::Launch(unsafe { slot.take::<Fut<C>>() }.0),
         // SAFETY: rule 2, as for `run`.
         drop: |slot| drop_contained(|| unsafe { slot.drop_value::<Fut<C>>() }),
+        batch: None,
     };
 }
 
@@ -122,6 +139,7 @@ impl VTableFor<Many, ENTRY_WORDS> for EntryVTable {
         parts: |slot| Parts::Many(unsafe { slot.take::<Many>() }.0),
         // SAFETY: rule 2, as for `run`.
         drop: |slot| drop_contained(|| unsafe { slot.drop_value::<Many>() }),
+        batch: None,
     };
 }
 
@@ -159,6 +177,51 @@ impl ClosureEntry {
     /// A multi-key task's entry in one of its lanes (rule 6).
     pub(crate) fn many(multi: Arc<dyn Barrier>) -> Self {
         ClosureEntry(InlineBox::new(Many(multi)))
+    }
+
+    /// A batch of tasks of one closure type (`batch.rs`): `B` is its value, whose vtable says
+    /// it is a batch.
+    #[inline]
+    pub(super) fn batch<B: Send + 'static>(batch: B) -> Self
+    where
+        EntryVTable: VTableFor<B, ENTRY_WORDS>,
+    {
+        ClosureEntry(InlineBox::new(batch))
+    }
+
+    /// Whether it is a batch (`batch.rs`).
+    #[inline]
+    pub(crate) fn is_batch(&self) -> bool {
+        self.0.vtable().kind == Kind::Batch
+    }
+
+    /// A batch: what runs its tasks at the head of a turn's chunk, where it must be, while the
+    /// turn lasts (`batch.rs`). Any other entry: `None`.
+    #[inline]
+    pub(super) fn batch_runner(&self) -> Option<fn(&Turn<'_, Chunk<Closures>>)> {
+        self.0.vtable().batch.as_ref().map(|fns| fns.run_head)
+    }
+
+    /// The value of a batch entry, borrowed.
+    ///
+    /// # Safety
+    /// The entry was made by [`batch`](Self::batch) with a value of type `B` (rule 2).
+    #[inline]
+    pub(super) unsafe fn batch_value<B>(&self) -> &B {
+        // SAFETY: the caller's promise (rule 2); rule 3 — the box is live while borrowed.
+        unsafe { self.0.slot_ref().get::<B>() }
+    }
+
+    /// Every task it holds, each as a task of its own, in order: a batch's tasks not started,
+    /// or the one task of any other entry (for `shutdown_now`'s hand-back).
+    pub(crate) fn into_tasks(self) -> Result<Vec<Task>, Self> {
+        match self.0.vtable().batch.as_ref() {
+            Some(fns) => {
+                let tasks = fns.tasks;
+                Ok(self.0.consume(|_, slot| tasks(slot)))
+            }
+            None => Err(self),
+        }
     }
 
     /// Whether a later coalescing push may replace it while it is pending.

@@ -14,6 +14,7 @@
 //! * `sweep` — what the pool asks of a table: the drain of `shutdown_now`, the monitor's sweeps
 //!   of the idle cache, the counts `Stats` reads;
 //! * `closures` — lanes of closures, and how a task is admitted and queued in them;
+//! * `batch` — a batch of closures (`execute_all`) as one entry: its admission, its run;
 //! * `spawn` — futures onto lanes;
 //! * `keyed/` — multi-key tasks: submission, their run, the lane side, recycled task cells;
 //! * `typed/` — lanes of messages for one handler, sync and async, with state per key
@@ -23,6 +24,7 @@
 //! * `loom_lane`, `loom_keyed`, `loom_pins` — loom models of a runner against pushers, of
 //!   multi-key tasks, and of pinned lanes' table references.
 
+pub(crate) mod batch;
 pub(crate) mod closures;
 mod entry;
 mod key;

@@ -113,8 +113,8 @@ impl<S: LaneKind> LaneCore<S> {
 
 /// A runner's lane and the chunk its turn took from it (oldest first).
 pub(crate) struct Chunk<S: LaneKind> {
-    lane: Arc<LaneCore<S>>,
-    entries: RefCell<VecDeque<S::Entry>>,
+    pub(super) lane: Arc<LaneCore<S>>,
+    pub(super) entries: RefCell<VecDeque<S::Entry>>,
 }
 
 impl<S: LaneKind> Chunk<S> {
@@ -224,7 +224,13 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
                     self.held.put_back_from(entry);
                     break;
                 }
-                self.run(Some(lane.hash), || lane.kind.run(lane.key.get(), entry));
+                if S::is_batch(&entry) {
+                    // A batch runs from the head of the chunk (`batch.rs`).
+                    self.held.entries.borrow_mut().push_front(entry);
+                    S::run_batch(self);
+                } else {
+                    self.run(Some(lane.hash), || lane.kind.run(lane.key.get(), entry));
+                }
                 if self.used_up() || self.stopping() {
                     break;
                 }

@@ -17,7 +17,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 // Not the table's last reference: the caller holds one.
                 st.table = None;
                 for entry in st.queue.drain(..) {
-                    out.extend(S::pending(lane, entry));
+                    S::hand_back(lane, entry, out);
                 }
             }
             let freed: Vec<_> = map

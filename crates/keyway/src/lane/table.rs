@@ -13,6 +13,8 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
+use super::runner::Chunk;
+use super::turn::Turn;
 use crate::engine::{on_pool, Config, KeyHasher, Registry, Work, WorkerCtx};
 use crate::task::{drop_quietly, Abandon, ContextOf, PanicReport, PendingTask};
 
@@ -26,6 +28,19 @@ pub(crate) trait LaneKind: Send + Sync + Sized + 'static {
     /// Packs an entry that `shutdown_now` hands back (`None`: already handed back through
     /// another lane, for a multi-key task).
     fn pending(lane: &Arc<LaneCore<Self>>, entry: Self::Entry) -> Option<PendingTask>;
+    /// Hands back what `entry` holds to `shutdown_now`'s caller: one task, or each task not
+    /// started of a batch (`batch.rs`).
+    fn hand_back(lane: &Arc<LaneCore<Self>>, entry: Self::Entry, out: &mut Vec<PendingTask>) {
+        out.extend(Self::pending(lane, entry));
+    }
+    /// Whether `entry` is a batch: the runner leaves it at the head of its chunk and lets
+    /// [`run_batch`](LaneKind::run_batch) run its tasks (`batch.rs`).
+    fn is_batch(_entry: &Self::Entry) -> bool {
+        false
+    }
+    /// Runs tasks of the batch at the head of `turn`'s chunk while the turn's budget lasts and
+    /// the pool is not stopping; the batch leaves the chunk with its last task.
+    fn run_batch(_turn: &Turn<'_, Chunk<Self>>) {}
     /// The multi-key task this entry stands for in the lane, if it is one (rule 6).
     fn barrier(_entry: &Self::Entry) -> Option<&Arc<dyn Barrier>> {
         None

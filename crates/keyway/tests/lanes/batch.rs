@@ -323,3 +323,269 @@ fn a_panicking_key_hands_the_batch_back() {
     common::finishes("shutdown after a key panic", move || pool.shutdown());
     assert!(log.lock().unwrap().is_empty());
 }
+
+/// `execute_all_or_none` on a bounded pool: a batch larger than the room left comes back whole,
+/// in order, and none of it runs; one that fits is admitted whole and runs.
+#[test]
+fn all_or_none_hands_the_whole_batch_back_when_it_does_not_fit() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .capacity(10)
+        .build()
+        .unwrap();
+    let gate = hold_workers(&pool, 1); // one of the 10
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lane = pool.lane(1u8);
+    let err = lane
+        .execute_all_or_none((0..10).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::Full(_)));
+    let back = err.into_inner();
+    assert_eq!(back.len(), 10, "the whole batch comes back");
+    for task in back {
+        task();
+    }
+    assert_eq!(*log.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    log.lock().unwrap().clear();
+    let err = pool
+        .contexts::<u8>()
+        .execute_all_or_none(1, (0..11).map(|i| logging(&log, i)))
+        .unwrap_err();
+    assert_eq!(err.into_inner().len(), 11);
+    lane.execute_all_or_none((0..9).map(|i| logging(&log, i)))
+        .unwrap();
+    gate.open();
+    drop(lane);
+    pool.shutdown();
+    assert_eq!(*log.lock().unwrap(), (0..9).collect::<Vec<_>>());
+}
+
+/// Producers race `execute_all_or_none` against a bounded pool: every batch either ran whole
+/// or came back whole, never in part.
+#[test]
+fn all_or_none_batches_racing_for_room_are_never_split() {
+    const CAP: usize = 100;
+    const SIZE: usize = 24;
+    let pool = Pool::builder()
+        .core_threads(2)
+        .capacity(CAP)
+        .build()
+        .unwrap();
+    let ran: Arc<Vec<AtomicU64>> = Arc::new((0..3 * 300).map(|_| AtomicU64::new(0)).collect());
+    let refused = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..3usize {
+            let (pool, ran, refused) = (&pool, &ran, &refused);
+            s.spawn(move || {
+                let contexts = pool.contexts::<usize>();
+                for b in 0..300usize {
+                    let id = t * 300 + b;
+                    let batch = (0..SIZE).map(|_| {
+                        let ran = ran.clone();
+                        move || {
+                            ran[id].fetch_add(1, Ordering::Relaxed);
+                            std::hint::black_box((0..20).sum::<u64>());
+                        }
+                    });
+                    if let Err(e) = contexts.execute_all_or_none(b % 7, batch) {
+                        assert!(matches!(e, SubmitError::Full(_)));
+                        assert_eq!(e.into_inner().len(), SIZE, "batch {id} split");
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    pool.shutdown();
+    for (id, n) in ran.iter().enumerate() {
+        let n = n.load(Ordering::Relaxed);
+        assert!(n == 0 || n == SIZE as u64, "batch {id} ran {n} of {SIZE}");
+    }
+    let whole = ran.iter().filter(|n| n.load(Ordering::Relaxed) > 0).count() as u64;
+    assert_eq!(whole + refused.load(Ordering::Relaxed), 900);
+    assert!(whole > 0);
+}
+
+/// A batch longer than the pool's lane batch does not hold its worker until it is done: another
+/// context's task, queued after it on the one worker, runs before the batch ends (the turn's
+/// budget counts the batch's tasks, not its one entry).
+#[test]
+fn a_long_batch_yields_to_other_contexts() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .lane_batch(16)
+        .build()
+        .unwrap();
+    let gate = hold_workers(&pool, 1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    pool.contexts::<u8>()
+        .execute_all(1, (0..1_000).map(|i| logging(&log, i)))
+        .unwrap();
+    pool.execute_sequential(2u8, logging(&log, u64::MAX))
+        .unwrap();
+    gate.open();
+    pool.shutdown();
+    let log = log.lock().unwrap();
+    let other = log.iter().position(|&i| i == u64::MAX).unwrap();
+    assert!(
+        other < 1_000,
+        "the other context waited for the whole batch"
+    );
+    let batch: Vec<u64> = log.iter().copied().filter(|&i| i != u64::MAX).collect();
+    assert_eq!(batch, (0..1_000).collect::<Vec<_>>());
+}
+
+/// A task of a batch calls `shutdown_now`: the tasks of the batch before it ran, the rest come
+/// back from that call, each as a task of its own, in order, and none of them ran on the pool.
+#[test]
+fn shutdown_now_inside_a_batch_hands_back_each_task_not_started() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let back = Arc::new(Mutex::new(Vec::new()));
+    let done = Latch::new(1);
+    let lane = pool.lane(5u8);
+    let batch: Vec<Box<dyn FnOnce() + Send>> = (0..10u64)
+        .map(|i| -> Box<dyn FnOnce() + Send> {
+            if i == 3 {
+                let (pool, back, done, log) =
+                    (pool.clone(), back.clone(), done.clone(), log.clone());
+                Box::new(move || {
+                    log.lock().unwrap().push(3);
+                    back.lock().unwrap().extend(pool.shutdown_now());
+                    done.count_down();
+                })
+            } else {
+                Box::new(logging(&log, i))
+            }
+        })
+        .collect();
+    lane.execute_all(batch).unwrap();
+    done.wait();
+    let back = std::mem::take(&mut *back.lock().unwrap());
+    assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3]);
+    assert_eq!(back.len(), 6, "each task not started, on its own");
+    for task in back {
+        assert_eq!(task.context::<u8>(), Some(&5));
+        task.run().unwrap();
+    }
+    assert_eq!(*log.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    drop(lane);
+    common::finishes("shutdown after shutdown_now", move || pool.shutdown());
+}
+
+/// Tasks of a batch whose captures panic as they are dropped — after running, or unrun when
+/// `shutdown_now` hands them back and the caller drops them — stop no other task of the batch.
+#[test]
+fn a_panicking_drop_in_a_batch_stops_no_other_task() {
+    let pool = Pool::builder().core_threads(1).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lane = pool.lane(2u8);
+    let batch: Vec<Box<dyn FnOnce() + Send>> = (0..10u64)
+        .map(|i| -> Box<dyn FnOnce() + Send> {
+            let task = logging(&log, i);
+            if i % 3 == 1 {
+                let bomb = common::PanicOnDrop;
+                Box::new(move || {
+                    task();
+                    let _bomb = bomb;
+                })
+            } else {
+                Box::new(task)
+            }
+        })
+        .collect();
+    lane.execute_all(batch).unwrap();
+    lane.flush().unwrap().join().unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    assert_eq!(pool.stats().panicked_tasks, 3);
+    // Unrun: a held worker, a batch of bombs, `shutdown_now`, the hand-back dropped.
+    let gate = hold_workers(&pool, 1);
+    let drops = common::DropCount::default();
+    let batch: Vec<_> = (0..6)
+        .map(|_| {
+            let (bomb, token) = (common::PanicOnDrop, drops.token());
+            move || drop((bomb, token))
+        })
+        .collect();
+    lane.execute_all(batch).unwrap();
+    let back = common::shutdown_now_while_held(&pool, &gate);
+    assert_eq!(back.len(), 6);
+    for task in back {
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(task)));
+    }
+    assert_eq!(drops.live(), 0, "every capture was dropped");
+    drop(lane);
+}
+
+/// `TypedLane::send_all` mixed with single sends from several producers: each key's messages
+/// are handled in the order sent, one at a time; a full pool takes the head of a batch and hands
+/// back the rest, in order, and `send_all_or_none` hands back the whole batch.
+#[test]
+fn typed_batches_keep_order_and_hand_back_what_is_refused() {
+    let pool = Pool::builder().core_threads(2).build().unwrap();
+    let cxs: Vec<Arc<Context>> = (0..6).map(|_| Arc::new(Context::default())).collect();
+    let handler_cxs = cxs.clone();
+    let lanes = pool.typed_lanes(move |key: &usize, seq: u64| handler_cxs[*key].task(seq)());
+    std::thread::scope(|s| {
+        for p in 0..3usize {
+            let lanes = &lanes;
+            s.spawn(move || {
+                let mine = [lanes.lane(2 * p), lanes.lane(2 * p + 1)];
+                let mut next = [1u64, 1];
+                for round in 0..200u64 {
+                    for (c, lane) in mine.iter().enumerate() {
+                        let n = [0, 1, 5, 64, 1_100][(round as usize + c) % 5];
+                        lane.send_all(next[c]..next[c] + n).unwrap();
+                        lane.send(next[c] + n).unwrap();
+                        next[c] += n + 1;
+                    }
+                }
+            });
+        }
+    });
+    pool.shutdown();
+    for (id, cx) in cxs.iter().enumerate() {
+        assert_eq!(
+            cx.overlaps.load(Ordering::Relaxed),
+            0,
+            "key {id} overlapped"
+        );
+        let ran = cx.ran.lock().unwrap();
+        assert!(
+            *ran == (1..=ran.len() as u64).collect::<Vec<_>>(),
+            "key {id} out of order"
+        );
+        assert_eq!(ran.len(), 40 * (1 + 5 + 64 + 1_100) + 200, "key {id}");
+    }
+
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .capacity(10)
+        .build()
+        .unwrap();
+    let gate = hold_workers(&pool, 1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let lanes = pool.typed_lanes(move |_: &u8, n: u64| sink.lock().unwrap().push(n));
+    let lane = lanes.lane(1);
+    let err = lane.send_all_or_none(0..10).unwrap_err();
+    assert!(matches!(err, SubmitError::Full(_)));
+    assert_eq!(err.into_inner(), (0..10).collect::<Vec<_>>());
+    let err = lane.send_all(0..15).unwrap_err();
+    assert!(matches!(err, SubmitError::Full(_)));
+    assert_eq!(err.into_inner(), (9..15).collect::<Vec<_>>());
+    gate.open();
+    pool.shutdown();
+    assert_eq!(*log.lock().unwrap(), (0..9).collect::<Vec<_>>());
+    drop(lane);
+    let err = lanes.lane(2).send_all([1, 2]).unwrap_err();
+    assert!(matches!(err, SubmitError::Shutdown(_)));
+    assert_eq!(err.into_inner(), [1, 2]);
+}

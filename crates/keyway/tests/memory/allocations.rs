@@ -12,10 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use crate::SERIAL;
 
-const TASKS: u64 = 100_000;
+pub(crate) const TASKS: u64 = 100_000;
 
 /// Allocations made while `submit` is called `TASKS` times and the pool runs them all.
-fn allocations_for(pool: &keyway::Pool, done: &Arc<AtomicUsize>, submit: impl Fn(u64)) -> u64 {
+pub(crate) fn allocations_for(
+    pool: &keyway::Pool,
+    done: &Arc<AtomicUsize>,
+    submit: impl Fn(u64),
+) -> u64 {
     done.store(0, Ordering::SeqCst);
     // Warm: every buffer on the path at its working size.
     for i in 0..TASKS {
@@ -36,7 +40,7 @@ fn allocations_for(pool: &keyway::Pool, done: &Arc<AtomicUsize>, submit: impl Fn
 }
 
 /// At most `max` allocations for the `TASKS` tasks of `path`.
-fn assert_at_most(path: &str, allocs: u64, max: u64) {
+pub(crate) fn assert_at_most(path: &str, allocs: u64, max: u64) {
     println!("{path}: {allocs} allocations for {TASKS} tasks");
     assert!(
         allocs <= max,
@@ -48,7 +52,7 @@ fn assert_at_most(path: &str, allocs: u64, max: u64) {
 /// inline, and a lane that goes idle between tasks is scheduled again without allocating (a lane
 /// job is a reference count, and an idle lane job that goes through the global queue shares its
 /// blocks with other jobs, at most one block per `INJECTOR_BLOCK` jobs).
-const INJECTOR_BLOCK: u64 = 63;
+pub(crate) const INJECTOR_BLOCK: u64 = 63;
 
 #[test]
 fn sequential_tasks_on_a_warm_lane_allocate_nothing_per_task() {

@@ -9,6 +9,7 @@ mod common;
 
 mod allocations;
 mod async_allocations;
+mod batch_allocations;
 mod idle_lanes;
 mod keyed_allocations;
 mod leaks;

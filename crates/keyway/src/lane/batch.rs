@@ -1,0 +1,294 @@
+//! Batches of closures (`Lane::execute_all`, `Contexts::execute_all`) as one lane entry.
+//!
+//! A batch of up to [`BATCH_RUN`] tasks of one closure type `F` is gathered into one `Vec<F>`
+//! (the batch's one allocation), admitted with one count ([`Registry::admit_many`]) and queued
+//! as one entry of the lane (`entry.rs`, kind `Batch`), kept in place in the entry: no box per
+//! task, no entry per task, one push. The vector is kept in reverse order, so that taking the
+//! next task is a `pop`: the entry is the vector itself, three words.
+//!
+//! A runner that meets a batch entry leaves it at the head of its chunk and runs its tasks from
+//! there, one by one ([`run_head`]), each through the turn's `Turn::run` as any entry: its own
+//! start and finish for the monitor, its panic contained and reported in the lane's context, and
+//! counted finished with the rest of the turn in one count. The turn's budget counts tasks, not
+//! entries, so a batch longer than the lane batch is run over several turns (fairness), the rest
+//! of it staying at the head of the lane. Because the batch stays in the chunk while its tasks
+//! run, a `shutdown_now` called from one of them puts the rest of the batch back with the chunk
+//! (rule 5), and the drain hands back each task not started on its own. A panicking drop of a
+//! task that never runs is contained task by task: the others are still dropped (or handed
+//! back).
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use super::closures::Closures;
+use super::entry::{BatchFns, ClosureEntry, EntryVTable, Kind, Parts, ENTRY_WORDS};
+use super::runner::Chunk;
+use super::table::{LaneCore, LaneTable};
+use super::turn::Turn;
+use super::typed::{Entry as TypedEntry, Typed};
+use crate::engine::{refused, Refusal, Registry};
+use crate::error::SubmitError;
+use crate::task::{drop_contained, run_contained, Plain, Task, VTableFor};
+
+/// The most tasks one batch entry holds: a longer batch is queued as several entries, in order
+/// (bounds what the caller's iterator gathers before the lane sees any of it).
+pub(crate) const BATCH_RUN: usize = 1_024;
+
+/// A batch entry's value: the tasks not yet started, last first (the next is `pop`ped).
+pub(super) struct Batch<F>(Cell<Vec<F>>);
+
+impl<F: FnOnce() + Send + 'static> VTableFor<Batch<F>, ENTRY_WORDS> for EntryVTable {
+    const VTABLE: &'static EntryVTable = &EntryVTable {
+        kind: Kind::Batch,
+        coalescing: false,
+        // Run whole (a batch handed to code that runs one entry as one task).
+        // SAFETY: rule 2 — this is `VTableFor<Batch<F>>::VTABLE`, given the slot of one.
+        run: |slot| run_all(unsafe { slot.take::<Batch<F>>() }),
+        // A batch never coalesces, so it is never replaced; dropped unrun if it ever were.
+        // SAFETY: rule 2, as for `run`.
+        abandon: |slot, _why| drop_each(unsafe { slot.take::<Batch<F>>() }),
+        // Never asked of a batch (only of single, future and multi-key entries): one task that
+        // runs them all if it ever were.
+        // SAFETY: rule 2, as for `run`.
+        parts: |slot| {
+            let batch = unsafe { slot.take::<Batch<F>>() };
+            Parts::Task(Task::new(Plain(move || drop(run_all(batch)))))
+        },
+        // SAFETY: rule 2, as for `run`.
+        drop: |slot| drop_each(unsafe { slot.take::<Batch<F>>() }),
+        batch: Some(BatchFns {
+            run_head: run_head::<F>,
+            // SAFETY: rule 2, as for `run`.
+            tasks: |slot| into_tasks(unsafe { slot.take::<Batch<F>>() }),
+        }),
+    };
+}
+
+/// Drops every task of `batch`, each drop contained (one panicking drop stops no other).
+fn drop_each<F>(batch: Batch<F>) {
+    let mut tasks = batch.0.into_inner();
+    while let Some(f) = tasks.pop() {
+        drop_contained(|| drop(f));
+    }
+}
+
+/// Every task of `batch` as a task of its own, in order (`shutdown_now` hands them back).
+fn into_tasks<F: FnOnce() + Send + 'static>(batch: Batch<F>) -> Vec<Task> {
+    let tasks = batch.0.into_inner();
+    tasks
+        .into_iter()
+        .rev()
+        .map(|f| Task::new(Plain(f)))
+        .collect()
+}
+
+/// Runs every task of `batch` in order, each contained; the first panic is the answer.
+fn run_all<F: FnOnce() + Send + 'static>(batch: Batch<F>) -> Result<(), crate::task::PanicReport> {
+    let mut tasks = batch.0.into_inner();
+    let mut outcome = Ok(());
+    while let Some(f) = tasks.pop() {
+        let ran = run_contained(|| {
+            f();
+            Ok(())
+        });
+        if outcome.is_ok() {
+            outcome = ran;
+        }
+    }
+    outcome
+}
+
+/// Runs the tasks of the batch at the head of `turn`'s chunk, in order, while the turn's budget
+/// lasts and the pool is not stopping; the batch leaves the chunk with its last task. No borrow
+/// of the chunk is held while a task runs, and the task is out of the batch before it starts:
+/// a `shutdown_now` called from it puts back the rest.
+fn run_head<F: FnOnce() + Send + 'static>(turn: &Turn<'_, Chunk<Closures>>) {
+    let hash = turn.held.lane.hash;
+    loop {
+        let next = {
+            let mut chunk = turn.held.entries.borrow_mut();
+            let Some(front) = chunk.front() else { return };
+            if !front.is_batch() {
+                return;
+            }
+            // SAFETY: the head is the batch this function was chosen for (its vtable's
+            // `run_head`): only this turn changes its chunk, and it left the batch at the head;
+            // `shutdown_now` may empty the chunk while a task runs, but the loop stops after
+            // any task once the pool is stopping, before it looks again.
+            let cell = &unsafe { front.batch_value::<Batch<F>>() }.0;
+            let mut tasks = cell.take();
+            let next = tasks.pop();
+            let empty = tasks.is_empty();
+            cell.set(tasks);
+            if empty {
+                // Its last task: the batch leaves the chunk (its buffer is freed here).
+                drop(chunk.pop_front());
+            }
+            match next {
+                Some(f) => f,
+                None => return,
+            }
+        };
+        turn.run(Some(hash), || {
+            run_contained(|| {
+                next();
+                Ok(())
+            })
+        });
+        if turn.used_up() || turn.stopping() {
+            return;
+        }
+    }
+}
+
+/// Queues every task of `tasks` in the pinned lane `lane`, in order, as one entry per run of up
+/// to [`BATCH_RUN`] tasks, each run admitted with one count. With `whole`, the whole batch is
+/// gathered first and admitted all or none. Refused, the tasks not admitted come back in the
+/// error, in order; those before them are queued and run.
+pub(crate) fn push_all<I, F>(
+    registry: &Arc<Registry>,
+    lanes: &Arc<LaneTable<Closures>>,
+    lane: &Arc<LaneCore<Closures>>,
+    tasks: I,
+    whole: bool,
+) -> Result<(), SubmitError<Vec<F>>>
+where
+    I: IntoIterator<Item = F>,
+    F: FnOnce() + Send + 'static,
+{
+    let mut tasks = tasks.into_iter();
+    let run = if whole { usize::MAX } else { BATCH_RUN };
+    loop {
+        let mut gathered = Gathered {
+            registry,
+            lanes,
+            lane,
+            tasks: Vec::with_capacity(tasks.size_hint().0.min(run)),
+            whole,
+        };
+        gathered.tasks.extend(tasks.by_ref().take(run));
+        let more = gathered.tasks.len() == run;
+        if let Err(back) = gathered.queue() {
+            // Refused: the rest of the caller's batch comes back too, in order.
+            let (why, mut back) = (back.0, back.1);
+            back.extend(tasks);
+            return Err(refused(why, back));
+        }
+        if !more {
+            return Ok(());
+        }
+    }
+}
+
+/// A run of a batch gathered from the caller's iterator and not yet admitted. Admitted and
+/// queued as the run ends, however it ends: if the caller's iterator (or its `Drop`) panics
+/// after giving some tasks, those are admitted and queued as the panic unwinds (unless `whole`,
+/// or refused: then they are dropped, never accepted).
+struct Gathered<'a, F: FnOnce() + Send + 'static> {
+    registry: &'a Arc<Registry>,
+    lanes: &'a Arc<LaneTable<Closures>>,
+    lane: &'a Arc<LaneCore<Closures>>,
+    tasks: Vec<F>,
+    whole: bool,
+}
+
+impl<F: FnOnce() + Send + 'static> Gathered<'_, F> {
+    /// Admits the run (as many as fit, or all or none if `whole`) and queues the admitted head
+    /// as one entry; the tasks refused come back, in order, with the reason.
+    fn queue(&mut self) -> Result<(), (Refusal, Vec<F>)> {
+        let mut tasks = std::mem::take(&mut self.tasks);
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let taken = match self.registry.admit_many(tasks.len(), self.whole) {
+            Ok(taken) => taken,
+            Err(why) => return Err((why, tasks)),
+        };
+        let back = tasks.split_off(taken);
+        tasks.reverse();
+        let entry = ClosureEntry::batch(Batch(Cell::new(tasks)));
+        self.lane.push_pinned(self.lanes, self.registry, entry);
+        if back.is_empty() {
+            Ok(())
+        } else {
+            Err((Refusal::Full, back))
+        }
+    }
+}
+
+impl<F: FnOnce() + Send + 'static> Drop for Gathered<'_, F> {
+    fn drop(&mut self) {
+        if self.tasks.is_empty() {
+            return;
+        }
+        // Unwinding from the caller's iterator: what it gave is admitted and queued (not with
+        // `whole`: the batch was not whole). What is not is dropped, each drop contained (a
+        // second panic would abort).
+        let left = if self.whole {
+            std::mem::take(&mut self.tasks)
+        } else {
+            match self.queue() {
+                Ok(()) => return,
+                Err((_, back)) => back,
+            }
+        };
+        drop_each(Batch(Cell::new(left)));
+    }
+}
+
+/// `TypedLane::send_all`: every message of `msgs` queued in the pinned typed lane `lane`, in
+/// order, admitted with one count per run of up to [`BATCH_RUN`] messages and appended under one
+/// lane lock per run with at most one schedule. Messages are kept in place in their entries (no
+/// allocation per message): a run costs its one gathering buffer. With `whole`, all or none (as
+/// [`push_all`]). Refused, the messages not admitted come back, in order.
+pub(crate) fn send_all_pinned<K, M, S, I>(
+    registry: &Arc<Registry>,
+    table: &Arc<LaneTable<Typed<K, M, S>>>,
+    lane: &Arc<LaneCore<Typed<K, M, S>>>,
+    msgs: I,
+    whole: bool,
+) -> Result<(), SubmitError<Vec<M>>>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    I: IntoIterator<Item = M>,
+{
+    let mut msgs = msgs.into_iter();
+    let run = if whole { usize::MAX } else { BATCH_RUN };
+    let message = |msg| TypedEntry::Message {
+        msg,
+        coalescing: false,
+    };
+    loop {
+        let mut entries: Vec<TypedEntry<M>> = Vec::with_capacity(msgs.size_hint().0.min(run));
+        entries.extend(msgs.by_ref().take(run).map(message));
+        let more = entries.len() == run;
+        let taken = match registry.admit_many(entries.len(), whole) {
+            Ok(taken) => taken,
+            Err(why) => {
+                let mut back: Vec<M> = entries.into_iter().map(message_of).collect();
+                back.extend(msgs);
+                return Err(refused(why, back));
+            }
+        };
+        let tail = entries.split_off(taken);
+        lane.push_all(table, registry, &mut entries);
+        if !tail.is_empty() {
+            let mut back: Vec<M> = tail.into_iter().map(message_of).collect();
+            back.extend(msgs);
+            return Err(refused(Refusal::Full, back));
+        }
+        if !more {
+            return Ok(());
+        }
+    }
+}
+
+/// The message of an entry made by [`send_all_pinned`].
+fn message_of<M>(entry: TypedEntry<M>) -> M {
+    match entry {
+        TypedEntry::Message { msg, .. } => msg,
+        TypedEntry::Flush(_) => unreachable!("a batch holds messages only"),
+    }
+}
