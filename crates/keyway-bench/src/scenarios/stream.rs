@@ -35,12 +35,15 @@ use super::Emit;
 use crate::harness::options::RunOptions;
 use crate::harness::stats::median;
 use crate::harness::{measure, ready_step, threads, Contender, Stopwatch, VariantReport};
+use crate::popularity::Popularity;
 use crate::systems::stream::batched::{PerShard, Raw};
 use crate::systems::stream::floor::Floor;
 use crate::systems::stream::keyway::{KeywayOrdered, KeywayUnordered, THREADS};
 use crate::systems::stream::naive::Naive;
 use crate::systems::stream::{connect, StreamSystem};
-use crate::work::stream::{key_of, payload_of, StreamRun};
+use crate::work::stream::{payload_of, StreamRun};
+
+mod io;
 
 /// Shards of every topic.
 const SHARDS: u32 = 4;
@@ -58,8 +61,8 @@ const RATE: u64 = 10_000;
 /// The `stream` knobs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StreamArgs {
-    /// Only these rows (comma-separated): `sleep`, `zero`, `open` (default all).
-    #[arg(long, value_delimiter = ',', value_parser = ["sleep", "zero", "open"])]
+    /// Only these rows (comma-separated): `sleep`, `zero`, `open`, `io` (default all).
+    #[arg(long, value_delimiter = ',', value_parser = ["sleep", "zero", "open", "io"])]
     pub rows: Option<Vec<String>>,
     /// The sleep rows' key counts (default 1,2,10,100,1000; 1,100 with --quick).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -67,6 +70,9 @@ pub struct StreamArgs {
     /// Messages per run of each sleep row (default 400 below 10 keys, 1,000 from 10).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub messages: Option<u64>,
+    /// The I/O rows' knobs.
+    #[command(flatten)]
+    pub io: io::IoArgs,
 }
 
 /// One row: what its runs consume.
@@ -77,6 +83,47 @@ struct Row {
     max_work: Duration,
     /// Open loop: the schedule's period; `None`: filled before the start.
     period: Option<Duration>,
+    /// Each message is appended after the start as fast as the producer goes (in pipelined
+    /// batches, each's append time recorded) and its work is `max_work` exactly; latencies
+    /// count from the append.
+    burst: bool,
+    /// Keys drawn with Zipf popularity of this exponent; `None`: message `i` has key
+    /// `i % keys`.
+    zipf: Option<f64>,
+}
+
+impl Row {
+    /// A row filled before the start, key `i % keys`, work U(0, max_work).
+    fn filled(messages: u64, keys: u64, max_work: Duration) -> Self {
+        Row {
+            messages,
+            keys,
+            max_work,
+            period: None,
+            burst: false,
+            zipf: None,
+        }
+    }
+
+    /// The run state of one run of a system over this row.
+    fn run(&self, ordered: bool) -> StreamRun {
+        let run = StreamRun::new(
+            self.messages,
+            self.keys,
+            self.max_work,
+            self.period,
+            ordered,
+        );
+        let run = match self.zipf {
+            Some(s) => run.with_popularity(Popularity::zipf(self.keys as usize, self.messages, s)),
+            None => run,
+        };
+        if self.burst {
+            run.with_fixed_work()
+        } else {
+            run
+        }
+    }
 }
 
 /// What one run measured beside its time.
@@ -126,31 +173,25 @@ pub fn run(
         let messages = args
             .messages
             .unwrap_or_else(|| scale(if keys < 10 { 400 } else { 1_000 }));
-        let row = Row {
-            messages,
-            keys,
-            max_work: MAX_WORK,
-            period: None,
-        };
-        emit(&sleep_row(&url, row, opts)?);
+        emit(&sleep_row(
+            &url,
+            Row::filled(messages, keys, MAX_WORK),
+            opts,
+        )?);
     }
     if row_on("zero") {
-        let zero = Row {
-            messages: scale(60_000),
-            keys: FLAT_KEYS,
-            max_work: Duration::ZERO,
-            period: None,
-        };
+        let zero = Row::filled(scale(60_000), FLAT_KEYS, Duration::ZERO);
         emit(&zero_row(&url, zero, opts)?);
     }
     if row_on("open") {
         let open = Row {
-            messages: scale(3 * RATE / 2),
-            keys: FLAT_KEYS,
-            max_work: Duration::ZERO,
             period: Some(Duration::from_nanos(1_000_000_000 / RATE)),
+            ..Row::filled(scale(3 * RATE / 2), FLAT_KEYS, Duration::ZERO)
         };
         emit(&open_row(&url, open, opts)?);
+    }
+    if row_on("io") {
+        io::rows(&args.io, &url, opts, emit)?;
     }
     Ok(())
 }
@@ -197,13 +238,22 @@ fn commands(conn: &mut redis::Connection) -> Result<u64, String> {
         .ok_or_else(|| "INFO stats without total_commands_processed".to_string())
 }
 
-/// Appends messages `range` of `row` (pipelined, 1,000 per round trip).
-fn append(producer: &mut Producer, row: Row, range: std::ops::Range<u64>) -> Result<(), String> {
+/// Appends messages `range` of `run` (pipelined, 1,000 per round trip); with `sent`, records
+/// each batch's append time.
+fn append(
+    producer: &mut Producer,
+    run: &StreamRun,
+    range: std::ops::Range<u64>,
+    sent: bool,
+) -> Result<(), String> {
     let mut from = range.start;
     while from < range.end {
         let to = (from + 1_000).min(range.end);
+        if sent {
+            run.sent(from..to, Instant::now());
+        }
         producer
-            .send_batch((from..to).map(|i| (key_of(i, row.keys), payload_of(i))))
+            .send_batch((from..to).map(|i| (run.key_name(i), payload_of(i))))
             .map_err(|e| format!("appending: {e}"))?;
         from = to;
     }
@@ -224,8 +274,7 @@ fn produce_on_schedule(
         // Messages 0..due are due by now.
         let due = (start.elapsed().as_nanos() as u64 / period + 1).min(row.messages);
         if due > next {
-            run.sent(next..due, Instant::now());
-            append(producer, row, next..due)?;
+            append(producer, run, next..due, true)?;
             next = due;
         } else {
             let wait = run
@@ -244,18 +293,12 @@ fn run_once<S: StreamSystem>(
     timeout: Duration,
 ) -> Result<(Duration, Figures), String> {
     let topic = fresh_topic()?;
-    let run = Arc::new(StreamRun::new(
-        row.messages,
-        row.keys,
-        row.max_work,
-        row.period,
-        S::ORDERED,
-    ));
+    let run = Arc::new(row.run(S::ORDERED));
     let mut admin = connect(url)?;
     let mut producer = Producer::connect(url, topic.clone()).map_err(|e| e.to_string())?;
-    let open = row.period.is_some();
+    let open = row.period.is_some() || row.burst;
     if !open {
-        append(&mut producer, row, 0..row.messages)?;
+        append(&mut producer, &run, 0..row.messages, false)?;
     }
     let mut system = S::setup(url, &topic, Arc::clone(&run))?;
     if open {
@@ -266,7 +309,9 @@ fn run_once<S: StreamSystem>(
     let before = commands(&mut admin)?;
     let clock = Stopwatch::start();
     run.started(clock.started());
-    let fed = if open {
+    let fed = if row.burst {
+        append(&mut producer, &run, 0..row.messages, true)
+    } else if open {
         produce_on_schedule(&mut producer, &run, row, clock.started())
     } else {
         system.start()
@@ -289,9 +334,14 @@ fn run_once<S: StreamSystem>(
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut admin)
         .map_err(|e| format!("FLUSHALL: {e}"))?;
-    let total = histogram(run.latencies_us())?;
     let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
     let (late, delivery) = run.split_latencies_us();
+    // A burst's latencies count from the append.
+    let total = histogram(if row.burst {
+        delivery.clone()
+    } else {
+        run.latencies_us()
+    })?;
     let (late, delivery) = (histogram(late)?, histogram(delivery)?);
     Ok((
         elapsed,
@@ -455,8 +505,7 @@ fn sleep_row(url: &str, row: Row, opts: &RunOptions) -> Result<VariantReport, St
         contender::<KeywayOrdered>(url, row, t, &collected),
         contender::<KeywayUnordered>(url, row, t, &collected),
     ];
-    let probe = StreamRun::new(row.messages, row.keys, row.max_work, None, false);
-    let work = probe.total_work().as_secs_f64();
+    let work = row.run(false).total_work().as_secs_f64();
     let floor = |system: &str| {
         let lanes = if system == KeywayUnordered::NAME {
             THREADS as u64
@@ -493,13 +542,13 @@ fn open_row(url: &str, row: Row, opts: &RunOptions) -> Result<VariantReport, Str
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{assert_every_system_ready, test_options};
     use super::*;
 
     /// A `redis-server` of the test's own, or `None` (the test is skipped, unless
     /// `KEYWAY_REQUIRE_REDIS=1`, which makes it fail).
-    fn redis() -> Option<(super::super::distributed::OwnRedis, String)> {
+    pub(super) fn redis() -> Option<(super::super::distributed::OwnRedis, String)> {
         let Some(binary) = redis_server() else {
             assert!(
                 std::env::var("KEYWAY_REQUIRE_REDIS").as_deref() != Ok("1"),
@@ -519,12 +568,7 @@ mod tests {
             return;
         };
         let opts = test_options();
-        let sleep = Row {
-            messages: 40,
-            keys: 10,
-            max_work: Duration::from_millis(1),
-            period: None,
-        };
+        let sleep = Row::filled(40, 10, Duration::from_millis(1));
         let report = sleep_row(&url, sleep, &opts).unwrap();
         assert_every_system_ready(
             &report,

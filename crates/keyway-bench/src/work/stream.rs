@@ -1,6 +1,7 @@
-//! The work of the `stream` scenario: message `i` of a run has key `i % keys`, is the
-//! `i / keys + 1`-th message of its key, and sleeps its own share of U(0, max) (an I/O
-//! call, say). Every system hands each message it reads to [`StreamRun::handle`] and counts
+//! The work of the `stream` scenario: message `i` of a run has key `i % keys` and is the
+//! `i / keys + 1`-th message of its key (or, with a popularity, the key and place it draws),
+//! and sleeps its own share of U(0, max) (an I/O call, say), or `max` exactly with fixed
+//! work; an async handler awaits a tokio timer for it instead. Every system hands each message it reads to [`StreamRun::handle`] and counts
 //! the messages it acknowledged with [`StreamRun::acked`]; the run then checks that every
 //! message ran exactly once and (for the systems that promise it) each key's messages
 //! started in order, and gives each message's end-to-end latency.
@@ -11,11 +12,7 @@ use std::time::{Duration, Instant};
 use crate::latch::Completion;
 use crate::once::TaskSet;
 use crate::order::OrderCell;
-
-/// The key of message `i` of a run over `keys` keys.
-pub fn key_of(i: u64, keys: u64) -> String {
-    format!("k{}", i % keys.max(1))
-}
+use crate::popularity::Popularity;
 
 /// The payload of message `i`: its index, in decimal.
 pub fn payload_of(i: u64) -> String {
@@ -50,6 +47,11 @@ pub struct StreamRun {
     pub period: Option<Duration>,
     /// Whether the system promises key order (checked per key).
     pub ordered: bool,
+    /// Every message's work is `max_work` exactly (an I/O call of a fixed time), not U(0, max).
+    fixed_work: bool,
+    /// Which key each message goes to when keys are not equally popular; `None`: message `i`
+    /// goes to key `i % keys`.
+    popularity: Option<Popularity>,
     ran: TaskSet,
     cells: Box<[OrderCell]>,
     /// Nanoseconds from the start to the end of each message's handling (0: not yet).
@@ -77,12 +79,54 @@ impl StreamRun {
             max_work,
             period,
             ordered,
+            fixed_work: false,
+            popularity: None,
             ran: TaskSet::new(messages),
             cells: (0..keys.max(1)).map(|_| OrderCell::default()).collect(),
             finished_ns: (0..messages).map(|_| AtomicU64::new(0)).collect(),
             sent_ns: (0..messages).map(|_| AtomicU64::new(0)).collect(),
             start: std::sync::OnceLock::new(),
             done: Completion::new(messages as usize),
+        }
+    }
+
+    /// The same run with every message's work exactly `max_work`.
+    pub fn with_fixed_work(mut self) -> Self {
+        self.fixed_work = true;
+        self
+    }
+
+    /// The same run with message keys drawn by `popularity` (over the run's keys and
+    /// messages).
+    pub fn with_popularity(mut self, popularity: Popularity) -> Self {
+        self.keys = popularity.keys() as u64;
+        self.cells = (0..self.keys).map(|_| OrderCell::default()).collect();
+        self.popularity = Some(popularity);
+        self
+    }
+
+    /// The key of message `i` (its index) and its sequence number within the key, from 1.
+    pub fn key_seq(&self, i: u64) -> (u64, u64) {
+        match &self.popularity {
+            Some(p) => {
+                let (key, seq) = p.order()[i as usize];
+                (u64::from(key), u64::from(seq))
+            }
+            None => (i % self.keys, i / self.keys + 1),
+        }
+    }
+
+    /// The key of message `i` as sent.
+    pub fn key_name(&self, i: u64) -> String {
+        format!("k{}", self.key_seq(i).0)
+    }
+
+    /// The work of message `i`.
+    pub fn work(&self, i: u64) -> Duration {
+        if self.fixed_work {
+            self.max_work
+        } else {
+            work_of(i, self.max_work)
         }
     }
 
@@ -107,6 +151,29 @@ impl StreamRun {
     /// records its key's order, sleeps its work, and records when it finished.
     #[inline(never)]
     pub fn handle(&self, payload: &[u8]) -> Result<(), String> {
+        let (i, work) = self.begin(payload)?;
+        if !work.is_zero() {
+            std::thread::sleep(work);
+        }
+        self.finish(i);
+        Ok(())
+    }
+
+    /// As [`handle`](Self::handle), waiting on a tokio timer instead of sleeping (an async
+    /// I/O call: the wait holds no thread). Must be polled inside a tokio runtime with its
+    /// timer on.
+    pub async fn handle_async(&self, payload: &[u8]) -> Result<(), String> {
+        let (i, work) = self.begin(payload)?;
+        if !work.is_zero() {
+            tokio::time::sleep(work).await;
+        }
+        self.finish(i);
+        Ok(())
+    }
+
+    /// The start of handling a message: its index, checked to run once, its key's order
+    /// recorded; and the work it is to do.
+    fn begin(&self, payload: &[u8]) -> Result<(u64, Duration), String> {
         let i: u64 = std::str::from_utf8(payload)
             .ok()
             .and_then(|s| s.parse().ok())
@@ -118,16 +185,17 @@ impl StreamRun {
             return Err(e);
         }
         if self.ordered {
-            self.cells[(i % self.keys) as usize].record(i / self.keys + 1);
+            let (key, seq) = self.key_seq(i);
+            self.cells[key as usize].record(seq);
         }
-        let work = work_of(i, self.max_work);
-        if !work.is_zero() {
-            std::thread::sleep(work);
-        }
+        Ok((i, self.work(i)))
+    }
+
+    /// Records when message `i`'s handling ended.
+    fn finish(&self, i: u64) {
         let start = *self.start.get_or_init(Instant::now);
         let ns = start.elapsed().as_nanos().min(u64::MAX as u128 - 1) as u64 + 1;
         self.finished_ns[i as usize].store(ns, Ordering::Release);
-        Ok(())
     }
 
     /// Records that the producer sent messages `range` at `at` (the open loop's appends), so
@@ -151,7 +219,7 @@ impl StreamRun {
 
     /// The sum of every message's work: what one thread would take.
     pub fn total_work(&self) -> Duration {
-        (0..self.messages).map(|i| work_of(i, self.max_work)).sum()
+        (0..self.messages).map(|i| self.work(i)).sum()
     }
 
     /// Checks that every message ran once and, for an ordered system, that each key's
@@ -160,7 +228,10 @@ impl StreamRun {
         self.ran.verify()?;
         if self.ordered {
             for (key, cell) in self.cells.iter().enumerate() {
-                let tasks = (self.messages + self.keys - 1 - key as u64) / self.keys;
+                let tasks = match &self.popularity {
+                    Some(p) => p.tasks_of(key),
+                    None => (self.messages + self.keys - 1 - key as u64) / self.keys,
+                };
                 cell.verify(tasks).map_err(|e| format!("key k{key}: {e}"))?;
             }
         }
@@ -240,6 +311,40 @@ mod tests {
         assert!(twice.handle(b"x").is_err());
         let err = twice.verify().unwrap_err();
         assert!(err.contains("did not run"), "{err}");
+    }
+
+    #[test]
+    fn a_zipf_run_checks_order_within_each_drawn_key() {
+        let run = StreamRun::new(200, 10, Duration::ZERO, None, true)
+            .with_popularity(Popularity::zipf(10, 200, 1.1));
+        let (hot, _) = run.key_seq(0);
+        let mut by_key: Vec<Vec<u64>> = vec![Vec::new(); 10];
+        for i in 0..200 {
+            by_key[run.key_seq(i).0 as usize].push(i);
+        }
+        // Each key's messages in order passes; two of the busiest key swapped fails.
+        for i in (0..10).flat_map(|k| by_key[k].clone()) {
+            run.handle(payload_of(i).as_bytes()).unwrap();
+        }
+        run.verify().unwrap();
+        let busiest = (0..10).max_by_key(|&k| by_key[k].len()).unwrap();
+        assert!(by_key[busiest].len() > 20, "{hot}: {:?}", by_key[busiest]);
+        let swapped = StreamRun::new(200, 10, Duration::ZERO, None, true)
+            .with_popularity(Popularity::zipf(10, 200, 1.1));
+        let mut order: Vec<u64> = (0..200).collect();
+        let (a, b) = (by_key[busiest][0], by_key[busiest][1]);
+        order.swap(a as usize, b as usize);
+        for i in order {
+            swapped.handle(payload_of(i).as_bytes()).unwrap();
+        }
+        assert!(swapped.verify().is_err());
+    }
+
+    #[test]
+    fn fixed_work_is_the_same_for_every_message() {
+        let run = StreamRun::new(5, 2, Duration::from_millis(3), None, false).with_fixed_work();
+        assert!((0..5).all(|i| run.work(i) == Duration::from_millis(3)));
+        assert_eq!(run.total_work(), Duration::from_millis(15));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keyway::{Pool, Scheduler};
 
-use crate::stream::delivery::{AckHook, Handler, HandlerFuture};
+use crate::stream::delivery::{AckHook, AsyncHandler, Handler, HandlerFuture};
 use crate::stream::{
     Acked, Delivery, FailurePolicy, HandlerError, StreamConsumer, StreamError, Topic,
 };
@@ -68,6 +68,9 @@ impl Config {
 #[must_use = "a builder does nothing until build() is called"]
 pub struct StreamConsumerBuilder {
     cfg: Config,
+    /// The tokio runtime async handlers run in (the `tokio` feature).
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl StreamConsumerBuilder {
@@ -105,6 +108,8 @@ impl StreamConsumerBuilder {
                 max_held: 1_000,
                 failure_policy: FailurePolicy::DeadLetter,
             },
+            #[cfg(feature = "tokio")]
+            runtime: None,
         }
     }
 
@@ -501,9 +506,40 @@ impl StreamConsumerBuilder {
         Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
     {
         self.check()?;
-        let boxed = move |d: Delivery, p: Vec<u8>| -> HandlerFuture { Box::pin(handler(d, p)) };
-        let handler = Handler::Async(Box::new(boxed));
-        StreamConsumer::start(self.cfg, pool, Arc::new(handler))
+        let boxed: Box<AsyncHandler> =
+            Box::new(move |d: Delivery, p: Vec<u8>| -> HandlerFuture { Box::pin(handler(d, p)) });
+        #[cfg(feature = "tokio")]
+        let boxed = crate::stream::in_runtime::wrap(
+            boxed,
+            self.runtime
+                .or_else(|| tokio::runtime::Handle::try_current().ok()),
+        );
+        StreamConsumer::start(self.cfg, pool, Arc::new(Handler::Async(boxed)))
+    }
+
+    /// With the `tokio` feature: the tokio runtime an async handler
+    /// ([`build_async`](Self::build_async)) runs in. Its calls and its futures' polls run
+    /// with the runtime entered, on the pool's threads, so the handler may await the
+    /// runtime's timers (`tokio::time::sleep`) and sockets; a future that waits on them holds
+    /// no pool thread. The runtime must be driven while the consumer runs: a multi-thread
+    /// runtime drives itself, a current-thread one only inside its `block_on`. Without this
+    /// setting, `build_async` called from inside a runtime takes that one (and, from outside
+    /// any, the futures are polled with none entered). Sync handlers ignore it.
+    ///
+    /// ```
+    /// use keyway_redis::stream::{StreamConsumer, Topic};
+    /// let runtime = tokio::runtime::Builder::new_multi_thread()
+    ///     .worker_threads(1)
+    ///     .enable_time()
+    ///     .build()?;
+    /// let builder = StreamConsumer::builder("redis://127.0.0.1", Topic::new("t", 4)?)
+    ///     .runtime(runtime.handle().clone());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
     }
 }
 

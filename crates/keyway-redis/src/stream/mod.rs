@@ -52,7 +52,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The futures are polled on the pool's threads with no runtime entered: await what
+//! The futures are polled on the pool's threads. With the `tokio` feature, a consumer given a
+//! runtime ([`runtime`](StreamConsumerBuilder::runtime)), or built with `build_async` from
+//! inside one, calls its handler and polls the futures with that runtime entered, so they
+//! may await its timers and sockets (`tokio::time::sleep`, `tokio::net`); a runtime of one
+//! worker thread is enough to drive them. Otherwise no runtime is entered: await what
 //! completes through a waker (channels, a runtime's handles that do not need to be entered).
 //! Retry backoffs, and the waits while a lease is not confirmed, still hold a pool thread
 //! (marked [`keyway::blocking`], so the pool may add one).
@@ -258,6 +262,8 @@ mod driver;
 mod error;
 mod hash;
 mod id;
+#[cfg(feature = "tokio")]
+mod in_runtime;
 mod policy;
 mod producer;
 mod rate;
