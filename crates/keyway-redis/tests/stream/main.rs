@@ -13,4 +13,5 @@ mod async_handlers;
 mod consumer;
 mod fencing;
 mod recovery;
+mod tokio_runtime;
 mod user_code;

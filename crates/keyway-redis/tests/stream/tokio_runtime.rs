@@ -5,7 +5,7 @@
 //! each key's entries ran in stream order, while all keys' first entries wait at once on a
 //! pool of two threads (a future waiting on a tokio timer holds none).
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
