@@ -25,6 +25,7 @@ fn main() {
         "crossbeam-channel",
         "kameo",
         "ractor",
+        "napart",
     ]
     .iter()
     .map(|name| format!("{name} {}", locked_version(&text, name)))

@@ -93,8 +93,13 @@ SYSTEMS (row names; pick some with --systems a,b):
   hashed-slots        contexts, hotkey: N single-thread executors (N = cores), each
                       a thread draining its own queue of boxed closures; a context
                       runs on slot hash(context) mod N, so contexts sharing a slot
-                      wait behind each other (napart 2.0, the registry's crate of
-                      this design with work stealing, is not measured yet)
+                      wait behind each other
+  napart              contexts, hotkey: napart 2.0's PartitionExecutor (the registry's
+                      hashed-partition executor, on tokio): N = cores partitions, a
+                      key's tasks strictly FIFO on partition hash(key), submit_sync
+                      per task; a backlogged partition's queue may move to an idle one.
+                      Not in contexts --quick nor all's contexts tables: at ~30,000
+                      tasks/s here it would add a minute to all (run contexts for it)
   keyway-unordered    tax: Pool::execute of each task, no lane (no key order)
   tokio (tax)         tax: a tokio task spawned per task (no key order)
   tokio-mutex         contexts --async: a tokio task per message holding its
@@ -200,7 +205,9 @@ enum Scenario {
     /// of the producer's lateness.
     Latency(LatencyArgs),
     /// One hot key (100× the work) among 1,024 light keys, open loop: the light keys'
-    /// p50/p99/p99.9 submit-to-start with and without the hot key, and the total time.
+    /// p50/p99/p99.9 delay from the intended time to the start, the producer's lateness p99,
+    /// the p99 from each task's actual submit to its start (the system's own wait), each
+    /// p99's ratio with the hot key over without it, and the total time.
     Hotkey(HotKeyArgs),
     /// The ordering tax: key-ordered time over unordered time at the same work (keyway lanes
     /// vs Pool::execute, an actor per key vs a tokio task per task), over work, keys and skew.

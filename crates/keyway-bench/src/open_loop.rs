@@ -11,8 +11,12 @@
 //! tasks run one at a time, so at 16 contexts no two tasks ever meet on a stripe. The producer
 //! keeps its own lateness (from a task's intended time to its submit) in a histogram of its own
 //! and hands it over once at the end ([`OpenLoop::add_late`]): it tells a system's own queueing
-//! from a producer that did not get the CPU in time.
+//! from a producer that did not get the CPU in time. A schedule made with
+//! [`OpenLoop::tracking_submits`] also keeps each task's own submit time, and records each
+//! start from it too (submit-to-start proper: the system's wait alone, without the producer's
+//! lateness).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,10 +31,15 @@ const DIGITS: u8 = 3;
 /// A wait longer than this sleeps (less a margin) instead of spinning.
 const SLEEP_OVER: Duration = Duration::from_micros(200);
 
+/// No submit time recorded for this task (yet).
+const NOT_SUBMITTED: u64 = u64::MAX;
+
 /// One stripe: submit-to-start and submit-to-finish delays, and the latest finish.
 #[derive(Debug)]
 struct Stripe {
     start: Histogram<u64>,
+    /// Delays from each task's actual submit to its start (tracked schedules only).
+    from_submit: Histogram<u64>,
     finish: Histogram<u64>,
     last_finish_ns: u64,
 }
@@ -44,6 +53,9 @@ pub struct OpenLoop {
     stripes: Box<[Mutex<Option<Stripe>>]>,
     /// The producer's lateness, handed over by [`add_late`](Self::add_late).
     late: Mutex<Option<Histogram<u64>>>,
+    /// Per task index, how late the producer submitted it (ns; [`NOT_SUBMITTED`]: not yet);
+    /// empty unless made with [`tracking_submits`](Self::tracking_submits).
+    submitted: Box<[AtomicU64]>,
 }
 
 /// What one open-loop run measured.
@@ -53,6 +65,9 @@ pub struct Summary {
     pub start: Histogram<u64>,
     /// Delays from each task's intended submit time to its finish (ns).
     pub finish: Histogram<u64>,
+    /// Delays from each task's actual submit to its start (ns): `start` less the producer's
+    /// lateness. Empty unless the schedule was made with [`OpenLoop::tracking_submits`].
+    pub from_submit: Histogram<u64>,
     /// Delays from each task's intended submit time to the producer's submit of it (ns): the
     /// part of `start` the producer spent late.
     pub late: Histogram<u64>,
@@ -75,6 +90,7 @@ impl OpenLoop {
             let h = Self::histogram();
             Mutex::new(Some(Stripe {
                 start: h.clone(),
+                from_submit: h.clone(),
                 finish: h,
                 last_finish_ns: 0,
             }))
@@ -84,7 +100,16 @@ impl OpenLoop {
             start: OnceLock::new(),
             stripes: (0..STRIPES).map(|_| stripe()).collect(),
             late: Mutex::new(Some(Self::histogram())),
+            submitted: Box::new([]),
         }
+    }
+
+    /// The same schedule keeping the submit time of each of its first `tasks` tasks (8 bytes a
+    /// task), so that [`summary`](Self::summary) also gives each start's delay from the task's
+    /// actual submit.
+    pub fn tracking_submits(mut self, tasks: u64) -> Self {
+        self.submitted = (0..tasks).map(|_| AtomicU64::new(NOT_SUBMITTED)).collect();
+        self
     }
 
     /// An empty histogram of the delays' bounds.
@@ -120,7 +145,12 @@ impl OpenLoop {
         loop {
             let now = Instant::now();
             if now >= due {
-                return (now - due).as_nanos() as u64;
+                let late = (now - due).as_nanos() as u64;
+                if let Some(slot) = self.submitted.get(index as usize) {
+                    // Read by the task, after the submit that follows (which orders it).
+                    slot.store(late.min(NOT_SUBMITTED - 1), Ordering::Release);
+                }
+                return late;
             }
             let ahead = due - now;
             if ahead > SLEEP_OVER {
@@ -147,6 +177,14 @@ impl OpenLoop {
             return;
         };
         s.start.saturating_record(ns(started).max(1));
+        let late = self
+            .submitted
+            .get(index as usize)
+            .map_or(NOT_SUBMITTED, |slot| slot.load(Ordering::Acquire));
+        if late != NOT_SUBMITTED {
+            let from_submit = ns(started).saturating_sub(late);
+            s.from_submit.saturating_record(from_submit.max(1));
+        }
         s.finish.saturating_record(ns(finished).max(1));
         s.last_finish_ns = s.last_finish_ns.max(since_start);
     }
@@ -158,17 +196,18 @@ impl OpenLoop {
             .stripes
             .iter()
             .filter_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let (mut start, mut finish, mut last) = match stripes.next() {
-            Some(s) => (s.start, s.finish, s.last_finish_ns),
+        let (mut start, mut from_submit, mut finish, mut last) = match stripes.next() {
+            Some(s) => (s.start, s.from_submit, s.finish, s.last_finish_ns),
             None => {
                 let h = Histogram::new(DIGITS)
                     .unwrap_or_else(|e| unreachable!("constant histogram digits: {e}"));
-                (h.clone(), h, 0)
+                (h.clone(), h.clone(), h, 0)
             }
         };
         for s in stripes {
             // Same bounds in every stripe: adding cannot fail.
             let _ = start.add(&s.start);
+            let _ = from_submit.add(&s.from_submit);
             let _ = finish.add(&s.finish);
             last = last.max(s.last_finish_ns);
         }
@@ -188,6 +227,7 @@ impl OpenLoop {
                 tasks * 1e9 / last as f64
             },
             start,
+            from_submit,
             finish,
         }
     }
@@ -241,6 +281,42 @@ mod tests {
         assert!(s.late.max() >= 2_000_000);
         // Summarised once: a second summary has no lateness left.
         assert_eq!(ol.summary().late.len(), 0);
+    }
+
+    /// A tracked schedule records each start from the task's own submit as well: the
+    /// producer's lateness is taken out of that delay, not out of the intended-time one.
+    #[test]
+    fn a_tracked_schedule_records_starts_from_the_submit() {
+        let ol = OpenLoop::new(1_000.0).tracking_submits(4); // 1 ms apart
+        let t0 = ol.intended(0).unwrap();
+        // Task 2 is due at 2 ms; the producer comes to it 5 ms late (at 7 ms).
+        while Instant::now() < t0 + Duration::from_millis(7) {
+            std::hint::spin_loop();
+        }
+        let late = ol.wait_turn(2);
+        assert!(late >= 5_000_000, "{late}");
+        let submit = t0 + Duration::from_millis(2) + Duration::from_nanos(late);
+        // It starts 1 ms after its submit; task 3, never submitted, is not in `from_submit`.
+        ol.record(
+            0,
+            2,
+            submit + Duration::from_millis(1),
+            submit + Duration::from_millis(2),
+        );
+        ol.record(1, 3, t0, t0);
+        let s = ol.summary();
+        assert_eq!((s.start.len(), s.from_submit.len()), (2, 1));
+        let from_submit = s.from_submit.max();
+        assert!(
+            (990_000..=1_010_000).contains(&from_submit),
+            "{from_submit}"
+        );
+        assert!(s.start.max() >= late + 990_000);
+        // An untracked schedule keeps no submit times.
+        let plain = OpenLoop::new(1_000.0);
+        plain.wait_turn(0);
+        plain.record(0, 0, Instant::now(), Instant::now());
+        assert_eq!(plain.summary().from_submit.len(), 0);
     }
 
     #[test]

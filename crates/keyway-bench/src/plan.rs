@@ -35,7 +35,7 @@ const REPORT_ROUND_S: [f64; 6] = [8.0, 28.0, 6.0, 30.0, 16.0, 17.0];
 const QUICK_ROUND_S: [f64; 6] = [1.3, 1.2, 0.3, 0.8, 3.0, 2.5];
 /// Seconds one round of `hotkey` takes at report size and at `--quick` size; `all`'s report
 /// counts one run per system (two rounds with the warm-up), `--quick` its usual runs.
-const HOTKEY_ROUND_S: [f64; 2] = [7.0, 2.5];
+const HOTKEY_ROUND_S: [f64; 2] = [8.0, 2.8];
 /// Seconds the curves take at report size (one counted run and a warm-up).
 const REPORT_CURVES_S: f64 = 104.0;
 /// Seconds the curves take at `--quick` size.

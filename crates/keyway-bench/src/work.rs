@@ -163,6 +163,13 @@ impl ContextsRun {
         self
     }
 
+    /// [`open_loop`](Self::open_loop), also keeping each task's submit time (see
+    /// [`OpenLoop::tracking_submits`]; a batch's tasks after its first are not tracked).
+    pub fn tracked_open_loop(mut self, rate: f64) -> Self {
+        self.open_loop = Some(OpenLoop::new(rate).tracking_submits(self.total()));
+        self
+    }
+
     /// The position of task `seq` of `ctx` in the arrival schedule: a batch's tasks arrive
     /// together, at its first task's turn.
     fn arrival(&self, ctx: usize, seq: u64) -> u64 {
@@ -315,7 +322,8 @@ impl KeyedRun {
         Self::expected_runs_in(tasks, keys, KEY_SPACE)
     }
 
-    /// [`KeyedRun::expected_runs`] for a `space`-key space.
+    /// How many of `tasks` tasks name each key when each names `keys` keys of a `space`-key
+    /// space (computed from [`TaskKeys::for_task_in`], untimed).
     pub fn expected_runs_in(tasks: u64, keys: u32, space: u32) -> Vec<u64> {
         let mut runs = vec![0u64; space as usize];
         for index in 0..tasks {

@@ -28,6 +28,7 @@ use crate::systems::hashed_slots::HashedSlots;
 use crate::systems::ideal::Ideal;
 use crate::systems::kameo_actor::Kameo;
 use crate::systems::keyway::{KeywayLanes, KeywayTyped};
+use crate::systems::napart::Napart;
 use crate::systems::ractor_actor::Ractor;
 use crate::systems::thread_per_context::ThreadPerContext;
 pub use crate::systems::thread_per_context::THREAD_LIMIT;
@@ -169,6 +170,14 @@ pub fn run_variant(v: &Variant, opts: &RunOptions) -> Result<VariantReport, Stri
     run_variant_of(v, opts, None)
 }
 
+/// Whether the napart row runs: in `contexts` at its own sizes only. At its rate here (about
+/// 30,000 tasks a second, against millions for the other rows) it would add a minute to
+/// `all`'s report and seconds to the CI smoke (`all --quick`); the hot-key scenario keeps it
+/// in both.
+fn with_napart(opts: &RunOptions) -> bool {
+    !opts.report && !opts.quick
+}
+
 /// [`run_variant`] with only the systems named in `only` (all: `None`).
 pub fn run_variant_of(
     v: &Variant,
@@ -200,6 +209,9 @@ pub fn run_variant_of(
             shared_contender::<HashedSlots>(run, threads, timeout),
             shared_contender::<Ideal>(run, threads, timeout),
         ]);
+        if with_napart(opts) {
+            contenders.push(shared_contender::<Napart>(run, threads, timeout));
+        }
         contenders.retain(keep);
         return measure_variant(v, opts, None, contenders);
     }
@@ -214,6 +226,9 @@ pub fn run_variant_of(
         contender::<HashedSlots>(v, threads, timeout),
         contender::<Ideal>(v, threads, timeout),
     ]);
+    if with_napart(opts) {
+        contenders.push(contender::<Napart>(v, threads, timeout));
+    }
     contenders.retain(keep);
     measure_variant(v, opts, None, contenders)
 }
@@ -275,6 +290,7 @@ mod tests {
             runs::run_shared::<Kameo>(run, 2, t).unwrap();
             runs::run_shared::<Ractor>(run, 2, t).unwrap();
             runs::run_shared::<HashedSlots>(run, 2, t).unwrap();
+            runs::run_shared::<Napart>(run, 2, t).unwrap();
             runs::run_shared::<Ideal>(run, 2, t).unwrap();
         }
     }
@@ -339,6 +355,7 @@ mod tests {
         run_once::<Kameo>(&v, 2, timeout).unwrap();
         run_once::<Ractor>(&v, 2, timeout).unwrap();
         run_once::<HashedSlots>(&v, 2, timeout).unwrap();
+        run_once::<Napart>(&v, 2, timeout).unwrap();
         run_once::<Ideal>(&v, 2, timeout).unwrap();
         run_once::<KeywayLanes>(&v, 2, timeout).unwrap();
         run_once::<KeywayTyped>(&v, 2, timeout).unwrap();
@@ -365,6 +382,24 @@ mod tests {
                 "ideal",
             ],
         );
+    }
+
+    /// `contexts` on its own measures napart; `--quick` and `all`'s report leave it out.
+    #[test]
+    fn napart_runs_in_contexts_but_not_in_quick_or_all() {
+        let v = Variant::full(8, 50, 10);
+        let names = |opts: &RunOptions| -> Vec<&'static str> {
+            let report = run_variant_of(&v, opts, Some(&["keyway", "napart"])).unwrap();
+            report.results.iter().map(|r| r.system).collect()
+        };
+        assert_eq!(
+            names(&RunOptions::new(false, Some(1))),
+            ["keyway", "napart"]
+        );
+        assert_eq!(names(&RunOptions::new(true, Some(1))), ["keyway"]);
+        let mut report = RunOptions::new(false, Some(1));
+        report.report = true;
+        assert_eq!(names(&report), ["keyway"]);
     }
 
     /// A broken "executor" that runs each context's tasks newest first.

@@ -8,7 +8,15 @@
 //! rate: the hot key's tasks doing the light work (no hot key) and doing 100× it. Each row
 //! reports the light keys' p50/p99/p99.9 submit-to-start (their head-of-line blocking: a
 //! light key waiting behind the hot key's work) and the run's total time; the hot variant's
-//! rows also give each light p99 over the same system's p99 with no hot key. Keyed lanes
+//! rows also give each light p99 over the same system's p99 with no hot key.
+//!
+//! Those delays count from each task's intended time, so they include the producer's own
+//! lateness: on 2 cores, with one core taken by a hot task, the sleeping producer thread is
+//! often woken late by the OS (its lateness p99 is in the table, `producer late p99`), and
+//! that lateness is no system's head-of-line blocking. So each row also gives the light keys'
+//! p99 from each task's actual submit to its start (`submitted p99`) and, with the hot key,
+//! that p99 over the same system's with no hot key (`submitted ratio`): the wait the system
+//! itself added. Keyed lanes
 //! leave light keys to the other threads; hashed slots queue the light keys that share the
 //! hot key's slot behind it. Per-key order is checked as in `contexts`.
 
@@ -30,6 +38,7 @@ use crate::scenarios::latency::{plotted, Distribution};
 use crate::systems::hashed_slots::HashedSlots;
 use crate::systems::kameo_actor::Kameo;
 use crate::systems::keyway::KeywayLanes;
+use crate::systems::napart::Napart;
 use crate::systems::ractor_actor::Ractor;
 use crate::systems::thread_per_context::ThreadPerContext;
 use crate::systems::tokio_actor::TokioActor;
@@ -86,6 +95,7 @@ fn systems() -> Vec<System> {
         system::<Kameo>(),
         system::<Ractor>(),
         system::<HashedSlots>(),
+        system::<Napart>(),
         system::<ThreadPerContext>(),
     ]
 }
@@ -96,6 +106,10 @@ struct Light {
     p50: f64,
     p99: f64,
     p999: f64,
+    /// The producer's own lateness, p99 (µs): the part of a delay spent before the submit.
+    late_p99: f64,
+    /// p99 from each light task's actual submit to its start (µs): the system's wait alone.
+    submit_p99: f64,
     /// The submit-to-start distribution as plot points.
     points: Vec<(f64, f64)>,
 }
@@ -133,7 +147,7 @@ pub fn run(
         .into_iter()
         .filter(|s| is_selected(s.name))
         .collect();
-    let mut baseline: Vec<Option<f64>> = vec![None; chosen.len()];
+    let mut baseline: Vec<Option<(f64, f64)>> = vec![None; chosen.len()];
     let mut plots = Vec::new();
     for hot in [1, factor] {
         let lights: Vec<RefCell<Vec<Light>>> =
@@ -167,6 +181,7 @@ pub fn run(
             let runs = lights[i].borrow();
             let med = |f: fn(&Light) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
             let p99 = med(|l| l.p99);
+            let submit_p99 = med(|l| l.submit_p99);
             if let Some(last) = runs.last() {
                 series.push((r.system.to_string(), last.points.clone()));
             }
@@ -174,12 +189,15 @@ pub fn run(
                 ("light p50", med(|l| l.p50)),
                 ("light p99", p99),
                 ("light p99.9", med(|l| l.p999)),
+                ("producer late p99", med(|l| l.late_p99)),
+                ("submitted p99", submit_p99),
             ];
             if hot == 1 {
-                baseline[i] = Some(p99);
-            } else if let Some(base) = baseline[i] {
-                r.extra.push(("p99 no hot", base));
+                baseline[i] = Some((p99, submit_p99));
+            } else if let Some((base, submit_base)) = baseline[i] {
                 r.extra.push(("p99 ratio", p99 / base.max(1e-3)));
+                r.extra
+                    .push(("submitted ratio", submit_p99 / submit_base.max(1e-3)));
             }
         }
         let mut params = Map::new();
@@ -232,7 +250,7 @@ fn open_run(
     let run: &'static ContextsRun = Box::leak(Box::new(
         ContextsRun::with_popularity(stream(tasks), light_work)
             .hot(0, light_work.saturating_mul(hot))
-            .open_loop(rate),
+            .tracked_open_loop(rate),
     ));
     let elapsed = (s.run)(run, cores(), timeout)?;
     let summary = match &run.open_loop {
@@ -240,10 +258,11 @@ fn open_run(
         None => unreachable!("the run was made with an open loop"),
     };
     let light_tasks = run.total() - run.tasks_of(0);
-    if summary.start.len() != light_tasks {
+    if summary.start.len() != light_tasks || summary.from_submit.len() != light_tasks {
         return Err(format!(
-            "{} light tasks' delays recorded, {light_tasks} light tasks ran",
-            summary.start.len()
+            "{} light tasks' delays recorded ({} from their submit), {light_tasks} light tasks ran",
+            summary.start.len(),
+            summary.from_submit.len()
         ));
     }
     let us = |q: f64| summary.start.value_at_quantile(q) as f64 / 1e3;
@@ -253,6 +272,8 @@ fn open_run(
             p50: us(0.5),
             p99: us(0.99),
             p999: us(0.999),
+            late_p99: summary.late.value_at_quantile(0.99) as f64 / 1e3,
+            submit_p99: summary.from_submit.value_at_quantile(0.99) as f64 / 1e3,
             points: plotted(&summary),
         },
     ))

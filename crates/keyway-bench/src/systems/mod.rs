@@ -12,6 +12,7 @@ pub mod kameo_actor;
 pub mod keyway;
 pub mod keyway_scheduler;
 pub mod mutex_per_key;
+pub mod napart;
 pub mod ractor_actor;
 pub mod rayon_collect;
 pub mod rayon_pool;

@@ -16,6 +16,7 @@ mod contexts;
 mod fairness;
 mod handles;
 mod hasher;
+mod hot_lane;
 mod keyed;
 mod keyed_state;
 mod ordered_map_finish;
