@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::typed_lanes::TypedLanes;
 use crate::error::SubmitError;
-use crate::lane::batch;
 use crate::lane::typed::{self, Typed};
 use crate::lane::LaneCore;
 
@@ -118,7 +117,7 @@ where
     where
         I: IntoIterator<Item = M>,
     {
-        batch::send_all_pinned(
+        typed::send_all_pinned(
             self.lanes.pool.registry(),
             &self.lanes.table,
             &self.core,
@@ -145,7 +144,7 @@ where
     where
         I: IntoIterator<Item = M>,
     {
-        batch::send_all_pinned(
+        typed::send_all_pinned(
             self.lanes.pool.registry(),
             &self.lanes.table,
             &self.core,

@@ -16,8 +16,10 @@ use std::sync::Arc;
 use smallvec::smallvec;
 
 mod asynchronous;
+mod send_all;
 mod state;
 
+pub(crate) use send_all::send_all_pinned;
 pub use state::KeyState;
 
 use crate::engine::{refused, Registry};
