@@ -11,7 +11,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -315,14 +314,7 @@ fn stream_member() {
         Ok(())
     })
     .expect("build the consumer");
-    println!("ready");
-    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        if line == "stop" {
-            break;
-        }
-    }
-    consumer.shutdown();
-    let s = consumer.stats().unwrap_or_default();
+    let s = common::member::serve(&consumer);
     println!(
         "stats quarantined={} released={}",
         s.quarantined, s.released

@@ -8,7 +8,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keyway_redis::stream::{Delivery, HandlerError, StreamConsumer};
+use keyway_redis::stream::{Delivery, HandlerError, StreamConsumer, StreamStats};
 
 use super::cluster::*;
 use super::journal::Journal;
@@ -122,14 +122,7 @@ pub fn run() {
         },
     )
     .expect("build the consumer");
-    println!("ready");
-    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        if line == "stop" {
-            break;
-        }
-    }
-    consumer.shutdown();
-    let s = consumer.stats().unwrap_or_default();
+    let s = serve(&consumer);
     println!(
         "stats takeovers={} refused={} recreated={} redeliveries={} stalls={} dead={} lost={} releases={}",
         s.takeovers,
@@ -141,4 +134,18 @@ pub fn run() {
         s.leases_lost,
         s.releases
     );
+}
+
+/// A member process's life once its consumer is built: tells the test it is ready, consumes
+/// until the test writes `stop` on its stdin (or closes it), then shuts the consumer down and
+/// returns its final numbers for the member to report.
+pub fn serve(consumer: &StreamConsumer) -> StreamStats {
+    println!("ready");
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        if line == "stop" {
+            break;
+        }
+    }
+    consumer.shutdown();
+    consumer.stats().unwrap_or_default()
 }
