@@ -34,7 +34,7 @@ use crate::harness::stats::median;
 use crate::harness::{is_selected, measure, Contender, VariantReport};
 use crate::keys::splitmix64;
 use crate::popularity::Popularity;
-use crate::scenarios::latency::{plotted, Distribution};
+use crate::scenarios::latency::{plotted, system, Distribution, System};
 use crate::systems::hashed_slots::HashedSlots;
 use crate::systems::kameo_actor::Kameo;
 use crate::systems::keyway::KeywayLanes;
@@ -42,7 +42,6 @@ use crate::systems::napart::Napart;
 use crate::systems::ractor_actor::Ractor;
 use crate::systems::thread_per_context::ThreadPerContext;
 use crate::systems::tokio_actor::TokioActor;
-use crate::systems::{run_contexts, ContextsSystem};
 use crate::work::{increments_per_ns, ContextsRun};
 
 /// Light keys.
@@ -72,20 +71,6 @@ pub struct HotKeyArgs {
     /// Also draw the light keys' delay distributions as SVG plots into this folder.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
-}
-
-/// One system of the scenario: its row name and one run of it on a prepared run.
-#[derive(Clone, Copy)]
-struct System {
-    name: &'static str,
-    run: fn(&'static ContextsRun, usize, Duration) -> Result<Duration, String>,
-}
-
-fn system<S: ContextsSystem>() -> System {
-    System {
-        name: S::NAME,
-        run: run_contexts::<S>,
-    }
 }
 
 fn systems() -> Vec<System> {

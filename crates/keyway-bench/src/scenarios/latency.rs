@@ -80,14 +80,16 @@ pub struct Distribution {
     pub series: Vec<(String, Vec<(f64, f64)>)>,
 }
 
-/// One system of the scenario: its row name and one run of it on a prepared run.
+/// One system of an open-loop scenario (this one and the hot key's): its row name and one
+/// run of it on a prepared run.
 #[derive(Clone, Copy)]
-struct System {
-    name: &'static str,
-    run: fn(&'static ContextsRun, usize, Duration) -> Result<Duration, String>,
+pub(super) struct System {
+    pub(super) name: &'static str,
+    pub(super) run: fn(&'static ContextsRun, usize, Duration) -> Result<Duration, String>,
 }
 
-fn system<S: ContextsSystem>() -> System {
+/// The [`System`] of `S`.
+pub(super) fn system<S: ContextsSystem>() -> System {
     System {
         name: S::NAME,
         run: run_contexts::<S>,
