@@ -135,6 +135,11 @@ where
 }
 
 /// [`admit_then`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
+///
+/// Always inlined: its plain path is what it was before the pool had a meter, and left to
+/// itself the compiler kept it out of line in `execute_sequential` once the call to the cold
+/// path (which takes the task and both closures) was in it (callgrind, `throughput --keys 1`).
+#[inline(always)]
 pub(crate) fn admit_entry_then<F, T, W>(
     registry: &Registry,
     f: F,
