@@ -57,6 +57,10 @@ const REQUIRED: &[&str] = &[
     "keyway_stream_messages_total",
     "keyway_stream_leases_total",
     "keyway_stream_stalls_total",
+    "keyway_stream_shard_held_messages",
+    "keyway_stream_shard_quarantined_keys",
+    "keyway_stream_keys_total",
+    "keyway_stream_append_to_handled_seconds_bucket",
 ];
 
 fn main() -> Result<(), Error> {
@@ -78,10 +82,12 @@ fn main() -> Result<(), Error> {
     for name in [
         "keyway_pool_task_queue_wait_seconds",
         "keyway_pool_task_run_seconds",
+        "keyway_stream_append_to_handled_seconds",
     ] {
         prometheus = prometheus.set_buckets_for_metric(Matcher::Full(name.to_owned()), BUCKETS)?;
     }
-    // Installed before the pool is built: the pool registers its series as it starts.
+    // Installed before the pool and the consumer are built: they register their series as
+    // they start.
     let handle = prometheus.install_recorder()?;
     let Some(redis) = Redis::start()? else {
         return Ok(());
@@ -216,7 +222,7 @@ fn check_pages(first: &Page, second: &Page) -> Result<(), Error> {
             .map(|(_, v)| v)
             .sum()
     };
-    let moving: [(&str, &[&str]); 4] = [
+    let moving: [(&str, &[&str]); 5] = [
         (
             "keyway_pool_task_queue_wait_seconds_count",
             &["pool=\"demo\""],
@@ -224,6 +230,10 @@ fn check_pages(first: &Page, second: &Page) -> Result<(), Error> {
         ("keyway_pool_task_run_seconds_count", &["pool=\"demo\""]),
         ("keyway_pool_tasks_total", &["state=\"submitted\""]),
         ("keyway_stream_messages_total", &["outcome=\"acked\""]),
+        (
+            "keyway_stream_append_to_handled_seconds_count",
+            &["topic=\"orders\""],
+        ),
     ];
     for (name, labels) in moving {
         let (a, b) = (sum(first, name, labels), sum(second, name, labels));

@@ -75,7 +75,9 @@
 //! lag, pending entries and dead letters; live members and consumers left with pending
 //! entries — and replays, purges or cleans up safely. With the `metrics` feature,
 //! `keyway_redis::metrics::publish` sends a consumer's numbers through the `metrics`
-//! crate's facade (and turns on keyway's own `metrics` feature for the pool).
+//! crate's facade (and turns on keyway's own `metrics` feature for the pool); the consumer
+//! records the time from each entry's append to its handling itself
+//! ([`StreamStats::append_to_handled`](stream::StreamStats::append_to_handled)).
 //!
 //! ## Tests and `redis-server`
 //! The crate's tests start their own `redis-server` on a free loopback port, so that they can

@@ -5,6 +5,8 @@
 //! suffix). Labels: `topic`, `group`, and `shard` on the per-shard series; never a key or a
 //! member id (`owned` says whether the publishing member holds the shard). Call it
 //! periodically (each call asks Redis through [`StreamConsumer::stats`](crate::stream::StreamConsumer::stats)).
+//! One series is not [`publish`]'s: the consumer records [`APPEND_TO_HANDLED`] itself as it
+//! handles entries (install the recorder before building the consumer).
 //!
 //! ```no_run
 //! # use keyway_redis::stream::{StreamConsumer, Topic};
@@ -41,6 +43,17 @@ pub const MESSAGES_TOTAL: &str = "keyway_stream_messages_total";
 pub const LEASES_TOTAL: &str = "keyway_stream_leases_total";
 /// Counter: stalls reported.
 pub const STALLS_TOTAL: &str = "keyway_stream_stalls_total";
+/// Gauge per shard: entries of quarantined keys the publishing member holds back.
+pub const SHARD_HELD: &str = "keyway_stream_shard_held_messages";
+/// Gauge per shard: the shard's quarantined keys (as stored in Redis).
+pub const SHARD_QUARANTINED: &str = "keyway_stream_shard_quarantined_keys";
+/// Counter: keys by `event` (`quarantined`: an entry of the key exhausted its attempts under
+/// the quarantine policy; `released`: a release of the key was seen and its entries ran again).
+pub const KEYS_TOTAL: &str = "keyway_stream_keys_total";
+/// Histogram: the time from an entry's append (its id) to the success of its handler,
+/// seconds. Recorded as entries are handled, by the consumer itself (not by [`publish`]):
+/// install the recorder before building the consumer.
+pub const APPEND_TO_HANDLED: &str = "keyway_stream_append_to_handled_seconds";
 
 /// Sets the series of `stats`, a snapshot taken by member `member` of `group` consuming
 /// `topic` (its [`member_id`](crate::stream::StreamConsumer::member_id)).
@@ -65,6 +78,8 @@ pub fn publish(stats: &StreamStats, topic: &str, group: &str, member: &str) {
         let owned = s.owner.as_deref() == Some(member);
         gauge(SHARD_OWNED, if owned { 1.0 } else { 0.0 });
         gauge(SHARD_WINDOW, s.window as f64);
+        gauge(SHARD_HELD, s.held as f64);
+        gauge(SHARD_QUARANTINED, s.quarantined.len() as f64);
     }
     let counter = |name: &'static str, label: &'static str, value: &'static str, v: u64| {
         metrics::counter!(name, "topic" => topic.clone(), "group" => group.clone(), label => value)
@@ -92,6 +107,12 @@ pub fn publish(stats: &StreamStats, topic: &str, group: &str, member: &str) {
     for (event, v) in leases {
         counter(LEASES_TOTAL, "event", event, v);
     }
+    for (event, v) in [
+        ("quarantined", stats.quarantined),
+        ("released", stats.released),
+    ] {
+        counter(KEYS_TOTAL, "event", event, v);
+    }
     metrics::counter!(STALLS_TOTAL, "topic" => topic.clone(), "group" => group.clone())
         .absolute(stats.stalls);
 }
@@ -118,4 +139,22 @@ fn describe() {
     metrics::describe_counter!(MESSAGES_TOTAL, Unit::Count, "Entries by outcome");
     metrics::describe_counter!(LEASES_TOTAL, Unit::Count, "Lease events");
     metrics::describe_counter!(STALLS_TOTAL, Unit::Count, "Stalls reported");
+    metrics::describe_gauge!(
+        SHARD_HELD,
+        Unit::Count,
+        "Entries of quarantined keys this member holds back"
+    );
+    metrics::describe_gauge!(SHARD_QUARANTINED, Unit::Count, "Quarantined keys");
+    metrics::describe_counter!(KEYS_TOTAL, Unit::Count, "Keys quarantined and released");
+}
+
+/// The append-to-handled histogram of a consumer of `topic` in `group` (labels `topic`,
+/// `group`).
+pub(crate) fn append_to_handled(topic: &str, group: &str) -> metrics::Histogram {
+    metrics::describe_histogram!(
+        APPEND_TO_HANDLED,
+        Unit::Seconds,
+        "Time from an entry's append to its handler's success"
+    );
+    metrics::histogram!(APPEND_TO_HANDLED, "topic" => topic.to_owned(), "group" => group.to_owned())
 }

@@ -25,6 +25,10 @@ const EXPORTED: &[&str] = &[
     stream::MESSAGES_TOTAL,
     stream::LEASES_TOTAL,
     stream::STALLS_TOTAL,
+    stream::SHARD_HELD,
+    stream::SHARD_QUARANTINED,
+    stream::KEYS_TOTAL,
+    stream::APPEND_TO_HANDLED,
 ];
 
 /// Every `keyway_…` identifier in `expr`.
@@ -45,8 +49,9 @@ fn names(expr: &str) -> Vec<String> {
 fn exported(name: &str) -> bool {
     EXPORTED.contains(&name)
         || ["_bucket", "_count", "_sum"].iter().any(|suffix| {
-            name.strip_suffix(suffix)
-                .is_some_and(|base| [pool::QUEUE_WAIT, pool::RUN_TIME].contains(&base))
+            name.strip_suffix(suffix).is_some_and(|base| {
+                [pool::QUEUE_WAIT, pool::RUN_TIME, stream::APPEND_TO_HANDLED].contains(&base)
+            })
         })
 }
 

@@ -131,12 +131,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Operating keyway ([`Metrics`], [`Histogram`], [`RunningTask`])
+//! ## Operating keyway ([`Metrics`], [`Histogram`], [`RunningTask`], [`LaneLabel`])
 //! A pool built with [`PoolBuilder::metrics`] times a sample of its tasks (the first each
 //! submitting thread submits, then one in [`metrics_sampling`](PoolBuilder::metrics_sampling),
 //! 128 by default): [`Pool::metrics`] adds to [`Stats`] histograms of queue wait (submission to
 //! start) and run time, the age of the oldest waiting task, and the longest-running tasks with
-//! their lane. A pool built without it runs no timing code per task. [`Pool::stats`] and
+//! their lane. A pool built without it runs no timing code per task. Listed lanes carry their
+//! key's `Debug` text, cut to 48 bytes ([`LaneLabel`]), where the key's type allows (common
+//! types, and those named with [`PoolBuilder::label_keys`]); labels are made as a snapshot is
+//! taken, never on a task's path. [`Pool::stats`] and
 //! [`Pool::metrics`] cost the same whatever the number of lanes (beyond 256 live lanes the
 //! deepest come from a bounded watch list). With the `metrics` feature, a timed pool publishes
 //! its numbers through the `metrics` crate's facade under the names in `metric_names`
@@ -189,7 +192,7 @@ mod task;
 /// The names of the series a timed pool publishes with the `metrics` feature.
 #[cfg(feature = "metrics")]
 pub use engine::export as metric_names;
-pub use engine::{blocking, Histogram, LaneDepth, Metrics, RunningTask, Stats};
+pub use engine::{blocking, Histogram, LaneDepth, LaneLabel, Metrics, RunningTask, Stats};
 pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,

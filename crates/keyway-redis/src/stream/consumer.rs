@@ -14,6 +14,7 @@ use crate::stream::config::Config;
 use crate::stream::context::{Ctx, Shard, Totals};
 use crate::stream::control::Control;
 use crate::stream::delivery::Handler;
+use crate::stream::handled::Handled;
 use crate::stream::scripts::Scripts;
 use crate::stream::state::ShardState;
 use crate::stream::{ShardStats, StreamConsumerBuilder, StreamError, StreamStats, Topic};
@@ -87,6 +88,7 @@ impl StreamConsumer {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             handler,
             totals: Totals::default(),
+            handled: Handled::new(cfg.topic.name(), &cfg.group),
             shards,
             stopping: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -179,6 +181,7 @@ impl StreamConsumer {
             trimmed_while_pending: get(&t.trimmed),
             groups_recreated: get(&t.groups_recreated),
             stalls: get(&t.stalls),
+            append_to_handled: ctx.handled.snapshot(),
         };
         let mut conn = ctx.connect("stats")?;
         for shard in &ctx.shards {

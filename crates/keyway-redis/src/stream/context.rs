@@ -11,6 +11,7 @@ use redis::{Client, Cmd, Connection, Script};
 use crate::stream::ack_timer::AckTimer;
 use crate::stream::config::Config;
 use crate::stream::delivery::Handler;
+use crate::stream::handled::Handled;
 use crate::stream::reply::RawEntry;
 use crate::stream::scripts::Scripts;
 use crate::stream::state::ShardState;
@@ -96,6 +97,8 @@ pub(crate) struct Ctx {
     pub(crate) instance: u64,
     pub(crate) handler: Arc<Handler>,
     pub(crate) totals: Totals,
+    /// Append-to-handled times of the entries this member handled.
+    pub(crate) handled: Handled,
     pub(crate) shards: Vec<Arc<Shard>>,
     /// Set by `shutdown`: release everything and stop.
     pub(crate) stopping: Mutex<bool>,

@@ -260,6 +260,7 @@ mod control;
 mod delivery;
 mod driver;
 mod error;
+mod handled;
 mod hash;
 mod id;
 #[cfg(feature = "tokio")]

@@ -72,4 +72,10 @@ pub struct StreamStats {
     pub groups_recreated: u64,
     /// Stalls reported (a shard with entries in its window and no progress).
     pub stalls: u64,
+    /// For each entry this member handled (its handler returned success), the time from its
+    /// append to Redis (the milliseconds of its id, by the Redis server's clock) to the end of
+    /// its successful attempt (by this host's clock; a clock behind Redis's counts 0).
+    /// Retries and the queue wait behind the key's earlier entries are in it; the ack, sent
+    /// after, is not.
+    pub append_to_handled: keyway::Histogram,
 }

@@ -147,7 +147,10 @@ fn judge(
     e: &RawEntry,
 ) -> Option<Finish<DeadInfo, RawEntry>> {
     let reason = match outcome {
-        Ok(Ok(())) => return Some(Finish::Settle(None)),
+        Ok(Ok(())) => {
+            ctx.handled.record(d.id);
+            return Some(Finish::Settle(None));
+        }
         Ok(Err(err)) => contain(ctx.instance, move || err.to_string())
             .unwrap_or_else(|p| format!("the error's Display panicked: {p}")),
         Err(panic) => {

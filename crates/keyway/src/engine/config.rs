@@ -57,4 +57,6 @@ pub(crate) struct Config {
     /// with a meter, else none but the first of each stripe (`u64::MAX`), which finds nothing
     /// more to do (`accounting.rs`).
     pub(crate) admit_mask: u64,
+    /// The key types printed as lane labels in snapshots (`PoolBuilder::label_keys`).
+    pub(crate) labels: super::label::Labels,
 }

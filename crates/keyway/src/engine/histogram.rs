@@ -105,6 +105,33 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// Counts one value (saturated at `u64::MAX` nanoseconds), in the same buckets as a pool's
+    /// histograms: for a histogram of one's own (keyway-redis's stream consumer keeps its
+    /// append-to-handled time in one).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut h = keyway::Histogram::default();
+    /// for ms in [3, 1, 2] {
+    ///     h.record(Duration::from_millis(ms));
+    /// }
+    /// assert_eq!(h.count(), 3);
+    /// assert_eq!(h.sum(), Duration::from_millis(6));
+    /// let p50 = h.quantile(0.5).unwrap();
+    /// assert!(p50 >= Duration::from_millis(2) && p50 <= Duration::from_micros(2_500));
+    /// ```
+    pub fn record(&mut self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let bound = Duration::from_nanos(upper_bound(bucket(ns)));
+        match self.buckets.binary_search_by_key(&bound, |&(b, _)| b) {
+            Ok(i) => self.buckets[i].1 = self.buckets[i].1.saturating_add(1),
+            Err(i) => self.buckets.insert(i, (bound, 1)),
+        }
+        self.count = self.count.saturating_add(1);
+        let sum = u64::try_from(self.sum.as_nanos()).unwrap_or(u64::MAX);
+        self.sum = Duration::from_nanos(sum.saturating_add(ns));
+    }
+
     /// How many values were counted.
     pub fn count(&self) -> u64 {
         self.count
@@ -191,5 +218,18 @@ mod tests {
         assert_eq!(Histogram::default().quantile(0.5), None);
         assert_eq!(Histogram::default().mean(), None);
         assert!(s.mean().is_some());
+    }
+
+    #[test]
+    fn recording_into_a_snapshot_matches_the_atomic_side() {
+        let atomic = AtomicHistogram::new();
+        let mut plain = Histogram::default();
+        for ns in [5u64, 1_000, 7, 1_000, 123_456_789, 2, u64::MAX] {
+            atomic.record(Duration::from_nanos(ns));
+            plain.record(Duration::from_nanos(ns));
+        }
+        atomic.record(Duration::MAX);
+        plain.record(Duration::MAX);
+        assert_eq!(plain, atomic.snapshot());
     }
 }

@@ -18,7 +18,9 @@
 
 use std::cell::Cell;
 use std::ptr::NonNull;
+use std::sync::Weak;
 
+use super::watch::Watched;
 use super::worker;
 
 /// What a lane's turn holds outside every queue: entries it took and has not started, and
@@ -30,6 +32,12 @@ pub(crate) trait Held {
 
     /// The hash of the lane whose turn this is, when the turn runs one lane's entries.
     fn context_hash(&self) -> Option<u64> {
+        None
+    }
+
+    /// The lane whose turn this is, when the turn runs one lane's entries (a timed task keeps
+    /// it, weakly, so that a snapshot can label it).
+    fn lane(&self) -> Option<Weak<dyn Watched>> {
         None
     }
 }
@@ -118,6 +126,15 @@ pub(crate) fn context_hash() -> Option<u64> {
     let node = unsafe { node.as_ref() };
     // SAFETY: as above.
     unsafe { node.held.as_ref() }.context_hash()
+}
+
+/// The lane of the innermost turn registered on this thread, if it names one, weakly.
+pub(crate) fn lane() -> Option<Weak<dyn Watched>> {
+    let node = HOLDING.try_with(|h| h.innermost.get()).ok().flatten()?;
+    // SAFETY: as in `context_hash`.
+    let node = unsafe { node.as_ref() };
+    // SAFETY: as above.
+    unsafe { node.held.as_ref() }.lane()
 }
 
 /// Runs `first_poll`, the first poll of a future whose task was just extended (`extend_task`)

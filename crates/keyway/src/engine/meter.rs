@@ -15,7 +15,7 @@
 //! worker is in its current task (for any task, timed or not).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -26,6 +26,8 @@ use super::histogram::AtomicHistogram;
 use super::metrics::{self as snapshot, Metrics, RunningTask};
 
 use super::holding;
+use super::label::Labels;
+use super::watch::Watched;
 use super::worker;
 use crate::task::{Abandon, PanicReport, Runnable, Task};
 
@@ -74,10 +76,12 @@ pub(crate) struct Meter {
 }
 
 /// A timed task running on a worker.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Run {
     since: Instant,
     context_hash: Option<u64>,
+    /// Its lane, to be labelled by a snapshot.
+    lane: Option<Weak<dyn Watched>>,
     /// The worker's `run_seq` while the task runs: tells whether it is still the same task.
     seq: u64,
 }
@@ -159,35 +163,57 @@ impl Meter {
             .map(|m| now.saturating_duration_since(self.at(m)))
     }
 
-    /// Tasks running now on the workers, longest first: timed ones with their lane, and any
-    /// the monitor saw in one task for at least a period. `seq_of(slot)` is the worker's
-    /// current `run_seq`.
-    fn running(&self, now: Instant, seq_of: impl Fn(usize) -> u64) -> Vec<RunningTask> {
+    /// Tasks running now on the workers, longest first, at most `n`: timed ones with their
+    /// lane (labelled), and any the monitor saw in one task for at least a period.
+    /// `seq_of(slot)` is the worker's current `run_seq`.
+    fn running(
+        &self,
+        now: Instant,
+        n: usize,
+        labels: &Labels,
+        seq_of: impl Fn(usize) -> u64,
+    ) -> Vec<RunningTask> {
         let mut out = Vec::new();
+        let mut lanes = Vec::new();
         for (slot, cell) in self.running.iter().enumerate() {
             let seq = seq_of(slot);
             if seq % 2 == 0 {
                 continue; // between tasks
             }
-            let timed = (*cell.lock()).filter(|r| r.seq == seq);
+            let timed = cell.lock().clone().filter(|r| r.seq == seq);
             let (m, s) = &self.in_task_since[slot];
             let mark = m.load(Ordering::Acquire);
             let seen = (mark != 0 && s.load(Ordering::Relaxed) == seq).then(|| self.at(mark));
-            let since = match (timed, seen) {
+            let since = match (&timed, seen) {
                 (Some(r), Some(at)) => Some(r.since.min(at)),
                 (Some(r), None) => Some(r.since),
                 (None, at) => at,
             };
             if let Some(since) = since {
+                let (context_hash, lane) = timed.map_or((None, None), |r| (r.context_hash, r.lane));
                 out.push(RunningTask {
                     thread: slot,
-                    context_hash: timed.and_then(|r| r.context_hash),
+                    context_hash,
+                    label: None,
                     running_for: now.saturating_duration_since(since),
                 });
+                lanes.push(lane);
             }
         }
-        out.sort_by_key(|r| std::cmp::Reverse(r.running_for));
-        out
+        let mut order: Vec<usize> = (0..out.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(out[i].running_for));
+        order.truncate(n);
+        // Only the listed are labelled (the key's `Debug` is user code; no lock is held).
+        order
+            .into_iter()
+            .map(|i| {
+                let lane = lanes[i].as_ref().and_then(Weak::upgrade);
+                RunningTask {
+                    label: lane.and_then(|l| l.label(labels)),
+                    ..out[i]
+                }
+            })
+            .collect()
     }
 }
 
@@ -244,11 +270,13 @@ impl Runnable for Timed {
         let slot = worker::with_current(|cx| cx.map(|cx| (cx.index, cx.run_seq())));
         if let Some((index, seq)) = slot {
             if let Some(cell) = meter.running.get(index) {
-                *cell.lock() = Some(Run {
+                let run = Run {
                     since: start,
                     context_hash: holding::context_hash(),
+                    lane: holding::lane(),
                     seq,
-                });
+                };
+                *cell.lock() = Some(run);
             }
         }
         let out = task.run();
@@ -258,7 +286,9 @@ impl Runnable for Timed {
         meter.export.run_time.record(ran.as_secs_f64());
         if let Some((index, _)) = slot {
             if let Some(cell) = meter.running.get(index) {
-                *cell.lock() = None;
+                // Its lane reference (a `Weak`: no key is dropped here) goes outside the lock.
+                let run = cell.lock().take();
+                drop(run);
             }
         }
         out
@@ -287,11 +317,9 @@ impl super::registry::Registry {
                 queue_wait: m.queue_wait.snapshot(),
                 run_time: m.run_time.snapshot(),
                 oldest_waiting: m.oldest_waiting(now),
-                longest_running: {
-                    let mut r = m.running(now, |slot| self.slots[slot].progress.seq());
-                    r.truncate(snapshot::TOP);
-                    r
-                },
+                longest_running: m.running(now, snapshot::TOP, &self.config.labels, |slot| {
+                    self.slots[slot].progress.seq()
+                }),
                 submitted_tasks: submitted,
                 refused_tasks: refused,
                 handed_back_tasks: handed_back,

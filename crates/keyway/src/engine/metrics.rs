@@ -20,6 +20,9 @@ pub struct RunningTask {
     /// [`PoolBuilder::metrics_sampling`](crate::PoolBuilder::metrics_sampling)) submitted to a
     /// lane of closures (`execute_sequential`, `submit_sequential`, a [`Lane`](crate::Lane)).
     pub context_hash: Option<u64>,
+    /// That lane's key, printed, when the context hash is known and the key's type allows (see
+    /// [`LaneLabel`](crate::LaneLabel)).
+    pub label: Option<crate::LaneLabel>,
     /// How long it has been running: exact for a timed task; for another, since the pool's
     /// monitor first saw the worker in it (so up to one monitor period short).
     pub running_for: Duration,
@@ -136,7 +139,11 @@ impl fmt::Display for Metrics {
                 r.running_for, r.thread
             )?;
             if let Some(h) = r.context_hash {
-                write!(f, " (context hash {h:#018x})")?;
+                write!(f, " (context hash {h:#018x}")?;
+                if let Some(label) = &r.label {
+                    write!(f, ", key {label}")?;
+                }
+                f.write_str(")")?;
             }
         }
         Ok(())

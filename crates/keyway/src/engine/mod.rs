@@ -12,8 +12,8 @@
 //! * `elastic` — workers started, auxiliary threads added and retired;
 //! * `snapshot` — [`Stats`] read from the registry;
 //! * `meter` — time in the numbers: sampled tasks timed ([`Metrics`], `Pool::metrics`), with
-//!   `histogram` (its buckets), `metrics` (the public snapshot) and `export` (the `metrics`
-//!   feature's series);
+//!   `histogram` (its buckets), `metrics` (the public snapshot), `export` (the `metrics`
+//!   feature's series) and `label` (lanes' printable labels, made as a snapshot lists them);
 //! * `holding` — the one per-thread record of what a pool thread holds outside any queue;
 //! * `on_pool` — the pool as a running thread sees it: stopping or not, where a finish counts;
 //! * `accounting` — admission and the one count of finished tasks;
@@ -43,6 +43,7 @@ pub mod export;
 mod hasher;
 mod histogram;
 pub(crate) mod holding;
+mod label;
 mod lifecycle;
 mod live;
 pub(crate) mod meter;
@@ -81,6 +82,8 @@ mod loom_waiters;
 pub(crate) use config::Config;
 pub(crate) use hasher::KeyHasher;
 pub use histogram::Histogram;
+pub(crate) use label::Labels;
+pub use label::LaneLabel;
 pub use metrics::{Metrics, RunningTask};
 pub(crate) use on_pool::{on_pool, schedule_woken, with_pool, OnPool};
 pub(crate) use registry::Registry;

@@ -13,6 +13,7 @@ use crossbeam_utils::sync::Parker;
 
 use super::progress::Seen;
 use super::registry::Registry;
+use super::snapshot::WALK_MAX;
 
 pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
     let _span = registry.span.clone().entered();
@@ -63,9 +64,14 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
         // Each period also scans one shard of each table for deep lanes (the watch list).
         scan += 1;
         let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            for table in registry.tables() {
+            let tables = registry.tables();
+            let live: usize = tables.iter().map(|t| t.live_lanes()).sum();
+            registry.watch.want(live > WALK_MAX);
+            for table in &tables {
                 table.sweep_expired();
-                table.scan_deep(scan, registry.config.lane_batch, &registry.watch);
+                if registry.watch.wanted() {
+                    table.scan_deep(scan, registry.config.lane_batch, &registry.watch);
+                }
             }
         }));
         if swept.is_err() {

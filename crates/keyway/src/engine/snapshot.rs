@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use super::registry::Registry;
 use super::stats::{LaneDepth, Stats};
+use super::watch::label_listed;
 
 /// Up to this many live lanes, `Stats::largest_lanes` looks at every lane.
 pub(crate) const WALK_MAX: usize = 256;
@@ -17,16 +18,21 @@ impl Stats {
         let live_lanes = tables.iter().map(|t| t.live_lanes()).sum();
         // Up to `WALK_MAX` lanes, each is looked at; beyond, the watch list (lanes that used up
         // a turn's batch), so that the cost does not grow with the lanes.
+        registry.watch.want(live_lanes > WALK_MAX);
+        let labels = &registry.config.labels;
         let largest = if live_lanes <= WALK_MAX {
-            let mut largest = Vec::new();
+            let mut listed = Vec::new();
             for t in &tables {
-                t.deepest(8, &mut largest);
+                t.deepest(8, &mut listed);
             }
-            largest.sort_by_key(|d: &LaneDepth| std::cmp::Reverse(d.queued));
-            largest.truncate(8);
+            listed.sort_by_key(|(d, _): &(LaneDepth, _)| std::cmp::Reverse(d.queued));
+            listed.truncate(8);
+            // Labelled (user code) outside every lock; the lanes dropped after.
+            let (mut largest, lanes): (Vec<_>, Vec<_>) = listed.into_iter().unzip();
+            label_listed(&mut largest, &lanes, labels);
             largest
         } else {
-            registry.watch.deepest(8)
+            registry.watch.deepest(8, labels)
         };
         let finished = registry.finished_total();
         let unfinished = registry.accepted.sum().saturating_sub(finished);

@@ -25,6 +25,7 @@ use std::fmt;
 /// let deepest = pool.stats().largest_lanes[0];
 /// assert_eq!(deepest.context_hash, pool.context_hash(&"hot"));
 /// assert!(deepest.queued >= 3); // the three behind the one that waits
+/// assert_eq!(deepest.label.unwrap().as_str(), "\"hot\""); // its key, printed
 /// release.send(()).unwrap();
 /// pool.shutdown();
 /// ```
@@ -35,6 +36,9 @@ pub struct LaneDepth {
     pub context_hash: u64,
     /// Tasks queued in the lane (not counting one that is running).
     pub queued: usize,
+    /// The lane's key, printed (`Debug`, at most 48 bytes) when its type allows: see
+    /// [`LaneLabel`](crate::LaneLabel). Made as the snapshot is taken, for the lanes it lists.
+    pub label: Option<crate::LaneLabel>,
 }
 
 /// A snapshot of a pool's threads, tasks and lanes, from [`Pool::stats`](crate::Pool::stats).
@@ -151,9 +155,13 @@ impl fmt::Display for Stats {
         if let Some(deepest) = self.largest_lanes.first() {
             write!(
                 f,
-                ", deepest {} queued (context hash {:#018x})",
+                ", deepest {} queued (context hash {:#018x}",
                 deepest.queued, deepest.context_hash
             )?;
+            if let Some(label) = &deepest.label {
+                write!(f, ", key {label}")?;
+            }
+            f.write_str(")")?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 
 use super::registry::Registry;
 use super::stats::LaneDepth;
-use super::watch::Watch;
+use super::watch::{Watch, Watched};
 use super::worker::WorkerCtx;
 use crate::task::{PendingTask, Task};
 
@@ -52,8 +52,9 @@ pub(crate) trait TableOps: Send + Sync {
     fn sweep_idle(&self);
     /// The monitor's look: frees the cached lanes idle for `PoolBuilder::keep_idle`.
     fn sweep_expired(&self);
-    /// Adds the `n` deepest lanes to `out`.
-    fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>);
+    /// Adds the `n` deepest lanes to `out` (unlabelled), each with the lane, to be labelled
+    /// if listed and dropped outside every lock.
+    fn deepest(&self, n: usize, out: &mut Vec<(LaneDepth, Arc<dyn Watched>)>);
     /// The monitor's look at one shard (`cursor` modulo the shard count): lanes with more than
     /// `deep` entries queued go on `watch`.
     fn scan_deep(&self, cursor: usize, deep: usize, watch: &Watch);

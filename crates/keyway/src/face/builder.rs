@@ -57,6 +57,8 @@ pub struct PoolBuilder {
     /// `metrics` and `metrics_sampling` (`pool_metrics.rs`).
     pub(super) metrics: bool,
     pub(super) metrics_sampling: Option<u32>,
+    /// `label_keys` (`pool_metrics.rs`): the common key types and those named.
+    pub(super) labels: Option<crate::engine::Labels>,
 }
 
 impl PoolBuilder {
@@ -99,6 +101,7 @@ impl std::fmt::Debug for PoolBuilder {
             .field("name", &self.name)
             .field("metrics", &self.metrics)
             .field("metrics_sampling", &self.metrics_sampling)
+            .field("labels", &self.labels)
             .finish_non_exhaustive()
     }
 }

@@ -203,6 +203,7 @@ impl PoolBuilder {
             keep_idle: self.keep_idle,
             metrics,
             admit_mask: crate::engine::meter::admit_mask(self.capacity.is_some(), metrics),
+            labels: self.labels.unwrap_or_else(crate::engine::Labels::common),
         }
     }
 }

@@ -1,9 +1,13 @@
 //! Timing a pool's tasks: [`PoolBuilder::metrics`], [`PoolBuilder::metrics_sampling`] and
-//! [`Pool::metrics`].
+//! [`Pool::metrics`]; lanes' printable labels: [`PoolBuilder::label_keys`] and
+//! [`Pool::lane_label`].
+
+use std::any::Any;
+use std::fmt::Debug;
 
 use super::builder::PoolBuilder;
 use super::pool::Pool;
-use crate::engine::Metrics;
+use crate::engine::{Labels, LaneLabel, Metrics};
 
 impl PoolBuilder {
     /// Times a sample of the pool's tasks: [`Pool::metrics`] then carries histograms of how long
@@ -55,6 +59,29 @@ impl PoolBuilder {
         self.metrics_sampling = Some(one_in);
         self
     }
+
+    /// Labels lanes whose key is a `K` with the key's `Debug` text (cut to 48 bytes) in
+    /// [`Stats::largest_lanes`](crate::Stats::largest_lanes) and
+    /// [`Metrics::longest_running`]. Keys of the common types (integers, `bool`, `char`,
+    /// `String`, `&'static str`, `Box<str>`, `Arc<str>`) are labelled without it; call it once
+    /// per other key type. A label is made only for a lane a snapshot lists, when the snapshot
+    /// is taken: submitting and running tasks cost the same with or without it. A `Debug` that
+    /// panics or fails leaves the lane unlabelled.
+    ///
+    /// ```
+    /// #[derive(Debug, Hash, PartialEq, Eq)]
+    /// struct Account(u32);
+    /// let pool = keyway::Pool::builder().label_keys::<Account>().build().unwrap();
+    /// assert_eq!(pool.lane_label(&Account(7)).unwrap().as_str(), "Account(7)");
+    /// let plain = keyway::Pool::new().unwrap();
+    /// assert_eq!(plain.lane_label(&Account(7)), None); // not a type it was told of
+    /// # pool.shutdown(); plain.shutdown();
+    /// ```
+    pub fn label_keys<K: Debug + 'static>(mut self) -> Self {
+        let labels = self.labels.take().unwrap_or_else(Labels::common);
+        self.labels = Some(labels.with::<K>());
+        self
+    }
 }
 
 impl Pool {
@@ -81,5 +108,20 @@ impl Pool {
     /// ```
     pub fn metrics(&self) -> Metrics {
         self.registry().metrics()
+    }
+
+    /// The label this pool gives a lane whose key is `key` (see
+    /// [`PoolBuilder::label_keys`]), `None` if it does not print keys of that type; for
+    /// matching a listed lane with a key by its text, as
+    /// [`context_hash`](Pool::context_hash) does by its hash.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// assert_eq!(pool.lane_label(&"eu-west").unwrap().to_string(), "\"eu-west\"");
+    /// assert_eq!(pool.lane_label(&(1, 2)), None); // tuples: name them with label_keys
+    /// # pool.shutdown();
+    /// ```
+    pub fn lane_label<K: Any>(&self, key: &K) -> Option<LaneLabel> {
+        self.registry().config.labels.of(key)
     }
 }

@@ -135,6 +135,11 @@ where
 }
 
 /// [`admit_then`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
+///
+/// Always inlined: its plain path is what it was before the pool had a meter, and left to
+/// itself the compiler kept it out of line in `execute_sequential` once the call to the cold
+/// path (which takes the task and both closures) was in it (callgrind, `throughput --keys 1`).
+#[inline(always)]
 pub(crate) fn admit_entry_then<F, T, W>(
     registry: &Registry,
     f: F,
@@ -166,11 +171,17 @@ where
 {
     match not_plain {
         NotPlain::Timed => {
-            let timed = move |f| {
-                let (out, entry) = wrap(f);
-                (out, timed_entry(registry, entry))
+            // The entry is made by the very maker the plain path uses (one call site of `wrap`
+            // in the whole program, so it stays inlined there), then timed.
+            let mut parts = Some((f, wrap));
+            let placed = {
+                let mut make = entry_maker(&mut parts);
+                place(&mut || {
+                    let (out, entry) = make();
+                    (out, timed_entry(registry, entry))
+                })
             };
-            place_admitted(registry, f, timed, place)
+            settle(registry, placed, parts)
         }
         NotPlain::Refused(why) => {
             // `place` owns the task's keys. A key whose `Drop` panics must not unwind through
@@ -193,7 +204,7 @@ fn timed_entry(registry: &Registry, entry: ClosureEntry) -> ClosureEntry {
     }
 }
 
-/// [`admit_entry_then`] once the task is admitted (inlined in both of its callers).
+/// [`admit_entry_then`] once the task is admitted (inlined there).
 #[inline(always)]
 fn place_admitted<F, T, W>(
     registry: &Registry,
@@ -205,11 +216,32 @@ where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
     let mut parts = Some((f, wrap));
-    let mut make = || match parts.take() {
+    let placed = place(&mut entry_maker(&mut parts));
+    settle(registry, placed, parts)
+}
+
+/// The maker of a task's entry from `parts` (once). Its type depends on the task and `wrap`
+/// alone, so the plain and the timed path share it, and `wrap` is called in one place.
+#[inline(always)]
+fn entry_maker<F, T, W>(parts: &mut Option<(F, W)>) -> impl FnMut() -> (T, ClosureEntry) + '_
+where
+    W: FnOnce(F) -> (T, ClosureEntry),
+{
+    move || match parts.take() {
         Some((f, wrap)) => wrap(f),
         None => unreachable!("a task's entry is made once"),
-    };
-    match place(&mut make) {
+    }
+}
+
+/// What `place` did with an admitted task: queued it, or a key panicked first (the admission
+/// is taken back and the task, never made an entry, handed back).
+#[inline(always)]
+fn settle<F, T, W>(
+    registry: &Registry,
+    placed: Result<T, KeyPanicked>,
+    parts: Option<(F, W)>,
+) -> Result<T, SubmitError<F>> {
+    match placed {
         Ok(out) => Ok(out),
         Err(KeyPanicked) => {
             registry.unadmit();

@@ -5,11 +5,11 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use super::turn::{Again, Holds, OnUnwind, Turn};
-use crate::engine::{LaneJob, OnPool, WorkerCtx};
+use crate::engine::{LaneJob, OnPool, Watched, WorkerCtx};
 
 /// The largest buffer (in entries) a lane keeps as its spare: a queue that grew long in a burst
 /// keeps its buffer, but the lane does not hold two of that size (measured with keyway-bench
@@ -153,6 +153,10 @@ impl<S: LaneKind> Holds for Chunk<S> {
 
     fn context_hash(&self) -> Option<u64> {
         Some(self.lane.hash)
+    }
+
+    fn lane(&self) -> Option<Weak<dyn Watched>> {
+        Some(Arc::downgrade(&self.lane) as Weak<dyn Watched>)
     }
 }
 

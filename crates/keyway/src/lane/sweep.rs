@@ -3,9 +3,10 @@
 //! pushes are in `table.rs`; see `README.md` beside this file for the rules cited here.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::table::{LaneKind, LaneTable};
-use crate::engine::{LaneDepth, TableOps, Watch};
+use crate::engine::{LaneDepth, TableOps, Watch, Watched};
 use crate::task::PendingTask;
 
 impl<S: LaneKind> TableOps for LaneTable<S> {
@@ -54,7 +55,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
         self.scan_shard(cursor, deep, watch);
     }
 
-    fn deepest(&self, n: usize, out: &mut Vec<LaneDepth>) {
+    fn deepest(&self, n: usize, out: &mut Vec<(LaneDepth, Arc<dyn Watched>)>) {
         let start = out.len();
         for shard in self.shards() {
             for lane in shard.lock().lanes.iter() {
@@ -63,15 +64,17 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                     st.queue.len() + st.held
                 };
                 if queued > 0 {
-                    out.push(LaneDepth {
+                    let depth = LaneDepth {
                         context_hash: lane.hash,
                         queued,
-                    });
+                        label: None,
+                    };
+                    out.push((depth, lane.clone()));
                 }
             }
             // Keep only the deepest `n` of this table as we go.
             if out.len() - start > 4 * n {
-                out[start..].sort_by_key(|d| std::cmp::Reverse(d.queued));
+                out[start..].sort_by_key(|(d, _)| std::cmp::Reverse(d.queued));
                 out.truncate(start + n);
             }
         }

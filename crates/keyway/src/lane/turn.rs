@@ -19,11 +19,11 @@
 //!   any other runs again (queued behind this worker's work, or next on it).
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::table::{LaneCore, LaneKind, LaneState, LaneTable};
 use crate::engine::holding::{self, Held};
-use crate::engine::{OnPool, Registry, Work};
+use crate::engine::{OnPool, Registry, Watched, Work};
 use crate::future::Resume;
 use crate::task::PanicReport;
 
@@ -36,6 +36,10 @@ pub(crate) trait Holds {
     fn unwound(&self, pool: &OnPool<'_>);
     /// The lane whose entries the turn runs, if one (for the pool's metrics).
     fn context_hash(&self) -> Option<u64> {
+        None
+    }
+    /// That lane itself, weakly (a snapshot labels it).
+    fn lane(&self) -> Option<Weak<dyn Watched>> {
         None
     }
 }
@@ -163,6 +167,10 @@ impl<H: Holds> Held for Turn<'_, H> {
 
     fn context_hash(&self) -> Option<u64> {
         self.held.context_hash()
+    }
+
+    fn lane(&self) -> Option<Weak<dyn Watched>> {
+        self.held.lane()
     }
 }
 

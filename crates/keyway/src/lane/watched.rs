@@ -1,8 +1,8 @@
-//! A lane as the pool's watch list sees it (the engine's `watch.rs`): its hash and depth, and
-//! the monitor's scan of one shard for lanes deeper than a turn's batch.
+//! A lane as the pool's watch list and snapshots see it (the engine's `watch.rs`): its hash,
+//! depth and label, and the monitor's scan of one shard for lanes deeper than a turn's batch.
 
 use super::table::{LaneCore, LaneKind, LaneTable};
-use crate::engine::{Watch, Watched};
+use crate::engine::{Labels, LaneLabel, Watch, Watched};
 
 impl<S: LaneKind> Watched for LaneCore<S> {
     fn context_hash(&self) -> u64 {
@@ -12,6 +12,10 @@ impl<S: LaneKind> Watched for LaneCore<S> {
     fn queued(&self) -> usize {
         let st = self.state.lock();
         st.queue.len() + st.held
+    }
+
+    fn label(&self, labels: &Labels) -> Option<LaneLabel> {
+        labels.of(self.key.get())
     }
 }
 

@@ -1,7 +1,8 @@
 //! What an operator reads from a running pool: `Pool::metrics` names the lane a slow task
 //! holds and sees the wait behind it grow, its queue-wait histogram shifts when the pool is
-//! saturated, and `Stats::largest_lanes` still finds a deep lane among thousands of idle ones
-//! (through the watch list, not a walk of every lane).
+//! saturated, `Stats::largest_lanes` still finds a deep lane among thousands of idle ones
+//! (through the watch list, not a walk of every lane), and listed lanes carry their key's
+//! printed label where the key's type allows.
 
 use crate::common;
 
@@ -168,6 +169,7 @@ fn a_lane_piling_up_before_it_ever_ran_is_found_by_the_monitor() {
             == Some(&keyway::LaneDepth {
                 context_hash: pool.context_hash(&"deep"),
                 queued: 100,
+                label: pool.lane_label(&"deep"),
             })
     });
     gate.open();
@@ -217,4 +219,103 @@ fn tasks_handed_back_by_shutdown_now_are_counted() {
     // Handed back, they wait with the caller now: once dropped, nothing waits.
     drop(back);
     assert_eq!(pool.metrics().oldest_waiting, None);
+}
+
+/// A key type the pool prints only once told to (`label_keys`).
+#[derive(Debug, Hash, PartialEq, Eq, Clone)]
+struct Account {
+    id: u32,
+}
+
+/// A key type whose `Debug` panics: its lane is listed without a label, and the snapshot and
+/// the pool go on.
+#[derive(Hash, PartialEq, Eq, Clone)]
+struct Unprintable;
+
+impl std::fmt::Debug for Unprintable {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        panic!("this key cannot be printed")
+    }
+}
+
+/// Holds lane `key` behind a task that waits for the returned gate, with `behind` more tasks
+/// queued after it.
+fn block_lane<K>(pool: &Pool, key: K, behind: usize) -> Gate
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let (gate, started) = (Gate::new(), Latch::new(1));
+    let (g, s) = (gate.clone(), started.clone());
+    pool.execute_sequential(key.clone(), move || {
+        s.count_down();
+        g.wait();
+    })
+    .unwrap();
+    started.wait();
+    for _ in 0..behind {
+        pool.execute_sequential(key.clone(), || ()).unwrap();
+    }
+    gate
+}
+
+#[test]
+fn listed_lanes_carry_their_keys_label_where_the_key_type_allows() {
+    // Three workers, three stuck lanes: a string key (labelled by every pool), a key of a
+    // type named with `label_keys`, and one whose `Debug` panics.
+    let pool = Pool::builder()
+        .core_threads(3)
+        .max_threads(3)
+        .metrics(true)
+        .metrics_sampling(1)
+        .label_keys::<Account>()
+        .label_keys::<Unprintable>()
+        .build()
+        .unwrap();
+    let long = "k".repeat(100);
+    let gates = [
+        block_lane(&pool, long.clone(), 3),
+        block_lane(&pool, Account { id: 42 }, 2),
+        block_lane(&pool, Unprintable, 1),
+    ];
+    let m = pool.metrics();
+    let depth = |queued: usize| {
+        m.stats
+            .largest_lanes
+            .iter()
+            .find(|d| d.queued == queued)
+            .copied()
+            .expect("the lane listed")
+    };
+    let string = depth(3).label.expect("a String key is labelled");
+    assert!(string.is_truncated() && string.as_str().len() <= 48);
+    assert!(string.as_str().starts_with("\"kkk"), "{string}");
+    assert_eq!(Some(string), pool.lane_label(&long));
+    assert_eq!(
+        depth(2).label.map(|l| l.to_string()).as_deref(),
+        Some("Account { id: 42 }")
+    );
+    assert_eq!(depth(1).label, None, "a Debug that panics gives no label");
+    // The longest-running tasks (timed, every one here) name their lanes the same way.
+    let running: Vec<_> = m.longest_running.iter().map(|r| r.label).collect();
+    assert_eq!(running.len(), 3);
+    assert!(running.contains(&Some(string)));
+    assert!(running.contains(&pool.lane_label(&Account { id: 42 })));
+    assert!(running.contains(&None));
+    assert!(m.to_string().contains(", key "), "{m}");
+    // A pool not told of `Account` lists that lane by hash only.
+    let plain = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let gate = block_lane(&plain, Account { id: 42 }, 1);
+    let d = plain.stats().largest_lanes[0];
+    assert_eq!(d.context_hash, plain.context_hash(&Account { id: 42 }));
+    assert_eq!(d.label, None);
+    gate.open();
+    plain.shutdown();
+    for g in gates {
+        g.open();
+    }
+    pool.shutdown();
 }
