@@ -69,6 +69,11 @@
 //! `execute_async_sequential` future spawned inside a runtime, and 270 → 341 ns per
 //! `typed_lanes_async` message (whose driver enters once per batch of messages).
 //!
+//! From async code, shut the pool down with
+//! [`Pool::shutdown_async`](crate::Pool::shutdown_async): its future completes once every
+//! accepted message has been handled, holding no runtime thread
+//! meanwhile.
+//!
 //! # Memory
 //!
 //! An idle typed lane with a `u32` key and state costs about 270 bytes while it is kept

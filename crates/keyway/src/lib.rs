@@ -70,7 +70,8 @@
 //!   they hold still runs when due, but the tasks of an executor paused at 0 TPS end
 //!   `Rejected`: the pool's shutdown does not wait for a pause no one will lift), then the
 //!   pool; it returns when all of it has run.
-//!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background).
+//!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background);
+//!   [`Pool::shutdown_async`] is the same shutdown as a future, for async code.
 //! * [`Scheduler::shutdown`] shuts one scheduler down and waits for its tasks; the pool stays
 //!   open (a paused executor's tasks wait for [`Scheduler::set_tps`], or for the pool's
 //!   shutdown).
@@ -194,7 +195,9 @@ pub use error::{
     BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
     TryExecuteError,
 };
-pub use face::{Contexts, Lane, Pool, PoolBuilder, TypedLane, TypedLanes, WaitForRoom};
+pub use face::{
+    Contexts, Lane, Pool, PoolBuilder, ShutdownFuture, TypedLane, TypedLanes, WaitForRoom,
+};
 pub use future::{yield_now, YieldNow};
 pub use lane::KeyState;
 pub use schedule::{
