@@ -136,7 +136,7 @@ impl Wait for Tokio {
     type Fut = TokioWait;
     fn wait(rt: &Handle) -> TokioWait {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        if NEXT.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+        if NEXT.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
             return TokioWait::Timer(Box::pin(Timer::wait(rt)));
         }
         let (tx, rx) = oneshot::channel();
