@@ -85,7 +85,8 @@
 //! included, without holding a thread; woken futures are polled on the pool. They may await any
 //! runtime's timers and I/O (tokio's with the `tokio` feature). Handles are awaitable, and
 //! cancelling one drops its started future at its next await; `execute_async*` futures have
-//! none. Which API for an actor per key, state that lasts and memory: [`actors`].
+//! none. Which API for an actor per key, state that lasts (or loads and saves by futures:
+//! [`Pool::typed_lanes_async_loaded`]) and memory: [`actors`].
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
@@ -192,14 +193,14 @@ mod task;
 pub use engine::export as metric_names;
 pub use engine::{blocking, Histogram, LaneDepth, Metrics, RunningTask, Stats};
 pub use error::{
-    BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
-    TryExecuteError,
+    BuildError, PanicPayload, ShutdownTimedOut, StateError, SubmitError, SubmitErrorKind,
+    TaskError, TryExecuteError,
 };
 pub use face::{
     Contexts, Lane, Pool, PoolBuilder, ShutdownFuture, TypedLane, TypedLanes, WaitForRoom,
 };
 pub use future::{yield_now, YieldNow};
-pub use lane::KeyState;
+pub use lane::{AsyncKeyState, KeyState, Loaded};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,
