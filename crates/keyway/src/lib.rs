@@ -70,7 +70,8 @@
 //!   they hold still runs when due, but the tasks of an executor paused at 0 TPS end
 //!   `Rejected`: the pool's shutdown does not wait for a pause no one will lift), then the
 //!   pool; it returns when all of it has run.
-//!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background).
+//!   [`Pool::shutdown_timeout`] bounds that wait (what is left goes on in the background);
+//!   [`Pool::shutdown_async`] is the same shutdown as a future, for async code.
 //! * [`Scheduler::shutdown`] shuts one scheduler down and waits for its tasks; the pool stays
 //!   open (a paused executor's tasks wait for [`Scheduler::set_tps`], or for the pool's
 //!   shutdown).
@@ -84,7 +85,8 @@
 //! included, without holding a thread; woken futures are polled on the pool. They may await any
 //! runtime's timers and I/O (tokio's with the `tokio` feature). Handles are awaitable, and
 //! cancelling one drops its started future at its next await; `execute_async*` futures have
-//! none. Which API for an actor per key, state that lasts and memory: [`actors`].
+//! none. Which API for an actor per key, state that lasts (or loads and saves by futures:
+//! [`Pool::typed_lanes_async_loaded`]) and memory: [`actors`].
 //!
 //! ## Tasks and outcomes ([`TaskHandle`], [`TaskError`], [`PendingTask`], [`PanicReport`])
 //! `submit*` returns a handle to join, await or cancel; refused work comes back in a
@@ -194,12 +196,14 @@ mod task;
 pub use engine::export as metric_names;
 pub use engine::{blocking, Histogram, LaneDepth, LaneLabel, Metrics, RunningTask, Stats};
 pub use error::{
-    BuildError, PanicPayload, ShutdownTimedOut, SubmitError, SubmitErrorKind, TaskError,
-    TryExecuteError,
+    BuildError, PanicPayload, ShutdownTimedOut, StateError, SubmitError, SubmitErrorKind,
+    TaskError, TryExecuteError,
 };
-pub use face::{Contexts, Lane, Pool, PoolBuilder, TypedLane, TypedLanes, WaitForRoom};
+pub use face::{
+    Contexts, Lane, Pool, PoolBuilder, ShutdownFuture, TypedLane, TypedLanes, WaitForRoom,
+};
 pub use future::{yield_now, YieldNow};
-pub use lane::KeyState;
+pub use lane::{AsyncKeyState, KeyState, Loaded};
 pub use schedule::{
     ConfigError, Coordinator, ExecutorConfig, ExecutorStats, IntervalReport, LocalCoordinator,
     PriorityOrder, ScheduleError, Scheduler, SchedulerBuilder, TimedOutTask, Timing,

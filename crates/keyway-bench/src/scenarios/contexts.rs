@@ -62,9 +62,10 @@ pub struct ContextsArgs {
     /// Async tasks: each awaits (see --wait) before its work; keyway futures vs tokio.
     #[arg(long = "async")]
     pub asynchronous: bool,
-    /// With --async: what each task awaits: a yield, a short tokio timer, or a reply that
-    /// another thread completes (a foreign wake-up, as from a database client).
-    #[arg(long, value_parser = ["yield", "timer", "remote"], default_value = "yield")]
+    /// With --async: what each task awaits: a yield, a short tokio timer, a reply that another
+    /// thread completes (a foreign wake-up, as from a database client), or tokio's own
+    /// wake-ups (every other task a tokio timer, the rest a reply from another tokio task).
+    #[arg(long, value_parser = ["yield", "timer", "remote", "tokio"], default_value = "yield")]
     pub wait: String,
     /// The producer hands over this many consecutive tasks of a context at once (keyway:
     /// `Lane::execute_all`; the peers send them one by one, as they have no batch call).

@@ -1,5 +1,6 @@
-//! `contexts --async`: each task awaits first (a yield, a short tokio timer, or a reply that
-//! another thread completes), then runs the
+//! `contexts --async`: each task awaits first (a yield, a short tokio timer, a reply that
+//! another thread completes, or tokio's own: a timer or a reply from another tokio task), then
+//! runs the
 //! `contexts` task body. Four systems:
 //!
 //! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` sent through its
@@ -15,6 +16,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -112,6 +114,47 @@ impl Wait for Timer {
     fn wait(rt: &Handle) -> tokio::time::Sleep {
         let _enter = rt.enter();
         tokio::time::sleep(TIMER)
+    }
+}
+
+/// tokio's own wake-ups (`--wait tokio`): every other task awaits a tokio timer of [`TIMER`],
+/// the rest a tokio oneshot that another task of the runtime fills (a reply from a client task,
+/// as a database driver's would be). Either way the wake comes from inside the tokio runtime:
+/// its timer driver, or one of its workers.
+pub struct Tokio;
+
+/// The wait of one task under `--wait tokio`.
+pub enum TokioWait {
+    /// A tokio timer.
+    Timer(Pin<Box<tokio::time::Sleep>>),
+    /// A reply filled by a task spawned on the runtime.
+    Reply(oneshot::Receiver<()>),
+}
+
+impl Wait for Tokio {
+    const NAME: &'static str = "tokio";
+    type Fut = TokioWait;
+    fn wait(rt: &Handle) -> TokioWait {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        if NEXT.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
+            return TokioWait::Timer(Box::pin(Timer::wait(rt)));
+        }
+        let (tx, rx) = oneshot::channel();
+        drop(rt.spawn(async move {
+            let _ = tx.send(());
+        }));
+        TokioWait::Reply(rx)
+    }
+}
+
+impl Future for TokioWait {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut *self {
+            TokioWait::Timer(sleep) => sleep.as_mut().poll(cx),
+            // A dropped sender (the runtime shutting down) ends the wait too.
+            TokioWait::Reply(rx) => Pin::new(rx).poll(cx).map(|_| ()),
+        }
     }
 }
 

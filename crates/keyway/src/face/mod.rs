@@ -11,6 +11,8 @@
 //!   methods carry the rules of per-key work, which the pool's untyped keyed methods link to),
 //!   and [`Lane`] (one context's lane held open);
 //! * `typed_lanes`, `typed_lane` — [`TypedLanes`] and one key's [`TypedLane`];
+//! * `shutdown_async` — [`Pool::shutdown_async`] and its [`ShutdownFuture`], a graceful
+//!   shutdown awaited from async code;
 //! * `users` — the handles the user holds, counted apart from a scheduler's own, and what is
 //!   shut down before the pool (`Attached`: a scheduler).
 
@@ -28,6 +30,7 @@ mod pool_lanes;
 mod pool_metrics;
 mod pool_room;
 mod pool_typed;
+mod shutdown_async;
 mod typed_lane;
 mod typed_lanes;
 mod users;
@@ -40,6 +43,7 @@ pub use contexts::Contexts;
 pub use lane::Lane;
 pub use pool::Pool;
 pub use pool_room::WaitForRoom;
+pub use shutdown_async::ShutdownFuture;
 pub use typed_lane::TypedLane;
 pub use typed_lanes::TypedLanes;
 pub(crate) use users::Attached;

@@ -75,7 +75,7 @@ pub struct Pool {
     /// Shared by the handles the user holds (`None` for the pool's internal ones, which a
     /// scheduler keeps): the last of them shuts the pool down, schedulers first. Dropped
     /// before `handle`.
-    users: Option<Arc<Users>>,
+    pub(super) users: Option<Arc<Users>>,
     pub(crate) handle: Arc<PoolHandle>,
 }
 
@@ -224,7 +224,8 @@ impl Pool {
     /// Called from a task of this pool, it stops intake and returns without waiting (a task
     /// cannot wait for itself); with a scheduler still holding tasks, the pool's intake then
     /// stops once the scheduler has handed them over, in the background. Calling it again is
-    /// harmless.
+    /// harmless. From async code, await [`shutdown_async`](Pool::shutdown_async) instead: it
+    /// holds no thread of the runtime while it waits.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,12 +1,14 @@
-//! [`Pool`]'s typed lanes: one handler for every key, sync, with state, or async.
+//! [`Pool`]'s typed lanes: one handler for every key, sync, with state, or async (with state
+//! loaded and saved by futures too).
 
 use std::future::Future;
 use std::hash::Hash;
 
 use super::pool::Pool;
 use super::typed_lanes::TypedLanes;
+use crate::error::StateError;
 use crate::lane::typed::{self, TypedHandler};
-use crate::lane::KeyState;
+use crate::lane::{split_loaded, AsyncKeyState, KeyState, Loaded};
 
 impl Pool {
     /// Lanes of messages of type `M`, keyed by `K`, all handled by `handler` (see
@@ -154,6 +156,57 @@ impl Pool {
         Fut: Future<Output = S> + Send + 'static,
     {
         self.typed(state, TypedHandler::new_async_with_state(handler), false)
+    }
+
+    /// Async typed lanes whose key's state is loaded and saved by futures: `state` (an
+    /// [`AsyncKeyState`]) loads it before the key's first message, and saves it when the key's
+    /// lane is freed, in the key's order (a load waits for a save of the same key still under
+    /// way). `handler(&key, state, msg)` gets the state by value, or why there is none
+    /// ([`StateError`]: the message is handled all the same), and its future gives back the
+    /// state to keep (`None`: nothing to keep; the key's next message loads again). The rules
+    /// of [`typed_lanes_async_with_state`](Pool::typed_lanes_async_with_state) hold.
+    ///
+    /// A loading key holds no thread. A key's first message costs one allocation for its load;
+    /// its later messages, none.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::sync::{Arc, Mutex};
+    /// let db = Arc::new(Mutex::new(HashMap::new()));
+    /// let (reader, writer) = (db.clone(), db.clone());
+    /// let state = keyway::AsyncKeyState::new(move |account: &&str| {
+    ///     let stored = reader.lock().unwrap().get(account).copied();
+    ///     async move { Ok::<i64, String>(stored.unwrap_or(0)) }
+    /// })
+    /// .on_idle(move |account: &&str, balance: i64| {
+    ///     writer.lock().unwrap().insert(*account, balance);
+    ///     async { Ok(()) }
+    /// });
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let accounts = pool.typed_lanes_async_loaded(state, |_, balance, deposit: i64| async move {
+    ///     balance.ok().map(|b| b + deposit) // keep the new balance
+    /// });
+    /// for deposit in [5, 10, 20] {
+    ///     accounts.send("acct-7", deposit).unwrap();
+    /// }
+    /// pool.shutdown(); // frees every lane: each balance is saved, and waited for
+    /// assert_eq!(db.lock().unwrap()["acct-7"], 35);
+    /// ```
+    pub fn typed_lanes_async_loaded<K, M, S, E, H, Fut>(
+        &self,
+        state: AsyncKeyState<K, S, E>,
+        handler: H,
+    ) -> TypedLanes<K, M, Loaded<S>>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        M: Send + 'static,
+        S: Send + 'static,
+        E: Send + 'static,
+        H: Fn(&K, Result<S, StateError<E>>, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<S>> + Send + 'static,
+    {
+        let (key_state, call) = split_loaded(state, handler, self.registry());
+        self.typed(key_state, TypedHandler::new_async_with_state(call), false)
     }
 
     /// `stateless`: the state is `()` and kept in no slot.

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::shutdown_async::Stopped;
 use crate::engine::Registry;
 use crate::error::ShutdownTimedOut;
 use crate::task::PendingTask;
@@ -39,6 +40,8 @@ pub(crate) struct Users {
     /// Threads finishing a shutdown started where it could not wait: joined by the next
     /// shutdown that waits, so that it returns once they are gone, not only done.
     finishers: Mutex<Vec<JoinHandle<()>>>,
+    /// The shutdown `Pool::shutdown_async` started in the background, once one was.
+    background: Mutex<Option<Arc<Stopped>>>,
 }
 
 impl Users {
@@ -47,6 +50,7 @@ impl Users {
             registry,
             attached: Mutex::new(Vec::new()),
             finishers: Mutex::new(Vec::new()),
+            background: Mutex::new(None),
         }
     }
 
@@ -106,6 +110,29 @@ impl Users {
             Err(_) => self.registry.close(),
         }
         Err(ShutdownTimedOut::new(self.registry.pending()))
+    }
+
+    /// `Pool::shutdown_async`: intake stops here (the schedulers' at once, the pool's once they
+    /// have handed over what they hold), and one close-and-wait runs in the background, the same
+    /// for every caller.
+    pub(crate) fn shut_down_in_background(self: &Arc<Self>) -> Arc<Stopped> {
+        let mut background = self.background.lock();
+        if let Some(stopped) = &*background {
+            return stopped.clone();
+        }
+        let live = self.live();
+        for a in &live {
+            a.shut_down(Some(Instant::now()));
+        }
+        if live.is_empty() {
+            self.registry.close();
+        }
+        let users = self.clone();
+        let stopped = Stopped::start(move || {
+            let _ = users.close_and_wait(None);
+        });
+        *background = Some(stopped.clone());
+        stopped
     }
 
     /// Joins the threads finishing earlier shutdowns (each is done or about to be: the caller

@@ -55,4 +55,5 @@ pub(crate) use key::KeyPanicked;
 use keyed::cells;
 pub(crate) use pool_handle::PoolHandle;
 pub(crate) use table::LaneCore;
-pub use typed::KeyState;
+pub(crate) use typed::split_loaded;
+pub use typed::{AsyncKeyState, KeyState, Loaded};

@@ -17,6 +17,7 @@ mod observability;
 mod operating;
 mod reserved;
 mod shutdown;
+mod shutdown_async;
 mod shutdown_inside_tasks;
 mod threads;
 mod wait_idle;

@@ -1,5 +1,6 @@
 //! `contexts --async`: the `contexts` workload with async tasks — each awaits a yield, a short
-//! tokio timer or a reply completed by another thread (`--wait`) before its work. keyway's async
+//! tokio timer, a reply completed by another thread, or tokio's own wake-ups (a timer or a reply
+//! from another tokio task) (`--wait`) before its work. keyway's async
 //! typed lanes (a message per task) and futures on lanes (`Lane::spawn`) against a tokio actor
 //! per context and a tokio task per message holding a per-context tokio mutex.
 
@@ -9,14 +10,17 @@ use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
 use crate::systems::async_contexts::{
-    KeywayAsync, KeywaySpawnAsync, Remote, Timer, TokioActorAsync, TokioMutexAsync, Wait, Yield,
+    KeywayAsync, KeywaySpawnAsync, Remote, Timer, Tokio, TokioActorAsync, TokioMutexAsync, Wait,
+    Yield,
 };
 
-/// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`).
+/// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`,
+/// `remote`, `tokio`).
 pub fn run_variant(v: &Variant, wait: &str, opts: &RunOptions) -> Result<VariantReport, String> {
     match wait {
         "timer" => run_with::<Timer>(v, opts),
         "remote" => run_with::<Remote>(v, opts),
+        "tokio" => run_with::<Tokio>(v, opts),
         _ => run_with::<Yield>(v, opts),
     }
 }
@@ -55,5 +59,9 @@ mod tests {
         run_once::<KeywaySpawnAsync<Remote>>(&v, 2, t).unwrap();
         run_once::<TokioActorAsync<Remote>>(&v, 2, t).unwrap();
         run_once::<TokioMutexAsync<Remote>>(&v, 2, t).unwrap();
+        run_once::<KeywayAsync<Tokio>>(&v, 2, t).unwrap();
+        run_once::<KeywaySpawnAsync<Tokio>>(&v, 2, t).unwrap();
+        run_once::<TokioActorAsync<Tokio>>(&v, 2, t).unwrap();
+        run_once::<TokioMutexAsync<Tokio>>(&v, 2, t).unwrap();
     }
 }

@@ -5,7 +5,8 @@
 //! * this file — the kind (`Typed`): its entries, how they run, are abandoned or handed back;
 //!   sending to a key's lane;
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
-//! * `asynchronous` — async handlers: one driver per lane activation.
+//! * `asynchronous` — async handlers: one driver per lane activation;
+//! * `loaded` — state per key loaded and saved by futures: [`AsyncKeyState`].
 
 use std::any::{Any, TypeId};
 use std::hash::Hash;
@@ -16,9 +17,12 @@ use std::sync::Arc;
 use smallvec::smallvec;
 
 mod asynchronous;
+mod loaded;
 mod send_all;
 mod state;
 
+pub(crate) use loaded::split as split_loaded;
+pub use loaded::{AsyncKeyState, Loaded};
 pub(crate) use send_all::send_all_pinned;
 pub use state::KeyState;
 
