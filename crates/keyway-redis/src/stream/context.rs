@@ -18,8 +18,9 @@ use crate::stream::state::ShardState;
 use crate::stream::StreamError;
 
 /// The lane of a key: this consumer's instance number and the key's bytes (two consumers in
-/// one process never share lanes).
-pub(crate) type LaneKey = (u64, Vec<u8>);
+/// one process never share lanes). The bytes are shared, so a submission that waits for room
+/// in the pool and tries again copies no key.
+pub(crate) type LaneKey = (u64, Arc<[u8]>);
 
 /// What an entry that exhausted its attempts carries to the ack sender: to the dead-letter
 /// stream, or (`hold`, the quarantine policy) to the shard's hold hash.

@@ -53,16 +53,16 @@ impl ShardReader {
                     continue;
                 }
             }
-            let (id, key) = (e.id, e.key.clone());
+            let (id, lane) = (e.id, self.lane_of(&e.key));
             let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
             let submitted = match &*self.ctx.handler {
                 Handler::Sync(_) => {
                     let task = move || task::run(&ctx, &shard, e, epoch, deliveries);
-                    self.submit_one(&key, Now(task), || self.dispatchable(id))
+                    self.submit_one(lane, Now(task), || self.dispatchable(id))
                 }
                 Handler::Async(_) => {
                     let task = task::run_async(ctx, shard, e, epoch, deliveries);
-                    self.submit_one(&key, Later(task), || self.dispatchable(id))
+                    self.submit_one(lane, Later(task), || self.dispatchable(id))
                 }
             };
             if let Err(refused) = submitted {
@@ -84,20 +84,23 @@ impl ShardReader {
         self.shard.state.lock().dispatchable(id, self.epoch)
     }
 
-    /// Submits `task` (for key `key`), waiting while the pool is full and `wanted`; `Ok` also
-    /// when it stopped being wanted (its entry released or lost) while waiting: its entries
-    /// stay pending, to nobody's harm.
+    /// The lane of `key`'s entries, or `None` without key order (they go to the pool).
+    pub(super) fn lane_of(&self, key: &[u8]) -> Option<LaneKey> {
+        self.ctx
+            .cfg
+            .key_order
+            .then(|| (self.ctx.instance, Arc::from(key)))
+    }
+
+    /// Submits `task` to `lane` (or to the pool), waiting while the pool is full and `wanted`;
+    /// `Ok` also when it stopped being wanted (its entry released or lost) while waiting: its
+    /// entries stay pending, to nobody's harm.
     pub(super) fn submit_one<J: Job>(
         &self,
-        key: &[u8],
+        lane: Option<LaneKey>,
         task: J,
         wanted: impl Fn() -> bool,
     ) -> Result<(), keyway::SubmitErrorKind> {
-        let lane = self
-            .ctx
-            .cfg
-            .key_order
-            .then(|| (self.ctx.instance, key.to_vec()));
         let mut task = task;
         loop {
             let attempt = |t: J| t.submit(&self.ctx, lane.as_ref());

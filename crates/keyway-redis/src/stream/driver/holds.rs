@@ -66,7 +66,7 @@ impl ShardReader {
     /// ahead of it have started (and been held), then runs the held entries in order.
     fn submit_release(&self, key: Vec<u8>) {
         let (ctx, shard, epoch) = (Arc::clone(&self.ctx), Arc::clone(&self.shard), self.epoch);
-        let lane_key = key.clone();
+        let lane = self.lane_of(&key);
         let submitted = match &*self.ctx.handler {
             Handler::Sync(_) => {
                 let task = move || {
@@ -75,7 +75,7 @@ impl ShardReader {
                         task::run(&ctx, &shard, e, epoch, n);
                     }
                 };
-                self.submit_one(&lane_key, Now(task), || self.active())
+                self.submit_one(lane, Now(task), || self.active())
             }
             Handler::Async(_) => {
                 let task = async move {
@@ -84,7 +84,7 @@ impl ShardReader {
                         task::run_async(Arc::clone(&ctx), Arc::clone(&shard), e, epoch, n).await;
                     }
                 };
-                self.submit_one(&lane_key, Later(task), || self.active())
+                self.submit_one(lane, Later(task), || self.active())
             }
         };
         if let Err(refused) = submitted {
