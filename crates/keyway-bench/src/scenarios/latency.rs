@@ -139,15 +139,7 @@ pub fn run(
             None if args.same_rate => Basis::Slowest,
             None => Basis::Own,
         };
-        plots.extend(run_cell(
-            contexts,
-            work,
-            &loads,
-            &basis,
-            size,
-            opts,
-            emit,
-        )?);
+        plots.extend(run_cell(contexts, work, &loads, &basis, size, opts, emit)?);
     }
     Ok(plots)
 }
@@ -197,7 +189,11 @@ fn offered_rates(
         Basis::Slowest => Some(rates.iter().copied().fold(f64::INFINITY, f64::min)),
         Basis::Of(name) => match names.iter().position(|n| n == name) {
             Some(i) => Some(rates[i]),
-            None => return Err(format!("latency: --rate-of {name}: no such system in the cell")),
+            None => {
+                return Err(format!(
+                    "latency: --rate-of {name}: no such system in the cell"
+                ))
+            }
         },
     };
     Ok(rates

@@ -233,7 +233,10 @@ where
         Some((f, wrap)) => {
             let (out, task) = wrap(f);
             let task = Task::new(task);
-            (out, Body::Run(if timed { registry.timed(task) } else { task }))
+            (
+                out,
+                Body::Run(if timed { registry.timed(task) } else { task }),
+            )
         }
         None => unreachable!("a task's body is made once"),
     });
