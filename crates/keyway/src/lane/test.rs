@@ -187,7 +187,7 @@ fn sequential_keys_spread_over_shards_as_random_ones_would() {
     pool.shutdown();
     // The chance that KEYS keys thrown at random into `shards` shards land in at most
     // KEYS - CLUSTERED distinct ones: `p[d]` is the chance of `d` distinct after each throw.
-    let mut p = vec![0.0f64; KEYS + 1];
+    let mut p = [0.0f64; KEYS + 1];
     p[0] = 1.0;
     for _ in 0..KEYS {
         for d in (0..KEYS).rev() {
