@@ -12,13 +12,8 @@ const TASKS: usize = 100_000;
 const WINDOW: usize = 64;
 const KEYS: u32 = 64;
 
-/// Submits `TASKS` two-key tasks in windows of `WINDOW`, each window run before the next.
-fn run_windows(pool: &keyway::Pool, done: &Arc<AtomicUsize>) {
-    run_windows_of(pool, done, false);
-}
-
-/// `run_windows`, each closure capturing 32 bytes when `large` (an `Arc` and three integers)
-/// instead of an `Arc` alone.
+/// Submits `TASKS` two-key tasks in windows of `WINDOW`, each window run before the next; each
+/// closure captures 32 bytes when `large` (an `Arc` and three integers), else an `Arc` alone.
 fn run_windows_of(pool: &keyway::Pool, done: &Arc<AtomicUsize>, large: bool) {
     done.store(0, Ordering::SeqCst);
     for start in (0..TASKS).step_by(WINDOW) {
@@ -46,26 +41,31 @@ fn run_windows_of(pool: &keyway::Pool, done: &Arc<AtomicUsize>, large: bool) {
     }
 }
 
-#[test]
-fn two_key_tasks_on_warm_keys_allocate_nothing_per_task() {
+/// Allocations of a second `run_windows_of(large)` on a fresh pool (the first warms task cells,
+/// lane buffers and the pool's queues to their working size), checked against the budget: the
+/// global queue allocates a block per 63 jobs that go through it; a task cell or a box per task
+/// would be 100,000.
+fn check_budget(large: bool, what: &str) {
     let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
-    // Warm: task cells, lane buffers and the pool's queues at their working size.
-    run_windows(&pool, &done);
+    run_windows_of(&pool, &done, large);
     let before = common::counting::allocations();
-    run_windows(&pool, &done);
+    run_windows_of(&pool, &done, large);
     let n = common::counting::allocations() - before;
-    println!("execute_keyed, 2 keys: {n} allocations for {TASKS} tasks");
-    // The global queue allocates a block per 63 jobs that go through it; a task cell per task
-    // (the multi-key task before its cells were recycled) would be 100,000.
+    println!("execute_keyed, 2 keys, {what}: {n} allocations for {TASKS} tasks");
     assert!(
         n <= (TASKS / 20) as u64,
-        "{n} allocations for {TASKS} two-key tasks (at most {})",
+        "{n} allocations for {TASKS} two-key tasks of {what} (at most {})",
         TASKS / 20
     );
     pool.shutdown();
     assert_eq!(pool.stats().live_lanes, 0);
+}
+
+#[test]
+fn two_key_tasks_on_warm_keys_allocate_nothing_per_task() {
+    check_budget(false, "closures capturing an Arc");
 }
 
 /// A closure of 32 bytes fits a task in place: a multi-key task made from it allocates nothing
@@ -73,18 +73,5 @@ fn two_key_tasks_on_warm_keys_allocate_nothing_per_task() {
 /// place on the way).
 #[test]
 fn two_key_tasks_of_32_byte_closures_allocate_nothing_per_task() {
-    let _serial = crate::serial();
-    let pool = common::fixed_pool(2);
-    let done = Arc::new(AtomicUsize::new(0));
-    run_windows_of(&pool, &done, true);
-    let before = common::counting::allocations();
-    run_windows_of(&pool, &done, true);
-    let n = common::counting::allocations() - before;
-    println!("execute_keyed, 2 keys, 32-byte closures: {n} allocations for {TASKS} tasks");
-    assert!(
-        n <= (TASKS / 20) as u64,
-        "{n} allocations for {TASKS} two-key tasks of 32-byte closures (at most {})",
-        TASKS / 20
-    );
-    pool.shutdown();
+    check_budget(true, "32-byte closures");
 }
