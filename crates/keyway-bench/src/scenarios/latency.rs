@@ -67,6 +67,10 @@ pub struct LatencyArgs {
     /// rate in the cell (default: each system its own), so the delays compare at one rate.
     #[arg(long)]
     pub same_rate: bool,
+    /// Offer every system the same rate: the load in percent of this system's sustained rate
+    /// (a row name, e.g. `keyway`), so the delays compare at one rate that system sets.
+    #[arg(long, conflicts_with = "same_rate")]
+    pub rate_of: Option<String>,
 }
 
 /// One plot of latency distributions: a line of (1 / (1 − q), µs) points per system.
@@ -130,15 +134,12 @@ pub fn run(
         {
             continue; // a knob collapsed several cells into one
         }
-        plots.extend(run_cell(
-            contexts,
-            work,
-            &loads,
-            args.same_rate,
-            size,
-            opts,
-            emit,
-        )?);
+        let basis = match &args.rate_of {
+            Some(name) => Basis::Of(name.clone()),
+            None if args.same_rate => Basis::Slowest,
+            None => Basis::Own,
+        };
+        plots.extend(run_cell(contexts, work, &loads, &basis, size, opts, emit)?);
     }
     Ok(plots)
 }
@@ -154,21 +155,58 @@ fn cell_file(contexts: usize, work: u64) -> String {
     format!("latency-c{contexts}-w{work}")
 }
 
-/// The rate each system is offered at `load` percent: of its own sustained rate, or (`same`)
-/// of the slowest one's, for all.
-fn offered_rates(rates: &[f64], load: u32, same: bool) -> Vec<f64> {
-    let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
-    rates
+/// Whose sustained rate a cell's offered load is a share of.
+#[derive(Debug, Clone, PartialEq)]
+enum Basis {
+    /// Each system its own.
+    Own,
+    /// The slowest system's, for all (`--same-rate`).
+    Slowest,
+    /// This system's, for all (`--rate-of`).
+    Of(String),
+}
+
+impl Basis {
+    fn describe(&self) -> String {
+        match self {
+            Basis::Own => "each system's sustained rate".into(),
+            Basis::Slowest => "the slowest system's sustained rate, for all".into(),
+            Basis::Of(name) => format!("{name}'s sustained rate, for all"),
+        }
+    }
+}
+
+/// The rate each system (`names`, measured at `rates`) is offered at `load` percent of
+/// `basis`; an error if `basis` names a system not measured.
+fn offered_rates(
+    names: &[&str],
+    rates: &[f64],
+    load: u32,
+    basis: &Basis,
+) -> Result<Vec<f64>, String> {
+    let common = match basis {
+        Basis::Own => None,
+        Basis::Slowest => Some(rates.iter().copied().fold(f64::INFINITY, f64::min)),
+        Basis::Of(name) => match names.iter().position(|n| n == name) {
+            Some(i) => Some(rates[i]),
+            None => {
+                return Err(format!(
+                    "latency: --rate-of {name}: no such system in the cell"
+                ))
+            }
+        },
+    };
+    Ok(rates
         .iter()
-        .map(|&own| if same { slowest } else { own } * f64::from(load) / 100.0)
-        .collect()
+        .map(|&own| common.unwrap_or(own) * f64::from(load) / 100.0)
+        .collect())
 }
 
 fn run_cell(
     contexts: usize,
     work: u64,
     loads: &[u32],
-    same_rate: bool,
+    basis: &Basis,
     size: Size,
     opts: &RunOptions,
     emit: &mut Emit<'_>,
@@ -193,7 +231,8 @@ fn run_cell(
     for &load in loads {
         let summaries: Vec<RefCell<Option<Summary>>> =
             chosen.iter().map(|_| RefCell::new(None)).collect();
-        let offered_each = offered_rates(&rates, load, same_rate);
+        let names: Vec<&str> = chosen.iter().map(|s| s.name).collect();
+        let offered_each = offered_rates(&names, &rates, load, basis)?;
         let mut contenders: Vec<Contender<'_>> = chosen
             .iter()
             .zip(&offered_each)
@@ -229,16 +268,15 @@ fn run_cell(
         params.insert("contexts".into(), json!(contexts));
         params.insert("work".into(), json!(work));
         params.insert("load_percent".into(), json!(load));
-        params.insert("same_rate".into(), json!(same_rate));
+        params.insert("same_rate".into(), json!(*basis == Basis::Slowest));
+        if let Basis::Of(name) = basis {
+            params.insert("rate_of".into(), json!(name));
+        }
         params.insert("run_s".into(), json!(size.run_s));
         params.insert("probe_tasks".into(), json!(size.probe_tasks));
         params.insert("cores".into(), json!(cores()));
         params.insert("quick".into(), json!(opts.quick));
-        let basis = if same_rate {
-            "the slowest system's sustained rate, for all"
-        } else {
-            "each system's sustained rate"
-        };
+        let basis = basis.describe();
         let title = format!(
             "{} contexts, work {}, {load}% of {basis}, open loop \
              ({:.2} s; delays from the intended submit time, µs)",
@@ -461,16 +499,40 @@ mod tests {
         assert!(err.contains("order broken"), "{err}");
     }
 
+    const NAMES: [&str; 3] = ["a", "b", "c"];
+
     /// `--same-rate` offers every system the slowest one's rate; by default each its own.
     #[test]
     fn the_same_rate_is_the_slowest_systems_for_all() {
         let rates = [4_000.0, 1_000.0, 2_000.0];
         assert_eq!(
-            offered_rates(&rates, 50, false),
+            offered_rates(&NAMES, &rates, 50, &Basis::Own).unwrap(),
             vec![2_000.0, 500.0, 1_000.0]
         );
-        assert_eq!(offered_rates(&rates, 50, true), vec![500.0, 500.0, 500.0]);
-        assert_eq!(offered_rates(&rates, 100, true), vec![1_000.0; 3]);
+        assert_eq!(
+            offered_rates(&NAMES, &rates, 50, &Basis::Slowest).unwrap(),
+            vec![500.0, 500.0, 500.0]
+        );
+        assert_eq!(
+            offered_rates(&NAMES, &rates, 100, &Basis::Slowest).unwrap(),
+            vec![1_000.0; 3]
+        );
+    }
+
+    /// `--rate-of` offers every system the named one's rate; a name not measured is an error.
+    #[test]
+    fn the_rate_of_a_named_system_is_offered_to_all() {
+        let rates = [4_000.0, 1_000.0, 2_000.0];
+        let of = |name: &str| Basis::Of(name.to_string());
+        assert_eq!(
+            offered_rates(&NAMES, &rates, 50, &of("c")).unwrap(),
+            vec![1_000.0; 3]
+        );
+        assert_eq!(
+            offered_rates(&NAMES, &rates, 25, &of("a")).unwrap(),
+            vec![1_000.0; 3]
+        );
+        assert!(offered_rates(&NAMES, &rates, 50, &of("d")).is_err());
     }
 
     /// Every system of the scenario runs a short open loop correctly, and its rows say what

@@ -260,7 +260,6 @@ impl<S: LaneKind> LaneTable<S> {
     }
 
     fn shard(&self, hash: u64) -> &Shard<S> {
-        // The high bits pick the shard; hashbrown uses the low ones inside it.
         &self.shards[self.shard_index(hash)]
     }
 
@@ -293,9 +292,21 @@ impl<S: LaneKind> LaneTable<S> {
         self.idle_keep * self.shards.len()
     }
 
-    /// The shard a hash lives in.
+    /// The shard a hash lives in: the high bits of a folded multiply of all 64 bits, so the
+    /// spread does not depend on which bits the key hasher mixes well (some foldhash seeds put
+    /// 9 of 16 sequential integer keys into shared shards when bits 40–47 picked the shard).
     pub(crate) fn shard_index(&self, hash: u64) -> usize {
-        (hash >> 40) as usize & (self.shards.len() - 1)
+        const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+        let wide = u128::from(hash) * u128::from(MIX);
+        let folded = (wide as u64) ^ ((wide >> 64) as u64);
+        // `shards.len()` is a power of two, at least 64: the shift is below 64.
+        (folded >> (64 - self.shards.len().trailing_zeros())) as usize
+    }
+
+    /// How many shards the table has.
+    #[cfg(test)]
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
     }
 
     pub(crate) fn lock_shard(&self, index: usize) -> ShardGuard<'_, S> {

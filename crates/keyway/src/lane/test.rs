@@ -157,3 +157,49 @@ fn a_pinned_lane_keeps_its_table_reference_until_unpinned() {
     assert_eq!(Arc::strong_count(&table), base);
     pool.shutdown();
 }
+
+/// The shard index spreads sequential integer keys (the keys programs use most) over the shards
+/// as a random function would, whatever the pool's hasher seed. A shard function that keeps the
+/// hasher's structure clusters them under some seeds: those keys then share a shard lock and
+/// one shard's share of the idle-lane bound. (Picking the shard from bits 40–47 of the hash put
+/// 4 or more of 16 keys into shared shards under 64 of 2,000 seeds, all 16 into one under one;
+/// a random function does so about once in 2,000.)
+#[test]
+fn sequential_keys_spread_over_shards_as_random_ones_would() {
+    const SEEDS: usize = 2_000;
+    const KEYS: usize = 16;
+    const CLUSTERED: usize = 4;
+    let pool = pool();
+    let mut config = pool.handle.registry.config.clone();
+    let mut shards = 0;
+    let mut clustered = 0;
+    for _ in 0..SEEDS {
+        config.hasher = crate::engine::KeyHasher::default();
+        let table = LaneTable::new(Closures, &config);
+        shards = table.shard_count();
+        let mut used: Vec<usize> = (0..KEYS as u64)
+            .map(|k| table.shard_index(table.hash(&k)))
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        clustered += usize::from(KEYS - used.len() >= CLUSTERED);
+    }
+    pool.shutdown();
+    // The chance that KEYS keys thrown at random into `shards` shards land in at most
+    // KEYS - CLUSTERED distinct ones: `p[d]` is the chance of `d` distinct after each throw.
+    let mut p = [0.0f64; KEYS + 1];
+    p[0] = 1.0;
+    for _ in 0..KEYS {
+        for d in (0..KEYS).rev() {
+            let stay = p[d] * d as f64 / shards as f64;
+            p[d + 1] += p[d] - stay;
+            p[d] = stay;
+        }
+    }
+    let expected = SEEDS as f64 * p[..=KEYS - CLUSTERED].iter().sum::<f64>();
+    assert!(
+        (clustered as f64) <= 4.0 * expected + 8.0,
+        "{clustered} of {SEEDS} seeds put {CLUSTERED} or more of {KEYS} sequential keys into \
+         shared shards of {shards} (random: {expected:.1})"
+    );
+}

@@ -319,3 +319,20 @@ fn listed_lanes_carry_their_keys_label_where_the_key_type_allows() {
     }
     pool.shutdown();
 }
+
+/// A task of several keys, or of none, is timed like a one-key task: with every task sampled,
+/// the queue-wait and run-time histograms count each.
+#[test]
+fn multi_key_and_keyless_tasks_are_timed() {
+    let pool = timed_pool();
+    for i in 0..5u32 {
+        pool.execute_keyed([i, i + 1], || ()).unwrap();
+        pool.execute_keyed([i, i + 1, i + 2], || ()).unwrap();
+    }
+    pool.execute_keyed(Vec::<u32>::new(), || ()).unwrap();
+    pool.wait_idle();
+    let m = pool.metrics();
+    assert_eq!(m.queue_wait.count(), 11);
+    assert_eq!(m.run_time.count(), 11);
+    pool.shutdown();
+}
