@@ -234,7 +234,7 @@ where
     let Ok(mut distinct) = distinct else {
         return Err(SubmitError::KeyPanicked(f));
     };
-    admit_entry_then(registry, f, wrap, |make| match distinct.len() {
+    admit_entry_then(registry, f, wrap, |registry, make| match distinct.len() {
         0 => {
             let (out, entry) = make();
             let task = match entry.into_parts() {
