@@ -276,11 +276,11 @@ impl Registry {
         tables.push(table);
     }
 
-    /// `task`, timed if the pool has a meter (`admit_timing` said `Timed`).
-    pub(crate) fn timed(&self, task: crate::task::Task) -> crate::task::Task {
+    /// `task`, timed if the pool has a meter (`admit_timing` said `Timed`), or given back.
+    pub(crate) fn timed(&self, task: crate::task::Task) -> Result<Timed, crate::task::Task> {
         match &self.meter {
-            Some(meter) => Timed::wrap(meter, task),
-            None => task,
+            Some(meter) => Ok(Timed::new(meter, task)),
+            None => Err(task),
         }
     }
 

@@ -453,7 +453,8 @@ fn off_plain<F, T>(
     match not_plain {
         NotPlain::Timed => {
             let (out, task) = make(f);
-            registry.schedule(Work::Task(registry.timed(task)));
+            let task = registry.timed(task).map_or_else(|task| task, Task::new);
+            registry.schedule(Work::Task(task));
             Ok(out)
         }
         NotPlain::Refused(why) => Err(refused(why, f)),

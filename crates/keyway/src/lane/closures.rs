@@ -111,40 +111,60 @@ impl LaneKind for Closures {
 /// Builds a task's lane entry, once (see [`admit_then`]).
 pub(crate) type MakeEntry<'a, T> = &'a mut dyn FnMut() -> (T, ClosureEntry);
 
+// How the submission path stays what it was before the pool could time tasks. Admission's one
+// test sends a timed (or refused) task to `not_plain_entry`, out of line; the plain path must
+// compile to the same code with or without that branch. Two things made it differ (callgrind,
+// function by function, against a build with the branch removed):
+//
+// 1. The timed path calls the same generic pieces as the plain path (`place`, the entry
+//    maker, `wrap` and the closure that makes the entry). With two call sites the compiler
+//    stopped inlining some of them into the plain path: the entry's closure stood out of line
+//    in the caller of `Lane::execute` (3 instructions per task). Every such piece is
+//    `#[inline(always)]` (closures included), so a second call site changes nothing.
+// 2. A `place` closure of three words (table, registry, key) is handed to the cold function
+//    through memory, and the compiler wrote it there before admission, on the plain path too
+//    (6 to 8 instructions per `execute_sequential`). `place` is given the registry as an
+//    argument instead of capturing it: two words, passed in registers.
+
 /// Admits a task, then lets `place` find its lane(s) and queue it, or hands it back refused.
 ///
-/// `place` calls the maker it is given once it has found the lanes (under their shard locks) and
-/// queues the entry. When a key's `Hash`, `Eq` or `Drop` panics first, `place` answers
+/// `place` is given the registry and a maker; it calls the maker once it has found the lanes
+/// (under their shard locks) and queues the entry. When a key's `Hash`, `Eq` or `Drop` panics first, `place` answers
 /// `KeyPanicked` without calling it: the admission is taken back and the task handed back.
 pub(crate) fn admit_then<F, T, R, W>(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     f: F,
     coalescing: bool,
     wrap: W,
-    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+    place: impl FnOnce(&Arc<Registry>, MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
 ) -> Result<T, SubmitError<F>>
 where
     R: Runnable + 'static,
     W: FnOnce(F) -> (T, R),
 {
-    let wrap = move |f| {
-        let (out, task) = wrap(f);
-        (out, ClosureEntry::task(task, coalescing))
-    };
-    admit_entry_then(registry, f, wrap, place)
+    admit_entry_then(
+        registry,
+        f,
+        #[inline(always)]
+        move |f| {
+            let (out, task) = wrap(f);
+            (out, ClosureEntry::task(task, coalescing))
+        },
+        place,
+    )
 }
 
 /// [`admit_then`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
 ///
-/// Always inlined: its plain path is what it was before the pool had a meter, and left to
-/// itself the compiler kept it out of line in `execute_sequential` once the call to the cold
-/// path (which takes the task and both closures) was in it (callgrind, `throughput --keys 1`).
+/// Always inlined (see the note above `admit_then`): left to itself the compiler kept it out
+/// of line in `execute_sequential` once the call to the cold path was in it (callgrind,
+/// `throughput --keys 1`, 44 instructions per task).
 #[inline(always)]
 pub(crate) fn admit_entry_then<F, T, W>(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     f: F,
     wrap: W,
-    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+    place: impl FnOnce(&Arc<Registry>, MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
 ) -> Result<T, SubmitError<F>>
 where
     W: FnOnce(F) -> (T, ClosureEntry),
@@ -160,25 +180,23 @@ where
 #[cold]
 #[inline(never)]
 fn not_plain_entry<F, T, W>(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     not_plain: NotPlain,
     f: F,
     wrap: W,
-    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+    place: impl FnOnce(&Arc<Registry>, MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
 ) -> Result<T, SubmitError<F>>
 where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
     match not_plain {
         NotPlain::Timed => {
-            // The entry is made by the very maker the plain path uses (one call site of `wrap`,
-            // so the compiler may inline it there; callgrind still finds the entry's
-            // constructor out of line with this branch present, ~3 instructions per task),
-            // then timed.
+            // The entry is made by the very maker the plain path uses, then timed (the maker
+            // and what it calls are always inlined: the note above `admit_then`).
             let mut parts = Some((f, wrap));
             let placed = {
                 let mut make = entry_maker(&mut parts);
-                place(&mut || {
+                place(registry, &mut || {
                     let (out, entry) = make();
                     (out, timed_entry(registry, entry))
                 })
@@ -200,7 +218,11 @@ where
 fn timed_entry(registry: &Registry, entry: ClosureEntry) -> ClosureEntry {
     let coalescing = entry.is_coalescing();
     match entry.into_parts() {
-        Parts::Task(task) => ClosureEntry::task(registry.timed(task), coalescing),
+        // One box for the timed task and its marks (not a boxed `Task` boxed again).
+        Parts::Task(task) => match registry.timed(task) {
+            Ok(timed) => ClosureEntry::task(timed, coalescing),
+            Err(task) => ClosureEntry::task(task, coalescing),
+        },
         Parts::Launch(fut) => ClosureEntry::future(fut, coalescing),
         Parts::Many(multi) => ClosureEntry::many(multi),
     }
@@ -209,26 +231,28 @@ fn timed_entry(registry: &Registry, entry: ClosureEntry) -> ClosureEntry {
 /// [`admit_entry_then`] once the task is admitted (inlined there).
 #[inline(always)]
 fn place_admitted<F, T, W>(
-    registry: &Registry,
+    registry: &Arc<Registry>,
     f: F,
     wrap: W,
-    place: impl FnOnce(MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
+    place: impl FnOnce(&Arc<Registry>, MakeEntry<'_, T>) -> Result<T, KeyPanicked>,
 ) -> Result<T, SubmitError<F>>
 where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
     let mut parts = Some((f, wrap));
-    let placed = place(&mut entry_maker(&mut parts));
+    let placed = place(registry, &mut entry_maker(&mut parts));
     settle(registry, placed, parts)
 }
 
 /// The maker of a task's entry from `parts` (once). Its type depends on the task and `wrap`
-/// alone, so the plain and the timed path share it, and `wrap` is called in one place.
+/// alone, so the plain and the timed path share it, and `wrap` is called in one place; it is
+/// inlined into both.
 #[inline(always)]
 fn entry_maker<F, T, W>(parts: &mut Option<(F, W)>) -> impl FnMut() -> (T, ClosureEntry) + '_
 where
     W: FnOnce(F) -> (T, ClosureEntry),
 {
+    #[inline(always)]
     move || match parts.take() {
         Some((f, wrap)) => wrap(f),
         None => unreachable!("a task's entry is made once"),
@@ -255,10 +279,12 @@ fn settle<F, T, W>(
     }
 }
 
+#[inline(always)]
 pub(crate) fn plain<F: FnOnce() + Send + 'static>(f: F) -> ((), Plain<F>) {
     ((), Plain(f))
 }
 
+#[inline(always)]
 pub(crate) fn with_handle<F, T>(f: F) -> (TaskHandle<T>, WithHandle<F, T>)
 where
     F: FnOnce() -> T + Send + 'static,
@@ -281,9 +307,14 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     R: Runnable + 'static,
 {
-    admit_then(registry, f, coalescing, wrap, |make| {
-        lanes.submit(registry, ctx, make)
-    })
+    admit_then(
+        registry,
+        f,
+        coalescing,
+        wrap,
+        #[inline(always)]
+        |registry, make| lanes.submit(registry, ctx, make),
+    )
 }
 
 /// [`submit`] for any kind of entry (`wrap` makes the entry itself: a future's, say).
@@ -297,7 +328,9 @@ pub(crate) fn submit_entry<K, F, T>(
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    admit_entry_then(registry, f, wrap, |make| lanes.submit(registry, ctx, make))
+    admit_entry_then(registry, f, wrap, |registry, make| {
+        lanes.submit(registry, ctx, make)
+    })
 }
 
 /// Queues the entry `wrap` makes of `f` (a closure's or a future's) in the pinned lane `lane`.
@@ -308,11 +341,17 @@ pub(crate) fn push_entry<F, T>(
     f: F,
     wrap: impl FnOnce(F) -> (T, ClosureEntry),
 ) -> Result<T, SubmitError<F>> {
-    admit_entry_then(registry, f, wrap, |make| {
-        let (out, entry) = make();
-        lane.push_pinned(lanes, registry, entry);
-        Ok(out)
-    })
+    admit_entry_then(
+        registry,
+        f,
+        wrap,
+        #[inline(always)]
+        |registry, make| {
+            let (out, entry) = make();
+            lane.push_pinned(lanes, registry, entry);
+            Ok(out)
+        },
+    )
 }
 
 /// [`push_entry`] for a closure task (`wrap` makes the task).
@@ -324,8 +363,15 @@ pub(crate) fn push<F, T, R: Runnable + 'static>(
     coalescing: bool,
     wrap: impl FnOnce(F) -> (T, R),
 ) -> Result<T, SubmitError<F>> {
-    push_entry(registry, lanes, lane, f, move |f| {
-        let (out, task) = wrap(f);
-        (out, ClosureEntry::task(task, coalescing))
-    })
+    push_entry(
+        registry,
+        lanes,
+        lane,
+        f,
+        #[inline(always)]
+        move |f| {
+            let (out, task) = wrap(f);
+            (out, ClosureEntry::task(task, coalescing))
+        },
+    )
 }

@@ -214,7 +214,7 @@ where
         let Some(key) = distinct.pop() else {
             unreachable!("one key")
         };
-        return admit_then(registry, f, false, wrap, |make| {
+        return admit_then(registry, f, false, wrap, |registry, make| {
             lanes.submit(registry, key, make)
         });
     }
@@ -235,7 +235,11 @@ where
             let task = Task::new(task);
             (
                 out,
-                Body::Run(if timed { registry.timed(task) } else { task }),
+                Body::Run(if timed {
+                    registry.timed(task).map_or_else(|task| task, Task::new)
+                } else {
+                    task
+                }),
             )
         }
         None => unreachable!("a task's body is made once"),
@@ -264,7 +268,7 @@ where
     let Ok(mut distinct) = distinct(keys) else {
         return Err(SubmitError::KeyPanicked(f));
     };
-    admit_entry_then(registry, f, wrap, |make| {
+    admit_entry_then(registry, f, wrap, |registry, make| {
         if distinct.len() == 1 {
             return match distinct.pop() {
                 Some(key) => lanes.submit(registry, key, make),
