@@ -137,3 +137,46 @@ fn fire_and_forget_futures_allocate_no_handle() {
         );
     }
 }
+
+/// Allocations made while `FUTURES` fire-and-forget futures queue in one context behind a future
+/// held by a gate, and all have run (the second of two rounds).
+fn allocations_per_queued_future_round() -> u64 {
+    let pool = common::fixed_pool(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut measured = 0;
+    for _round in 0..2 {
+        done.store(0, Ordering::SeqCst);
+        let (open, gate) = futures::channel::oneshot::channel::<()>();
+        let before = common::counting::allocations();
+        pool.execute_async_sequential(7u32, async move {
+            let _ = gate.await;
+        })
+        .unwrap();
+        for _ in 0..FUTURES {
+            let d = done.clone();
+            let fut = async move {
+                keyway::yield_now().await;
+                d.fetch_add(1, Ordering::SeqCst);
+            };
+            pool.execute_async_sequential(7u32, fut).unwrap();
+        }
+        open.send(()).unwrap();
+        common::eventually("all run", || done.load(Ordering::SeqCst) as u64 == FUTURES);
+        measured = common::counting::allocations() - before;
+    }
+    pool.shutdown();
+    measured
+}
+
+#[test]
+fn futures_queued_in_a_context_allocate_one_each() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = allocations_per_queued_future_round();
+    println!("{FUTURES} queued futures in one context: {n} allocations");
+    // Each future's box; the lane's driver task is one per activation, not per future (a task
+    // each would be twice as many). Slack: the gate, its wake-up, the pool's own.
+    assert!(
+        n <= FUTURES + 64,
+        "{n} allocations for {FUTURES} futures (at most one each)"
+    );
+}
