@@ -160,20 +160,27 @@ where
     where
         Typed<K, M, S>: LaneKind,
     {
+        let handler = &self.0;
+        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+        let fut = match handler
+            .runtime
+            .enter(|| handler.call.call(keyed, lane.kind.key_state(), msg))
+        {
+            Ok(fut) => fut,
+            Err(report) => return Ran::Done(Err(report)),
+        };
         // The runner counts the message finished once this returns; the driver holds it (and
-        // each later message it pops holds its own admission) until its future is done. The
-        // driver's first poll calls the handler on it, inside the runtime it enters for the
-        // poll (once per turn).
+        // each later message it pops holds its own admission) until its future is done.
         registry.extend_task();
         let driver = MessageLoop {
             registry: Arc::downgrade(registry),
-            handler: self.0.clone(),
             act: Activation {
-                first: Some(msg),
-                fut: None,
+                fut: Some(fut),
                 lane: lane.clone(),
+                handler: self.0.clone(),
                 live: None,
                 over: false,
+                _types: PhantomData,
             },
         };
         let first = spawn_on(registry, driver);
@@ -250,7 +257,6 @@ where
     C: Call<K, M, S>,
 {
     registry: Weak<Registry>,
-    handler: Arc<Handler<C>>,
     act: Activation<K, M, S, C>,
 }
 
@@ -262,15 +268,15 @@ where
     S: Send + 'static,
     C: Call<K, M, S>,
 {
-    /// The message the runner launched the driver with, until its first poll starts it.
-    first: Option<M>,
     /// The current message's future; structurally pinned, dropped in place when done.
     fut: Option<C::Fut>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
+    handler: Arc<Handler<C>>,
     /// Its key in the pool's set of waiting futures, once it waited (once per activation).
     live: Option<u64>,
     /// The activation is over: the lane is released, resumed or drained.
     over: bool,
+    _types: PhantomData<fn(M)>,
 }
 
 impl<K, M, S, C> Activation<K, M, S, C>
@@ -318,8 +324,7 @@ where
     /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
     /// await point and counted finished; the lane is not resumed (the drain turned it off).
     fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
-        let unstarted = self.first.take().map(drop_quietly).is_some();
-        if self.drop_fut() || unstarted {
+        if self.drop_fut() {
             if let Some(pool) = pool {
                 pool.finished(1);
             }
@@ -330,29 +335,16 @@ where
     /// One poll of the driver, on `pool`: one turn of its lane, registered as held while the
     /// handler's futures run (a `shutdown_now` called from one of them counts the messages
     /// this turn finished).
-    fn poll_on(
-        &mut self,
-        handler: &Handler<C>,
-        pool: OnPool<'_>,
-        cx: &mut Context<'_>,
-    ) -> Poll<()> {
+    fn poll_on(&mut self, pool: OnPool<'_>, cx: &mut Context<'_>) -> Poll<()> {
         let turn = Turn::new(pool, ());
-        let polled = turn.holding(|| self.poll_turn(handler, &turn, cx));
+        let polled = turn.holding(|| self.poll_turn(&turn, cx));
         turn.flush();
         polled
     }
 
     /// The turn: the current future, then the lane's next messages while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
-    fn poll_turn(
-        &mut self,
-        handler: &Handler<C>,
-        turn: &Turn<'_>,
-        cx: &mut Context<'_>,
-    ) -> Poll<()> {
-        if let Some(msg) = self.first.take() {
-            self.start(handler, turn, msg);
-        }
+    fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if self.fut.is_some() {
                 if let Some(waits) = self.poll_fut(turn, cx) {
@@ -370,7 +362,7 @@ where
             }
             let next = self.lane.next_message();
             if let Next::Message(msg) = next {
-                self.start(handler, turn, msg);
+                self.start(turn, msg);
                 continue;
             }
             self.end(Some(turn.registry()));
@@ -423,9 +415,13 @@ where
 
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
-    fn start(&mut self, handler: &Handler<C>, turn: &Turn<'_>, msg: M) {
+    fn start(&mut self, turn: &Turn<'_>, msg: M) {
         let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-        match handler.call.call(keyed, self.lane.kind.key_state(), msg) {
+        match self
+            .handler
+            .call
+            .call(keyed, self.lane.kind.key_state(), msg)
+        {
             // The slot is empty: the new future is pinned from here on.
             Ok(fut) => self.fut = Some(fut),
             Err(report) => {
@@ -454,12 +450,13 @@ where
         if this.act.over {
             return Poll::Ready(());
         }
-        let (act, handler) = (&mut this.act, &*this.handler);
-        // Inside the runtime the table was made in (`tokio` feature), entered once for the
-        // turn: the polls, and the handler making the messages' futures.
+        let act = &mut this.act;
+        let handler = act.handler.clone();
+        // Inside the runtime the table was made in (`tokio` feature): the polls, and the
+        // handler making the next messages' futures.
         handler.runtime.enter(|| {
             with_pool(&this.registry, |pool| match pool {
-                Some(pool) => act.poll_on(handler, pool, cx),
+                Some(pool) => act.poll_on(pool, cx),
                 None => {
                     act.cancel(None);
                     Poll::Ready(())
