@@ -92,26 +92,12 @@ impl<K, S> std::fmt::Debug for KeyState<K, S> {
 /// A typed lane's key as the table stores it: the user's key and the key's state.
 pub(crate) struct Keyed<K, S> {
     pub(crate) key: K,
-    slot: Mutex<Slot<K, S>>,
+    slot: Mutex<Option<StoredState<K, S>>>,
 }
 
-/// A key's state, and the hook that gets it when the lane is freed. The hook, set with the
-/// first state, stays while the state comes and goes: an async handler takes the state out and
-/// gives it back at every message, which then touches no count on the table's shared hook.
-struct Slot<K, S> {
-    state: Option<S>,
+struct StoredState<K, S> {
+    state: S,
     on_idle: Option<Arc<OnIdle<K, S>>>,
-}
-
-impl<K, S> Slot<K, S> {
-    /// Stores `state`; returns the one it replaced.
-    #[inline]
-    fn put(&mut self, spec: &KeyState<K, S>, state: S) -> Option<S> {
-        if self.on_idle.is_none() {
-            self.on_idle = spec.on_idle.clone();
-        }
-        self.state.replace(state)
-    }
 }
 
 impl<K, S> Keyed<K, S> {
@@ -119,10 +105,7 @@ impl<K, S> Keyed<K, S> {
     pub(crate) fn new(key: K) -> Self {
         Keyed {
             key,
-            slot: Mutex::new(Slot {
-                state: None,
-                on_idle: None,
-            }),
+            slot: Mutex::new(None),
         }
     }
 
@@ -149,11 +132,13 @@ impl<K, S> Keyed<K, S> {
             }
             None => self.slot.lock(),
         };
-        if slot.state.is_none() {
-            match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
-                Ok(state) => {
-                    slot.put(spec, state);
-                }
+        let slot_ref = match &mut *slot {
+            Some(slot) => slot,
+            empty => match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
+                Ok(state) => empty.insert(StoredState {
+                    state,
+                    on_idle: spec.on_idle.clone(),
+                }),
                 Err(payload) => {
                     // The message (in `f`) is dropped unhandled; its `Drop` is user code too.
                     if catch_unwind(AssertUnwindSafe(move || drop(f))).is_err() {
@@ -161,18 +146,15 @@ impl<K, S> Keyed<K, S> {
                     }
                     return Err(PanicReport::from_payload(payload));
                 }
-            }
-        }
-        let Some(state) = slot.state.as_mut() else {
-            unreachable!("the state was just made")
+            },
         };
         let outer = IN_HANDLER.with(|h| h.replace(me));
-        let ran = catch_unwind(AssertUnwindSafe(|| f(&self.key, state)));
+        let ran = catch_unwind(AssertUnwindSafe(|| f(&self.key, &mut slot_ref.state)));
         IN_HANDLER.with(|h| h.set(outer));
         match ran {
             Ok(()) => Ok(()),
             Err(payload) => {
-                let broken = slot.state.take();
+                let broken = slot.take();
                 drop(slot); // unlocked before user code runs again
                 if catch_unwind(AssertUnwindSafe(move || drop(broken))).is_err() {
                     tracing::error!("keyway: dropping a key's state panicked (contained)");
@@ -187,9 +169,9 @@ impl<K, S> Keyed<K, S> {
     /// Takes the key's state out of its slot for an async handler (`Stateful`), made first by
     /// `spec.init` if the lane has none (a panic of `init` comes back as its report).
     pub(crate) fn take_state(&self, spec: &KeyState<K, S>) -> Result<S, PanicReport> {
-        let taken = self.slot.lock().state.take();
+        let taken = self.slot.lock().take();
         match taken {
-            Some(state) => Ok(state),
+            Some(slot) => Ok(slot.state),
             None => catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key)))
                 .map_err(PanicReport::from_payload),
         }
@@ -198,9 +180,13 @@ impl<K, S> Keyed<K, S> {
     /// Puts the state an async handler's future gave back into the slot, where the next message
     /// takes it (and `on_idle` gets it when the lane is freed).
     pub(crate) fn put_state(&self, spec: &KeyState<K, S>, state: S) {
+        let slot = StoredState {
+            state,
+            on_idle: spec.on_idle.clone(),
+        };
         // Empty unless a handed-back message of this key ran meanwhile on another thread and
         // made a state of its own: that one is dropped (its `Drop` is user code: contained).
-        let old = self.slot.lock().put(spec, state);
+        let old = self.slot.lock().replace(slot);
         if old.is_some() && catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
             tracing::error!("keyway: dropping a key's state panicked (contained)");
         }
@@ -219,7 +205,7 @@ thread_local! {
 impl<K, S> Drop for Keyed<K, S> {
     fn drop(&mut self) {
         // Most `Keyed`s dropped are look-up keys of a send, with no state: keep that path short.
-        if self.slot.get_mut().state.is_some() {
+        if self.slot.get_mut().is_some() {
             self.release();
         }
     }
@@ -230,8 +216,7 @@ impl<K, S> Keyed<K, S> {
     #[cold]
     #[inline(never)]
     fn release(&mut self) {
-        let slot = self.slot.get_mut();
-        let (Some(state), on_idle) = (slot.state.take(), slot.on_idle.take()) else {
+        let Some(StoredState { state, on_idle }) = self.slot.get_mut().take() else {
             return;
         };
         let key = &self.key;
