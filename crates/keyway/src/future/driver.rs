@@ -222,7 +222,7 @@ pub(crate) fn launch<F>(
 }
 
 /// Tells a future's handle that it was dropped without starting.
-pub(crate) fn abandon<T>(fut: impl Future, handle: Option<Completer<T>>, why: Abandon) {
+pub(crate) fn abandon<T, F>(fut: F, handle: Option<Completer<T>>, why: Abandon) {
     drop_quietly(fut);
     if let Some(handle) = handle {
         handle.abandon(why);

@@ -14,7 +14,6 @@ use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use super::turn::Turn;
 use crate::engine::{refused, NotPlain, Registry};
 use crate::error::SubmitError;
-use crate::future::Release;
 use crate::task::{
     drop_quietly, Abandon, ContextOf, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle,
     WithHandle,
@@ -47,7 +46,7 @@ impl LaneKind for Closures {
     ) -> Ran {
         match entry.into_parts() {
             Parts::Launch(fut) => {
-                fut.launch(registry, Release::Resume(lane.clone()));
+                super::spawn::launch(lane, registry, fut);
                 Ran::Suspended
             }
             Parts::Task(task) => Ran::Done(task.run()),

@@ -24,6 +24,7 @@
 //! * `loom_lane`, `loom_keyed`, `loom_pins` — loom models of a runner against pushers, of
 //!   multi-key tasks, and of pinned lanes' table references.
 
+mod activation;
 pub(crate) mod batch;
 pub(crate) mod closures;
 mod entry;

@@ -1,14 +1,21 @@
-//! Futures onto lanes: the lane entry of a submitted future, and submitting one to a context.
+//! Futures onto lanes: the lane entry of a submitted future, submitting one to a context, and
+//! the driver that runs a lane's futures one after another (rule 7).
 
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
+use super::activation::{hand_over, one_turn, Activity, Handover};
 use super::closures::{self, ClosureEntry, Closures};
-use super::table::LaneTable;
-use crate::engine::Registry;
+use super::entry::Parts;
+use super::table::{LaneCore, LaneTable};
+use super::turn::Turn;
+use crate::engine::holding::launching;
+use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::Launcher;
+use crate::future::{spawn_on, Launcher, Started, Step};
 use crate::task::TaskHandle;
 
 /// A future's handle and lane entry.
@@ -46,4 +53,136 @@ where
     F::Output: Send + 'static,
 {
     closures::submit_entry(registry, lanes, ctx, fut, |fut| entry(fut, coalescing))
+}
+
+/// Rule 7 for a closure lane: starts the driver of `lane`'s activation with `fut`, the future
+/// its runner took from the head. The driver polls it in place; when it is done, the driver
+/// takes the lane's next entry under the lane lock while it is a future too, and polls that one
+/// in the same task. So a lane of futures costs one task per activation, not one per future,
+/// and no runner turn between two futures.
+pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Launcher) {
+    // The runner counts the entry finished once this returns; the driver holds it (and each
+    // later future it takes holds its own admission) until its future is done.
+    registry.extend_task();
+    let driver = FutureLoop {
+        registry: Arc::downgrade(registry),
+        fut: Some(fut.start()),
+        lane: lane.clone(),
+        activity: Activity::default(),
+    };
+    let first = spawn_on(registry, driver);
+    launching(|| first.run());
+}
+
+impl LaneCore<Closures> {
+    /// Rule 7: the lane's current future is done; the next one, or how the lane is handed on,
+    /// under the lane lock. An entry at the head is the very next to run, so taking it keeps
+    /// rule 5.
+    fn next_future(&self) -> Result<Launcher, Handover<Closures>> {
+        let mut st = self.state.lock();
+        if st.table.is_none() {
+            return Err(Handover::Drained);
+        }
+        match st.queue.front() {
+            None => Err(Handover::Idle(st.turn_idle(self.pinned()))),
+            Some(entry) if entry.is_async() => match st.queue.pop_front().map(|e| e.into_parts()) {
+                Some(Parts::Launch(fut)) => Ok(fut),
+                _ => unreachable!("the head was just seen to be a future"),
+            },
+            Some(_) => Err(Handover::Other),
+        }
+    }
+}
+
+/// One activation of a closure lane whose head is a future: it holds the lane (scheduled, no
+/// job) from the runner's launch until the lane is empty or its head is not a future.
+struct FutureLoop {
+    registry: Weak<Registry>,
+    /// The current future; `None` between two.
+    fut: Option<Started>,
+    lane: Arc<LaneCore<Closures>>,
+    activity: Activity,
+}
+
+impl FutureLoop {
+    /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
+    /// await point and counted finished; the lane is not resumed (the drain turned it off).
+    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
+        if let Some(mut fut) = self.fut.take() {
+            fut.cancel();
+            if let Some(pool) = pool {
+                pool.finished(1);
+            }
+        }
+        self.activity.end(pool.map(|p| &**p.registry));
+    }
+
+    /// The turn: the current future, then the lane's next futures while they complete at once
+    /// (at most the turn's batch of them: fairness, then back through the queue).
+    fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if let Some(fut) = &mut self.fut {
+                let may_resume = || turn.pool.may_resume();
+                match fut.poll(cx, &may_resume) {
+                    Step::Waits { woke_itself } => {
+                        if self.activity.waits(turn, cx, woke_itself) {
+                            self.cancel(Some(&turn.pool));
+                            return Poll::Ready(());
+                        }
+                        return Poll::Pending;
+                    }
+                    Step::Done(report) => {
+                        // Counted finished by the turn; a panic reported in the lane's context.
+                        self.fut = None;
+                        if let Some(report) = report {
+                            turn.registry()
+                                .report_panic(report.in_context(self.lane.hash));
+                        }
+                        turn.done(1);
+                    }
+                }
+            }
+            if let Some(polled) = self.activity.pause(turn, cx) {
+                return polled;
+            }
+            match self.lane.next_future() {
+                Ok(fut) => self.fut = Some(fut.start()),
+                Err(next) => {
+                    hand_over(&mut self.activity, &self.lane, turn, next);
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+}
+
+impl Future for FutureLoop {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Each future is pinned in its own box (`Started`): the driver itself is not.
+        let this = self.get_mut();
+        if this.activity.is_over() {
+            return Poll::Ready(());
+        }
+        let registry = this.registry.clone();
+        with_pool(&registry, |pool| match pool {
+            Some(pool) => one_turn(pool, |turn| this.poll_turn(turn, cx)),
+            None => {
+                this.cancel(None);
+                Poll::Ready(())
+            }
+        })
+    }
+}
+
+impl Drop for FutureLoop {
+    fn drop(&mut self) {
+        // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
+        // between two futures) or is gone. The lane is not resumed: the drain turned it off.
+        if !self.activity.is_over() {
+            let registry = self.registry.clone();
+            with_pool(&registry, |pool| self.cancel(pool.as_ref()));
+        }
+    }
 }

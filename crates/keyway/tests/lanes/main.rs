@@ -16,6 +16,7 @@ mod blocked;
 mod coalescing;
 mod contexts;
 mod fairness;
+mod future_chain;
 mod handles;
 mod hasher;
 mod hot_lane;

@@ -87,15 +87,23 @@ fn a_busy_async_typed_lane_allocates_nothing_per_yielding_message() {
 const FUTURES: u64 = 10_000;
 
 /// Allocations made while `FUTURES` futures (ready at once) are submitted and all have run: in
-/// one context or on the pool, with a handle each (dropped at once) or none (`execute_async*`);
-/// the second of two rounds, so every buffer on the path is warm.
+/// one context (queued behind a future held by a gate, so the context's lane is activated once
+/// whatever the threads' timing) or on the pool, with a handle each (dropped at once) or none
+/// (`execute_async*`); the second of two rounds, so every buffer on the path is warm.
 fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let mut measured = 0;
     for _round in 0..2 {
         done.store(0, Ordering::SeqCst);
+        let (open, gate) = futures::channel::oneshot::channel::<()>();
         let before = common::counting::allocations();
+        if in_lane {
+            pool.execute_async_sequential(7u32, async move {
+                let _ = gate.await;
+            })
+            .unwrap();
+        }
         for _ in 0..FUTURES {
             let d = done.clone();
             let fut = async move {
@@ -108,6 +116,7 @@ fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
                 (false, false) => drop(pool.spawn(fut).unwrap()),
             }
         }
+        let _ = open.send(());
         common::eventually("all run", || done.load(Ordering::SeqCst) as u64 == FUTURES);
         measured = common::counting::allocations() - before;
     }
@@ -136,4 +145,17 @@ fn fire_and_forget_futures_allocate_no_handle() {
             "in_lane {in_lane}: {detached} allocations without handles, {with_handles} with"
         );
     }
+}
+
+#[test]
+fn futures_queued_in_a_context_allocate_one_each() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = allocations_per_future_round(true, true);
+    println!("{FUTURES} queued futures in one context: {n} allocations");
+    // Each future's box; the lane's driver task is one per activation, not per future (a task
+    // each would be twice as many). Slack: the gate, its wake-up, the pool's own.
+    assert!(
+        n <= FUTURES + 64,
+        "{n} allocations for {FUTURES} futures (at most one each)"
+    );
 }

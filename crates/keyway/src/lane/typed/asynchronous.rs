@@ -21,8 +21,9 @@ use crate::engine::holding::launching;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, spawn_on, Runtime};
-use crate::lane::table::{LaneCore, LaneKind, LaneTable, Ran};
-use crate::lane::turn::{Again, Turn};
+use crate::lane::activation::{hand_over, one_turn, Activity, Handover};
+use crate::lane::table::{LaneCore, LaneKind, Ran};
+use crate::lane::turn::Turn;
 use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
@@ -178,8 +179,7 @@ where
                 fut: Some(fut),
                 lane: lane.clone(),
                 handler: self.0.clone(),
-                live: None,
-                over: false,
+                activity: Activity::default(),
                 _types: PhantomData,
             },
         };
@@ -206,43 +206,27 @@ where
     }
 }
 
-/// What a driver finds at its lane's head once its message is done.
-enum Next<K, M, S>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    /// The next message, taken out of the queue: the driver handles it.
-    Message(M),
-    /// The queue is empty: the lane turned idle (rule 2); here is the table it held.
-    Idle(Option<Arc<LaneTable<Typed<K, M, S>>>>),
-    /// Something else is next (a flush): the lane goes back to a runner.
-    Other,
-    /// `shutdown_now` drained the lane.
-    Drained,
-}
-
 impl<K, M, S> LaneCore<Typed<K, M, S>>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
-    /// Rule 7: the lane's current future is done; what comes next, under the lane lock. A
-    /// message at the head is the very next to run, so taking it keeps rule 5.
-    fn next_message(&self) -> Next<K, M, S> {
+    /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
+    /// on (a flush next: back to a runner), under the lane lock. A message at the head is the
+    /// very next to run, so taking it keeps rule 5.
+    fn next_message(&self) -> Result<M, Handover<Typed<K, M, S>>> {
         let mut st = self.state.lock();
         if st.table.is_none() {
-            return Next::Drained;
+            return Err(Handover::Drained);
         }
         match st.queue.front() {
-            None => Next::Idle(st.turn_idle(self.pinned())),
+            None => Err(Handover::Idle(st.turn_idle(self.pinned()))),
             Some(Entry::Message { .. }) => match st.queue.pop_front() {
-                Some(Entry::Message { msg, .. }) => Next::Message(msg),
+                Some(Entry::Message { msg, .. }) => Ok(msg),
                 _ => unreachable!("the head was just seen"),
             },
-            Some(Entry::Flush(_)) => Next::Other,
+            Some(Entry::Flush(_)) => Err(Handover::Other),
         }
     }
 }
@@ -272,10 +256,7 @@ where
     fut: Option<C::Fut>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
     handler: Arc<Handler<C>>,
-    /// Its key in the pool's set of waiting futures, once it waited (once per activation).
-    live: Option<u64>,
-    /// The activation is over: the lane is released, resumed or drained.
-    over: bool,
+    activity: Activity,
     _types: PhantomData<fn(M)>,
 }
 
@@ -313,14 +294,6 @@ where
         turn.done(1);
     }
 
-    /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
-    fn end(&mut self, registry: Option<&Registry>) {
-        self.over = true;
-        if let (Some(registry), Some(id)) = (registry, self.live.take()) {
-            registry.futures.remove(id);
-        }
-    }
-
     /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
     /// await point and counted finished; the lane is not resumed (the drain turned it off).
     fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
@@ -329,17 +302,7 @@ where
                 pool.finished(1);
             }
         }
-        self.end(pool.map(|p| &**p.registry));
-    }
-
-    /// One poll of the driver, on `pool`: one turn of its lane, registered as held while the
-    /// handler's futures run (a `shutdown_now` called from one of them counts the messages
-    /// this turn finished).
-    fn poll_on(&mut self, pool: OnPool<'_>, cx: &mut Context<'_>) -> Poll<()> {
-        let turn = Turn::new(pool, ());
-        let polled = turn.holding(|| self.poll_turn(&turn, cx));
-        turn.flush();
-        polled
+        self.activity.end(pool.map(|p| &**p.registry));
     }
 
     /// The turn: the current future, then the lane's next messages while they complete at once
@@ -351,27 +314,16 @@ where
                     return waits;
                 }
             }
-            if turn.stopping() {
-                // `shutdown_now`: the drain takes the lane's messages; nothing is resumed.
-                self.end(Some(turn.registry()));
-                return Poll::Ready(());
+            if let Some(polled) = self.activity.pause(turn, cx) {
+                return polled;
             }
-            if turn.used_up() {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+            match self.lane.next_message() {
+                Ok(msg) => self.start(turn, msg),
+                Err(next) => {
+                    hand_over(&mut self.activity, &self.lane, turn, next);
+                    return Poll::Ready(());
+                }
             }
-            let next = self.lane.next_message();
-            if let Next::Message(msg) = next {
-                self.start(turn, msg);
-                continue;
-            }
-            self.end(Some(turn.registry()));
-            match next {
-                Next::Idle(table) => self.lane.let_go(table),
-                Next::Other => self.lane.clone().run_again(&turn.pool, Again::Next),
-                Next::Message(_) | Next::Drained => {}
-            }
-            return Poll::Ready(());
         }
     }
 
@@ -387,16 +339,9 @@ where
         }));
         match polled {
             Ok((Poll::Pending, queued)) => {
-                if turn.stopping() {
-                    // `shutdown_now` may have cancelled the waiting set already: this await
-                    // point is where the future is cancelled.
+                if self.activity.waits(turn, cx, queued) {
                     self.cancel(Some(&turn.pool));
                     return Some(Poll::Ready(()));
-                }
-                // A real wait joins the waiting set, once per activation; a future queued again
-                // by its own wake needs no entry (`future::probe`).
-                if self.live.is_none() && !queued {
-                    self.live = Some(turn.registry().futures.insert(cx.waker().clone()));
                 }
                 Some(Poll::Pending)
             }
@@ -447,7 +392,7 @@ where
         // in place (`fut = None`), and a new future is only written into an empty slot; no
         // other field is pinned, and `act` itself is never moved.
         let this = unsafe { self.get_unchecked_mut() };
-        if this.act.over {
+        if this.act.activity.is_over() {
             return Poll::Ready(());
         }
         let act = &mut this.act;
@@ -456,7 +401,7 @@ where
         // handler making the next messages' futures.
         handler.runtime.enter(|| {
             with_pool(&this.registry, |pool| match pool {
-                Some(pool) => act.poll_on(pool, cx),
+                Some(pool) => one_turn(pool, |turn| act.poll_turn(turn, cx)),
                 None => {
                     act.cancel(None);
                     Poll::Ready(())
@@ -476,7 +421,7 @@ where
     fn drop(&mut self) {
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
-        if !self.act.over {
+        if !self.act.activity.is_over() {
             let act = &mut self.act;
             with_pool(&self.registry, |pool| act.cancel(pool.as_ref()));
         }

@@ -1,0 +1,101 @@
+//! What the two drivers of rule 7 share — the typed lane's (`typed/asynchronous.rs`) and the
+//! closure lane's (`spawn.rs`), each one task per lane activation polling the lane's futures one
+//! after another: the activation's place in the pool's waiting set, its end, one poll as one turn
+//! of the lane, and how the lane is handed on when its head is no longer the driver's.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::table::{LaneCore, LaneKind, LaneTable};
+use super::turn::{Again, Turn};
+use crate::engine::{OnPool, Registry};
+
+/// An activation's bookkeeping besides its current future.
+#[derive(Default)]
+pub(super) struct Activity {
+    /// Its key in the pool's set of waiting futures, once it waited (once per activation).
+    live: Option<u64>,
+    /// The activation is over: the lane is released, resumed or drained.
+    over: bool,
+}
+
+impl Activity {
+    #[inline]
+    pub(super) fn is_over(&self) -> bool {
+        self.over
+    }
+
+    /// The activation ends; the caller lets go of the lane (or `shutdown_now` took it).
+    pub(super) fn end(&mut self, registry: Option<&Registry>) {
+        self.over = true;
+        if let (Some(registry), Some(id)) = (registry, self.live.take()) {
+            registry.futures.remove(id);
+        }
+    }
+
+    /// Between two entries: `Some` when the turn stops here. `shutdown_now` began: the
+    /// activation ends (the drain takes the lane's entries; nothing is resumed). Or the turn's
+    /// batch is used up: the driver wakes itself and yields its thread (fairness, then back
+    /// through the queue).
+    #[inline]
+    pub(super) fn pause(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Option<Poll<()>> {
+        if turn.stopping() {
+            self.end(Some(turn.registry()));
+            return Some(Poll::Ready(()));
+        }
+        if turn.used_up() {
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        None
+    }
+
+    /// The current future returned `Pending`. True if the pool is stopping: `shutdown_now` may
+    /// have cancelled the waiting set already, so this await point is where the caller cancels
+    /// it. Else a real wait (not `woke_itself`) joins the waiting set, once per activation.
+    pub(super) fn waits(&mut self, turn: &Turn<'_>, cx: &Context<'_>, woke_itself: bool) -> bool {
+        if turn.stopping() {
+            return true;
+        }
+        if self.live.is_none() && !woke_itself {
+            self.live = Some(turn.registry().futures.insert(cx.waker().clone()));
+        }
+        false
+    }
+}
+
+/// One poll of a driver on `pool`: one turn of its lane, registered as held while its futures
+/// run (a `shutdown_now` called from one of them counts the entries this turn finished).
+#[inline]
+pub(super) fn one_turn(pool: OnPool<'_>, turn_: impl FnOnce(&Turn<'_>) -> Poll<()>) -> Poll<()> {
+    let turn = Turn::new(pool, ());
+    let polled = turn.holding(|| turn_(&turn));
+    turn.flush();
+    polled
+}
+
+/// What a driver finds at its lane's head once its current future is done, besides an entry
+/// of its own.
+pub(super) enum Handover<S: LaneKind> {
+    /// The queue is empty: the lane turned idle (rule 2); here is the table it held.
+    Idle(Option<Arc<LaneTable<S>>>),
+    /// Something else is next: the lane goes back to a runner.
+    Other,
+    /// `shutdown_now` drained the lane.
+    Drained,
+}
+
+/// The activation ends on `next`, its lane handed on as it says.
+pub(super) fn hand_over<S: LaneKind>(
+    activity: &mut Activity,
+    lane: &Arc<LaneCore<S>>,
+    turn: &Turn<'_>,
+    next: Handover<S>,
+) {
+    activity.end(Some(turn.registry()));
+    match next {
+        Handover::Idle(table) => lane.let_go(table),
+        Handover::Other => lane.clone().run_again(&turn.pool, Again::Next),
+        Handover::Drained => {}
+    }
+}
