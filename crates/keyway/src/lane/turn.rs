@@ -1,8 +1,8 @@
 //! A lane's turn: one activation of a lane, from the job (or the future's end) that starts it
 //! to the moment it gives the lane away. Every kind of lane runs its entries through it — the
 //! closure and typed runner (`runner.rs`), a chain of multi-key tasks (`keyed/run.rs`), an async
-//! typed lane's driver (`typed/asynchronous.rs`) — and ends through it (the end of a future that
-//! held a lane, `Resume`, and the pop of a finished multi-key task, `keyed/multi.rs`, included).
+//! typed lane's driver (`typed/asynchronous.rs`) — and ends through it (a lane future's driver,
+//! `activation.rs`, and the pop of a finished multi-key task, `keyed/multi.rs`, included).
 //! So each of these is decided here once (`README.md`, "The turn", rules 1, 2, 5 and 8):
 //!
 //! * the **budget**: at most the pool's lane batch of entries a turn (fairness);
@@ -24,7 +24,6 @@ use std::sync::{Arc, Weak};
 use super::table::{LaneCore, LaneKind, LaneState, LaneTable};
 use crate::engine::holding::{self, Held};
 use crate::engine::{OnPool, Registry, Watched, Work};
-use crate::future::Resume;
 use crate::task::PanicReport;
 
 /// What a turn holds besides its count: a runner's chunk (`runner.rs`), or nothing.
@@ -246,23 +245,6 @@ impl<S: LaneKind> LaneCore<S> {
             (Again::Next, _) | (Again::Yield, None) => {
                 pool.registry.schedule_next(Work::Lane(self))
             }
-        }
-    }
-}
-
-/// Rule 7: a lane suspended on a future, resumed by that future once it is done (completed,
-/// panicked, cancelled): the end of the turn that launched it. The lane is scheduled with no
-/// job; it turns idle if its queue is empty, else it runs again next on this worker. Under
-/// `shutdown_now` nothing is resumed: the drain takes the lane's entries and turns it off.
-impl<S: LaneKind> Resume for LaneCore<S> {
-    fn context_hash(&self) -> Option<u64> {
-        Some(self.hash)
-    }
-
-    fn resume(self: Arc<Self>, pool: &OnPool<'_>) {
-        if !pool.stopping() {
-            // A lane whose table reference is gone was drained by `shutdown_now`.
-            self.end_turn(pool, Again::Next, |st| st.table.is_some());
         }
     }
 }
