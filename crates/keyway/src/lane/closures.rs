@@ -261,7 +261,7 @@ where
 /// What `place` did with an admitted task: queued it, or a key panicked first (the admission
 /// is taken back and the task, never made an entry, handed back).
 #[inline(always)]
-fn settle<F, T, W>(
+pub(crate) fn settle<F, T, W>(
     registry: &Registry,
     placed: Result<T, KeyPanicked>,
     parts: Option<(F, W)>,
@@ -272,7 +272,7 @@ fn settle<F, T, W>(
             registry.unadmit();
             match parts {
                 Some((f, _)) => Err(SubmitError::KeyPanicked(f)),
-                None => unreachable!("a key panicked after the entry was queued"),
+                None => unreachable!("a key panicked after the task was queued"),
             }
         }
     }

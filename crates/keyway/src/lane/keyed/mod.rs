@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::closures::{admit_entry_then, admit_then, ClosureEntry, Closures};
+use super::closures::{admit_entry_then, admit_then, settle, ClosureEntry, Closures};
 use super::key::{catch_key, KeyPanicked};
 use super::table::{LaneCore, LaneTable};
 use crate::engine::{refused, NotPlain, Registry, Work};
@@ -244,14 +244,7 @@ where
         }
         None => unreachable!("a task's body is made once"),
     });
-    match (placed, parts) {
-        (Ok(out), _) => Ok(out),
-        (Err(KeyPanicked), Some((f, _))) => {
-            registry.unadmit();
-            Err(SubmitError::KeyPanicked(f))
-        }
-        (Err(KeyPanicked), None) => unreachable!("a key panicked after the task was queued"),
-    }
+    settle(registry, placed, parts)
 }
 
 /// [`submit`] for any kind of entry (a future's, say).
