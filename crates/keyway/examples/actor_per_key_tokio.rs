@@ -62,10 +62,14 @@ fn check(name: &str, balances: &Balances, accounts: u32, deposits: u32) -> Resul
 }
 
 /// keyway's typed lanes with async handlers owning each account's state: the recommended way.
+/// `held`: the sender keeps a handle on each account's lane, as the tokio way keeps each
+/// account's channel sender (a `Vec` index per message); else it sends by key (a look-up of the
+/// key's lane per message, which the tokio way does not do).
 async fn typed_lanes_async_with_state(
     pool: &keyway::Pool,
     accounts: u32,
     deposits: u32,
+    held: bool,
 ) -> Balances {
     let balances = Balances::default();
     let saved = balances.clone();
@@ -77,9 +81,18 @@ async fn typed_lanes_async_with_state(
     let lanes = pool.typed_lanes_async_with_state(state, |_: &u32, account: Account, seq: u32| {
         write(account.apply(seq))
     });
-    for seq in 0..deposits {
-        for id in 0..accounts {
-            lanes.send(id, seq).expect("the pool accepts");
+    if held {
+        let handles: Vec<_> = (0..accounts).map(|id| lanes.lane(id)).collect();
+        for seq in 0..deposits {
+            for lane in &handles {
+                lane.send(seq).expect("the pool accepts");
+            }
+        }
+    } else {
+        for seq in 0..deposits {
+            for id in 0..accounts {
+                lanes.send(id, seq).expect("the pool accepts");
+            }
         }
     }
     // Awaiting one account's deposits from tokio: a flush is a handle, and handles are futures.
@@ -110,27 +123,23 @@ fn typed_lanes_with_state(pool: &keyway::Pool, accounts: u32, deposits: u32) -> 
     balances
 }
 
+/// Each account's state for the ways with a future per message: a cell per account, made up
+/// front as the tokio way makes a channel and a task per account. Each future takes its account's
+/// cell (an `Arc` clone and an uncontended lock: the lane runs one future of the account at a
+/// time), so these ways do the work the others do, not a shared map's look-up under one lock.
+type Cells = Vec<Arc<Mutex<Account>>>;
+
 /// A future per message in the account's lane (`spawn_sequential`, handle dropped, or
-/// `execute_async_sequential`, no handle); the state in a map of its own.
-fn future_per_message(
-    pool: &keyway::Pool,
-    accounts: u32,
-    deposits: u32,
-    detached: bool,
-) -> Balances {
-    let balances = Balances::default();
+/// `execute_async_sequential`, no handle); the state in the account's cell.
+fn future_per_message(pool: &keyway::Pool, accounts: u32, deposits: u32, detached: bool) -> Cells {
+    let cells: Cells = (0..accounts).map(|_| Arc::default()).collect();
     for seq in 0..deposits {
-        for id in 0..accounts {
-            let balances = balances.clone();
+        for (id, cell) in (0..accounts).zip(&cells) {
+            let cell = cell.clone();
             let fut = async move {
-                let account = balances
-                    .lock()
-                    .unwrap()
-                    .get(&id)
-                    .copied()
-                    .unwrap_or_default();
+                let account = *cell.lock().unwrap();
                 let account = write(account.apply(seq)).await;
-                balances.lock().unwrap().insert(id, account);
+                *cell.lock().unwrap() = account;
             };
             if detached {
                 pool.execute_async_sequential(id, fut)
@@ -140,7 +149,31 @@ fn future_per_message(
             }
         }
     }
-    balances
+    cells
+}
+
+/// What a way ends with: the map its states were handed to, or its cells.
+enum Accounts {
+    Handed(Balances),
+    Cells(Cells),
+}
+
+impl Accounts {
+    /// The final states, read from the cells as the other ways hand theirs over at the end.
+    fn into_balances(self) -> Balances {
+        match self {
+            Accounts::Handed(balances) => balances,
+            Accounts::Cells(cells) => {
+                let balances = Balances::default();
+                let mut map = balances.lock().unwrap();
+                for (id, cell) in (0..).zip(cells) {
+                    map.insert(id, *cell.lock().unwrap());
+                }
+                drop(map);
+                balances
+            }
+        }
+    }
 }
 
 /// tokio alone: a task and a channel per account.
@@ -182,6 +215,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut failures = Vec::new();
     let ways = [
         "typed_lanes_async_with_state",
+        "typed_lanes_async_with_state, a lane per account",
         "typed_lanes_with_state (sync)",
         "execute_async_sequential",
         "spawn_sequential",
@@ -194,18 +228,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .keep_idle(Duration::from_secs(60))
             .build()?;
         let started = Instant::now();
-        let balances = match name {
-            "typed_lanes_async_with_state" => {
-                typed_lanes_async_with_state(&pool, accounts, deposits).await
+        let ended = match name {
+            "typed_lanes_async_with_state" => Accounts::Handed(
+                typed_lanes_async_with_state(&pool, accounts, deposits, false).await,
+            ),
+            "typed_lanes_async_with_state, a lane per account" => Accounts::Handed(
+                typed_lanes_async_with_state(&pool, accounts, deposits, true).await,
+            ),
+            "typed_lanes_with_state (sync)" => {
+                Accounts::Handed(typed_lanes_with_state(&pool, accounts, deposits))
             }
-            "typed_lanes_with_state (sync)" => typed_lanes_with_state(&pool, accounts, deposits),
-            "execute_async_sequential" => future_per_message(&pool, accounts, deposits, true),
-            "spawn_sequential" => future_per_message(&pool, accounts, deposits, false),
-            _ => tokio_task_per_account(accounts, deposits).await,
+            "execute_async_sequential" => {
+                Accounts::Cells(future_per_message(&pool, accounts, deposits, true))
+            }
+            "spawn_sequential" => {
+                Accounts::Cells(future_per_message(&pool, accounts, deposits, false))
+            }
+            _ => Accounts::Handed(tokio_task_per_account(accounts, deposits).await),
         };
         // Every accepted message handled (and each lane's state handed to `on_idle`); the
         // shutdown is awaited, holding no thread of the runtime.
         pool.shutdown_async().await;
+        let balances = ended.into_balances();
         let took = started.elapsed();
         let verdict = match check(name, &balances, accounts, deposits) {
             Ok(()) => "ok",
@@ -215,7 +259,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         };
         println!(
-            "{name:>34}: {:>7.1} ms  {verdict}",
+            "{name:>50}: {:>7.1} ms  {verdict}",
             took.as_secs_f64() * 1e3
         );
     }
