@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -301,4 +302,96 @@ fn shutdown_now_racing_yielding_drivers_accounts_for_every_message_once() {
             );
         }
     }
+}
+
+/// Each key's log, as `on_idle` got it, and how many states `init` made.
+type Logs = Arc<Mutex<std::collections::HashMap<u32, Vec<u32>>>>;
+
+/// A state that logs its key's messages: counted when made, handed to `logs` when its lane goes.
+fn logged_state(logs: &Logs, inits: &Arc<AtomicUsize>) -> keyway::KeyState<u32, Vec<u32>> {
+    let (logs, inits) = (logs.clone(), inits.clone());
+    keyway::KeyState::new(move |_: &u32| {
+        inits.fetch_add(1, Ordering::SeqCst);
+        Vec::new()
+    })
+    .on_idle(move |key: &u32, log| {
+        logs.lock().unwrap().insert(*key, log);
+    })
+}
+
+/// A driver carries its key's state from one message to the next: the state is back in the
+/// key's slot before the lane turns idle or goes back to a runner (a flush next), so the key's
+/// next activation finds it (one state per key, never made anew) and `on_idle` gets every
+/// message's update.
+#[test]
+fn a_drivers_state_is_back_in_its_slot_before_the_lane_turns_idle() {
+    let pool = keyway::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .keep_idle(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let (logs, inits) = (Logs::default(), Arc::new(AtomicUsize::new(0)));
+    let lanes = pool.typed_lanes_async_with_state(
+        logged_state(&logs, &inits),
+        |_: &u32, mut log: Vec<u32>, n: u32| async move {
+            if n % 3 == 0 {
+                keyway::yield_now().await;
+            }
+            log.push(n);
+            log
+        },
+    );
+    for burst in 0..3 {
+        for n in burst * 20..(burst + 1) * 20 {
+            for key in 0..4 {
+                lanes.send(key, n).unwrap();
+                if n % 7 == 0 {
+                    // A flush next: the driver hands the lane back to a runner.
+                    drop(lanes.flush(key).unwrap());
+                }
+            }
+        }
+        pool.wait_idle(); // every lane idle: each activation let go of its lane
+    }
+    pool.shutdown();
+    assert_eq!(inits.load(Ordering::SeqCst), 4, "one state per key");
+    let logs = logs.lock().unwrap();
+    for key in 0..4 {
+        assert_eq!(logs[&key], (0..60).collect::<Vec<_>>(), "key {key}");
+    }
+}
+
+/// `shutdown_now` called between two messages of a driver (from the earlier one's future): the
+/// state the driver carries goes back to the key's slot, and `on_idle` gets it with every
+/// message handled so far.
+#[test]
+fn shutdown_now_between_two_messages_hands_the_carried_state_to_on_idle() {
+    let pool = fixed_pool(1);
+    let (logs, inits) = (Logs::default(), Arc::new(AtomicUsize::new(0)));
+    let stopper = Arc::new(Mutex::new(Some(pool.clone())));
+    let stop = stopper.clone();
+    let lanes = pool.typed_lanes_async_with_state(
+        logged_state(&logs, &inits),
+        move |_: &u32, mut log: Vec<u32>, n: u32| {
+            let stop = stop.clone();
+            async move {
+                log.push(n);
+                if n == 3 {
+                    let pool = stop.lock().unwrap().take();
+                    drop(pool.map(|pool| pool.shutdown_now()));
+                }
+                log
+            }
+        },
+    );
+    for n in 0..10 {
+        lanes.send(7, n).unwrap();
+    }
+    common::eventually("the key's state handed to on_idle", || {
+        logs.lock().unwrap().contains_key(&7)
+    });
+    assert_eq!(logs.lock().unwrap()[&7], vec![0, 1, 2, 3]);
+    assert_eq!(inits.load(Ordering::SeqCst), 1);
+    drop(stopper);
 }

@@ -6,7 +6,10 @@
 //! message's future in place. When that future completes, the driver pops the lane's next
 //! message under the lane lock and polls the handler's new future at once; when the lane is
 //! empty it turns the lane idle (rule 2) and ends. So a warm lane allocates nothing per message,
-//! and a message costs one poll per real wake-up, not a launch and a lane job.
+//! and a message costs one poll per real wake-up, not a launch and a lane job. A handler that
+//! owns its key's state gets it from the previous message's future through the driver, not
+//! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
+//! puts it back in the slot before it lets go of the lane.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -62,16 +65,19 @@ where
 /// value, given back as the future's output.
 trait Call<K, M, S>: Send + Sync + 'static {
     type Fut: Future + Send + 'static;
-    /// The future of `msg` (the handler, and the state's `init`, are user code: a panic comes
-    /// back as its report, the message dropped).
+    /// The future of `msg`, given the key's state `carried` from the activation's previous
+    /// message, else the one in the key's slot (the handler, and the state's `init`, are user
+    /// code: a panic comes back as its report, the message dropped).
     fn call(
         &self,
         keyed: &Keyed<K, S>,
         spec: &KeyState<K, S>,
+        carried: &mut Option<S>,
         msg: M,
     ) -> Result<Self::Fut, PanicReport>;
-    /// The message's future completed with `out`.
-    fn done(keyed: &Keyed<K, S>, spec: &KeyState<K, S>, out: <Self::Fut as Future>::Output);
+    /// The message's future completed with `out`: the state it gave back, if the handler owns
+    /// one, for the activation's next message (or the key's slot).
+    fn done(out: <Self::Fut as Future>::Output) -> Option<S>;
 }
 
 /// `handler(&key, msg)`: no state (kept in no slot).
@@ -86,16 +92,25 @@ where
 {
     type Fut = Fut;
 
-    fn call(&self, keyed: &Keyed<K, ()>, _: &KeyState<K, ()>, msg: M) -> Result<Fut, PanicReport> {
+    fn call(
+        &self,
+        keyed: &Keyed<K, ()>,
+        _: &KeyState<K, ()>,
+        _: &mut Option<()>,
+        msg: M,
+    ) -> Result<Fut, PanicReport> {
         catch_unwind(AssertUnwindSafe(|| (self.0)(&keyed.key, msg)))
             .map_err(PanicReport::from_payload)
     }
 
-    fn done(_: &Keyed<K, ()>, _: &KeyState<K, ()>, (): ()) {}
+    fn done((): ()) -> Option<()> {
+        None
+    }
 }
 
 /// `handler(&key, state, msg)`, whose future gives the state back: the state leaves its slot
-/// for the message's future, and goes back once that completes.
+/// for the message's future; once that completes, the activation carries it to the key's next
+/// message, and puts it back in the slot before it lets go of the lane.
 struct Stateful<H, Fut>(H, PhantomData<fn() -> Fut>);
 
 impl<K, M, S, H, Fut> Call<K, M, S> for Stateful<H, Fut>
@@ -108,8 +123,14 @@ where
 {
     type Fut = Fut;
 
-    fn call(&self, keyed: &Keyed<K, S>, spec: &KeyState<K, S>, msg: M) -> Result<Fut, PanicReport> {
-        let state = match keyed.take_state(spec) {
+    fn call(
+        &self,
+        keyed: &Keyed<K, S>,
+        spec: &KeyState<K, S>,
+        carried: &mut Option<S>,
+        msg: M,
+    ) -> Result<Fut, PanicReport> {
+        let state = match carried.take().map_or_else(|| keyed.take_state(spec), Ok) {
             Ok(state) => state,
             Err(report) => {
                 drop_quietly(msg);
@@ -120,8 +141,8 @@ where
             .map_err(PanicReport::from_payload)
     }
 
-    fn done(keyed: &Keyed<K, S>, spec: &KeyState<K, S>, state: S) {
-        keyed.put_state(spec, state);
+    fn done(state: S) -> Option<S> {
+        Some(state)
     }
 }
 
@@ -163,10 +184,11 @@ where
     {
         let handler = &self.0;
         let keyed = Typed::<K, M, S>::keyed(lane.key.get());
-        let fut = match handler
-            .runtime
-            .enter(|| handler.call.call(keyed, lane.kind.key_state(), msg))
-        {
+        let fut = match handler.runtime.enter(|| {
+            handler
+                .call
+                .call(keyed, lane.kind.key_state(), &mut None, msg)
+        }) {
             Ok(fut) => fut,
             Err(report) => return Ran::Done(Err(report)),
         };
@@ -177,6 +199,7 @@ where
             registry: Arc::downgrade(registry),
             act: Activation {
                 fut: Some(fut),
+                carried: None,
                 lane: lane.clone(),
                 handler: self.0.clone(),
                 activity: Activity::default(),
@@ -197,14 +220,18 @@ where
         let handler = &self.0;
         let fut = handler
             .runtime
-            .enter(|| handler.call.call(keyed, spec, msg))?;
-        run_here(
-            async move { C::done(keyed, spec, fut.await) },
-            None,
-            &handler.runtime,
-        )
+            .enter(|| handler.call.call(keyed, spec, &mut None, msg))?;
+        let done = async move {
+            if let Some(state) = C::done(fut.await) {
+                keyed.put_state(spec, state);
+            }
+        };
+        run_here(done, None, &handler.runtime)
     }
 }
+
+/// How an async typed lane is handed on when its driver is done with it.
+type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
 
 impl<K, M, S> LaneCore<Typed<K, M, S>>
 where
@@ -214,19 +241,22 @@ where
 {
     /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
     /// on (a flush next: back to a runner), under the lane lock. A message at the head is the
-    /// very next to run, so taking it keeps rule 5.
-    fn next_message(&self) -> Result<M, Handover<Typed<K, M, S>>> {
+    /// very next to run, so taking it keeps rule 5. An empty queue turns the lane idle unless
+    /// the driver `carries` the key's state: then `Err(None)`, the lane still held, for the
+    /// state to go back to its slot before a new activation can look for it there.
+    fn next_message(&self, carries: bool) -> Result<M, Option<TypedHandover<K, M, S>>> {
         let mut st = self.state.lock();
         if st.table.is_none() {
-            return Err(Handover::Drained);
+            return Err(Some(Handover::Drained));
         }
         match st.queue.front() {
-            None => Err(Handover::Idle(st.turn_idle(self.pinned()))),
+            None if carries => Err(None),
+            None => Err(Some(Handover::Idle(st.turn_idle(self.pinned())))),
             Some(Entry::Message { .. }) => match st.queue.pop_front() {
                 Some(Entry::Message { msg, .. }) => Ok(msg),
                 _ => unreachable!("the head was just seen"),
             },
-            Some(Entry::Flush(_)) => Err(Handover::Other),
+            Some(Entry::Flush(_)) => Err(Some(Handover::Other)),
         }
     }
 }
@@ -254,6 +284,9 @@ where
 {
     /// The current message's future; structurally pinned, dropped in place when done.
     fut: Option<C::Fut>,
+    /// The key's state the last message's future gave back, for the next message: it goes back
+    /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
+    carried: Option<S>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
     handler: Arc<Handler<C>>,
     activity: Activity,
@@ -294,9 +327,18 @@ where
         turn.done(1);
     }
 
+    /// The carried state back to the key's slot.
+    fn put_back(&mut self) {
+        if let Some(state) = self.carried.take() {
+            let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+            keyed.put_state(self.lane.kind.key_state(), state);
+        }
+    }
+
     /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
     /// await point and counted finished; the lane is not resumed (the drain turned it off).
     fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
+        self.put_back();
         if self.drop_fut() {
             if let Some(pool) = pool {
                 pool.finished(1);
@@ -315,11 +357,15 @@ where
                 }
             }
             if let Some(polled) = self.activity.pause(turn, cx) {
+                self.put_back();
                 return polled;
             }
-            match self.lane.next_message() {
+            match self.lane.next_message(self.carried.is_some()) {
                 Ok(msg) => self.start(turn, msg),
-                Err(next) => {
+                // Empty: the state goes back, then the queue is looked at again.
+                Err(None) => self.put_back(),
+                Err(Some(next)) => {
+                    self.put_back();
                     hand_over(&mut self.activity, &self.lane, turn, next);
                     return Poll::Ready(());
                 }
@@ -346,8 +392,7 @@ where
                 Some(Poll::Pending)
             }
             Ok((Poll::Ready(out), _)) => {
-                let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-                C::done(keyed, self.lane.kind.key_state(), out);
+                self.carried = C::done(out);
                 self.message_done(turn, None);
                 None
             }
@@ -362,11 +407,8 @@ where
     /// the handler (or of the state's `init`) ends the message at once.
     fn start(&mut self, turn: &Turn<'_>, msg: M) {
         let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-        match self
-            .handler
-            .call
-            .call(keyed, self.lane.kind.key_state(), msg)
-        {
+        let spec = self.lane.kind.key_state();
+        match self.handler.call.call(keyed, spec, &mut self.carried, msg) {
             // The slot is empty: the new future is pinned from here on.
             Ok(fut) => self.fut = Some(fut),
             Err(report) => {
