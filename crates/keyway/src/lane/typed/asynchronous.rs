@@ -197,11 +197,11 @@ where
         registry.extend_task();
         let driver = MessageLoop {
             registry: Arc::downgrade(registry),
+            handler: self.0.clone(),
             act: Activation {
                 fut: Some(fut),
                 carried: None,
                 lane: lane.clone(),
-                handler: self.0.clone(),
                 activity: Activity::default(),
                 _types: PhantomData,
             },
@@ -271,10 +271,13 @@ where
     C: Call<K, M, S>,
 {
     registry: Weak<Registry>,
+    /// Borrowed by each poll (not counted again: the count is shared by every lane's driver).
+    handler: Arc<Handler<C>>,
     act: Activation<K, M, S, C>,
 }
 
-/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`).
+/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`) and its
+/// handler.
 struct Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -288,7 +291,6 @@ where
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
     lane: Arc<LaneCore<Typed<K, M, S>>>,
-    handler: Arc<Handler<C>>,
     activity: Activity,
     _types: PhantomData<fn(M)>,
 }
@@ -349,7 +351,7 @@ where
 
     /// The turn: the current future, then the lane's next messages while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
-    fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if self.fut.is_some() {
                 if let Some(waits) = self.poll_fut(turn, cx) {
@@ -361,7 +363,7 @@ where
                 return polled;
             }
             match self.lane.next_message(self.carried.is_some()) {
-                Ok(msg) => self.start(turn, msg),
+                Ok(msg) => self.start(call, turn, msg),
                 // Empty: the state goes back, then the queue is looked at again.
                 Err(None) => self.put_back(),
                 Err(Some(next)) => {
@@ -405,10 +407,10 @@ where
 
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
-    fn start(&mut self, turn: &Turn<'_>, msg: M) {
+    fn start(&mut self, call: &C, turn: &Turn<'_>, msg: M) {
         let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
         let spec = self.lane.kind.key_state();
-        match self.handler.call.call(keyed, spec, &mut self.carried, msg) {
+        match call.call(keyed, spec, &mut self.carried, msg) {
             // The slot is empty: the new future is pinned from here on.
             Ok(fut) => self.fut = Some(fut),
             Err(report) => {
@@ -437,13 +439,12 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let act = &mut this.act;
-        let handler = act.handler.clone();
+        let (act, handler) = (&mut this.act, &*this.handler);
         // Inside the runtime the table was made in (`tokio` feature): the polls, and the
         // handler making the next messages' futures.
         handler.runtime.enter(|| {
             with_pool(&this.registry, |pool| match pool {
-                Some(pool) => one_turn(pool, |turn| act.poll_turn(turn, cx)),
+                Some(pool) => one_turn(pool, |turn| act.poll_turn(&handler.call, turn, cx)),
                 None => {
                     act.cancel(None);
                     Poll::Ready(())
