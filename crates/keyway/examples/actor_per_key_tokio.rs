@@ -5,8 +5,12 @@
 //!
 //! It then runs the same work through each of keyway's ways to keep an actor per key, and
 //! tokio's own (a task and a channel per account), and prints how long each took: the figures
-//! of the crate docs' "Which API for an actor per key". Every way's balances and order are
-//! checked; the program exits non-zero if one is wrong.
+//! of the crate docs' "Which API for an actor per key". Every way does the same work, as its
+//! users would write it: an account's state lives as long as the account (the typed lanes'
+//! key state, the tokio task's variable, or a cell per account made up front for the ways with
+//! a future per message), and the tokio way sends through the sender it keeps per account, as
+//! the held-lane way does through its lane handle. Every way's balances and order are checked;
+//! the program exits non-zero if one is wrong.
 //!
 //! `cargo run --release --example actor_per_key_tokio [accounts] [deposits per account] [way]`
 //! (default 10,000 x 20, every way; a third argument runs only the ways whose name contains it,

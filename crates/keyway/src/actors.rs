@@ -6,25 +6,29 @@
 //! Every way below handles one key's messages one at a time, in send order, while other keys go
 //! on in parallel. Measured by the `actor_per_key_tokio` example (10,000 accounts x 20
 //! deposits, each awaiting a tokio timeout; medians of 5 rounds, each round running every way
-//! once, on a 2-core machine with a load average of ~6 from earlier work, so compare the
-//! ratios, not the milliseconds):
+//! once, on a 2-core machine with a load average of 1.6-3 from other work, so compare the
+//! ratios, not the milliseconds). Every way does the same work the way its users would write
+//! it: the account's state lives as long as the account (in the handler's state, in a tokio
+//! task, or in a cell per account made up front for the ways with a future per message), and
+//! the tokio way, like the held-lane row, sends through a handle it keeps per account.
 //!
-//! | way | time | what a message costs |
-//! |---|---|---|
-//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 18.6 ms | the message queued as itself; no future |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state) | 33.9 ms | a future polled in place by the key's one driver task: no allocation per message |
-//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 99.6 ms | a future per message (one allocation: its box), polled by the key's driver task while the key's futures follow one another |
-//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 154.0 ms | as above, and its [`TaskHandle`](crate::TaskHandle) |
-//! | tokio: a task and an mpsc channel per account (for reference) | 25.8 ms | a channel send; the task and channel live as long as the account |
+//! | way | time | tokio's time over it | what a message costs |
+//! |---|---|---|---|
+//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 27.8 ms | 1.06× | the message queued as itself; no future |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 27.7 ms | 1.06× | a future polled in place by the key's one driver task, the state handed from one message's future to the next: no allocation per message |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 35.4 ms | 0.83× | as above, and the key's look-up in the lane table per message |
+//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 138.8 ms | 0.21× | a future per message (one allocation: its box), polled by the key's driver task while the key's futures follow one another |
+//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 225.2 ms | 0.13× | as above, and its [`TaskHandle`](crate::TaskHandle) |
+//! | tokio: a task and an mpsc channel per account (for reference) | 29.4 ms | 1.00× | a channel send; the task and channel live as long as the account |
 //!
-//! Where the difference goes (callgrind, 1,000 accounts, the difference between 10 and 20
-//! deposits each): tokio's way costs ~500 instructions per message; an async typed lane's
-//! ~960–1,430, by how many lane activations (a lane job, a driver task) the run's interleaving
-//! makes, 0.01–0.28 per message, besides the send (the key's look-up, its lane's lock);
-//! `execute_async_sequential` costs ~2,200–2,500 per message,
-//! the future's box made on the sending thread and freed on a worker (~400), moving the future
-//! into it (~180), and this example's own map of balances under a lock (~300), which the other
-//! ways keep in the handler's state.
+//! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 or 30 deposits each):
+//! tokio's way costs ~500 instructions per message, ~400 of them the timeout the handler
+//! awaits. An async typed lane with a lane kept per account costs ~680 per message, plus ~1,450
+//! per lane activation (the lane's job, a driver task, and the lane let go when idle), of which
+//! a run's interleaving makes 0.1-0.3 per message; sending by key adds the look-up (~250).
+//! `execute_async_sequential` costs ~1,640 per message: the future's box, made on the sending
+//! thread and freed on a worker (~400 in the allocator), the future moved six times on its way
+//! into the box (~180), and a driver task per activation.
 //!
 //! So: a handler that does not await → typed lanes; one that awaits → async typed lanes, with
 //! the key's state owned by the handler (taken by value, given back by its future); a
