@@ -188,11 +188,20 @@ impl Launcher {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Launcher(Box::new(Spawned {
-            fut: Some(fut),
-            handle,
-            runtime: Runtime::current(),
-        }))
+        let runtime = Runtime::current();
+        let mut spawned = Box::<Spawned<F>>::new_uninit();
+        let at = spawned.as_mut_ptr();
+        // SAFETY: `at` is the box's allocation, aligned and sized for a `Spawned<F>`; each field
+        // is written once, with nothing between the writes that can panic, before the box is
+        // taken as initialised. Written in place, the future is copied once (from `fut`), not
+        // into a `Spawned` on the stack and then into the box.
+        let spawned = unsafe {
+            std::ptr::addr_of_mut!((*at).fut).write(Some(fut));
+            std::ptr::addr_of_mut!((*at).handle).write(handle);
+            std::ptr::addr_of_mut!((*at).runtime).write(runtime);
+            spawned.assume_init()
+        };
+        Launcher(spawned)
     }
 
     /// Started in place, in the driver of its lane (its first poll is the driver's to make).
