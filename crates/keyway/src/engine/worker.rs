@@ -92,9 +92,6 @@ pub(crate) struct WorkerCtx {
     streak: Cell<u32>,
     prefer_global: Cell<bool>,
     rng: Cell<u64>,
-    /// This worker holds a search (`sleep.rs`): it spins for work as the pool's searcher, or was
-    /// popped from the idle stack, and has no job yet.
-    searching: Cell<bool>,
 }
 
 impl WorkerCtx {
@@ -110,7 +107,6 @@ impl WorkerCtx {
             streak: Cell::new(0),
             prefer_global: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
-            searching: Cell::new(false),
         })
     }
 
@@ -317,24 +313,17 @@ impl WorkerCtx {
         None
     }
 
-    /// No work was found. The pool's one searcher spins briefly; then it, or at once a worker
-    /// that is not the searcher, sleeps (see `sleep.rs` for the protocol).
+    /// No work was found. Spins briefly, then sleeps (see `sleep.rs` for the protocol).
     fn idle(&self, parker: &Parker) -> Idle {
         let registry = &self.registry;
         // Whatever this worker finished may have left nothing pending.
         registry.finishes_published();
-        if self.searching.get() || registry.sleep.try_search() {
-            self.searching.set(true);
-            let backoff = Backoff::new();
-            while !backoff.is_completed() {
-                if registry.has_work() {
-                    // Still searching: `found_job` ends it once a job is in hand.
-                    return Idle::Work;
-                }
-                backoff.snooze();
+        let backoff = Backoff::new();
+        while !backoff.is_completed() {
+            if registry.has_work() {
+                return Idle::Work;
             }
-            // Ended before the last looks below (announce's among them).
-            self.stop_searching();
+            backoff.snooze();
         }
         // Shutdown steps 2 and 3 (engine README): stopped, the worker leaves at once; closed,
         // once nothing accepted is pending.
@@ -347,7 +336,7 @@ impl WorkerCtx {
         }
         registry.sleep.announce(self.index);
         if registry.has_work() || registry.is_stopping() || registry.is_drained() {
-            self.withdraw();
+            registry.sleep.withdraw(self.index);
             return Idle::Work;
         }
         let expired = park_idle(parker, registry.config.keep_alive, || {
@@ -356,7 +345,7 @@ impl WorkerCtx {
                 || registry.is_stopping()
                 || registry.is_drained()
         });
-        if self.withdraw() && expired {
+        if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
                 tracing::debug!(
@@ -368,35 +357,6 @@ impl WorkerCtx {
             }
         }
         Idle::Work
-    }
-
-    /// Takes this worker off the idle stack; false if a producer popped it first, which handed
-    /// it a search.
-    fn withdraw(&self) -> bool {
-        let withdrew = self.registry.sleep.withdraw(self.index);
-        if !withdrew {
-            self.searching.set(true);
-        }
-        withdrew
-    }
-
-    /// Ends this worker's search, if it holds one.
-    fn stop_searching(&self) {
-        if self.searching.replace(false) {
-            self.registry.sleep.stop_search();
-        }
-    }
-
-    /// A searching worker got a job: it stops searching, and wakes the next worker if work is
-    /// left (producers woke nobody while it searched).
-    #[inline]
-    fn found_job(&self) {
-        if self.searching.get() {
-            self.stop_searching();
-            if self.registry.has_work() {
-                self.registry.notify_one();
-            }
-        }
     }
 }
 
@@ -446,15 +406,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         }
     }
     let _clear = ClearPtr;
-    /// Ends the search this worker holds however `run` leaves: one held by a worker that is
-    /// gone would keep producers from waking the others for good.
-    struct EndSearch<'a>(&'a WorkerCtx);
-    impl Drop for EndSearch<'_> {
-        fn drop(&mut self) {
-            self.0.stop_searching();
-        }
-    }
-    let search = EndSearch(cx);
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
@@ -480,7 +431,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         };
         match next {
             Some(job) => {
-                cx.found_job();
                 if cx.registry.is_stopping() {
                     // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
                     cx.deque.push(job);
@@ -495,7 +445,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             },
         }
     };
-    drop(search);
     // A worker leaving after `shutdown_now` found it with a job did not go through `idle`.
     cx.registry.finishes_published();
     drop(hooks);
