@@ -112,8 +112,8 @@ impl World {
             self.runners.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
-        st.queue.take_into(chunk);
-        if chunk.len() > 1 && chunk.back().is_some_and(|e| e.coalescing) {
+        st.queue.take_into(chunk, self.max);
+        if st.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(|e| e.coalescing) {
             if let Some(last) = chunk.pop_back() {
                 st.queue.push_back(last);
             }

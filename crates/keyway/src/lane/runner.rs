@@ -61,8 +61,8 @@ impl<S: LaneKind> LaneCore<S> {
                 None => unreachable!("the head was just seen"),
             };
         }
-        st.queue.take_into(chunk);
-        if chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
+        st.queue.take_into(chunk, max);
+        if st.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
             if let Some(last) = chunk.pop_back() {
                 st.queue.push_back(last);
             }

@@ -35,7 +35,7 @@ fn the_queue_behaves_as_a_deque_across_home_and_blocks() {
             }
             _ => {
                 q.reclaim(&mut chunk);
-                q.take_into(&mut chunk);
+                q.take_into(&mut chunk, usize::MAX);
                 assert!(q.is_empty());
                 let mut taken: VecDeque<u32> = std::mem::take(&mut model);
                 assert_eq!(chunk.len(), taken.len());
@@ -62,7 +62,7 @@ fn the_queue_behaves_as_a_deque_across_home_and_blocks() {
         assert_eq!(q.len(), model.len());
         assert_eq!(q.front(), model.front());
         assert_eq!(q.back(), model.back());
-        assert!(q.spare_entries() <= SPARE_MAX);
+        assert!(q.spare_entries() <= Queue::<u32>::SPARE_KEEP);
     }
     let rest: Vec<u32> = std::iter::from_fn(|| q.pop_front()).collect();
     assert_eq!(rest, Vec::from(model));
@@ -84,7 +84,7 @@ fn blocks_double_and_a_warm_queue_reuses_them() {
     assert_eq!(q.chain_blocks(), 3, "4, 8 and 16 entries past the home");
     // As a runner does: take the queue, run the chunk, hand its emptied blocks back.
     let mut chunk = Queue::new();
-    q.take_into(&mut chunk);
+    q.take_into(&mut chunk, usize::MAX);
     for i in 0..(1 + 4 + 8 + 16) as u32 {
         assert_eq!(chunk.pop_front(), Some(i));
     }
@@ -122,7 +122,7 @@ fn a_dropped_queue_drops_each_entry_once() {
     }
     q.push_front(token.clone());
     let mut chunk = Queue::new();
-    q.take_into(&mut chunk);
+    q.take_into(&mut chunk, usize::MAX);
     q.push_back(token.clone());
     drop(chunk.pop_back());
     drop(q);
@@ -138,7 +138,7 @@ fn one_entry_needs_no_block() {
     for i in 0..10u32 {
         q.reclaim(&mut chunk);
         q.push_back(i);
-        q.take_into(&mut chunk);
+        q.take_into(&mut chunk, usize::MAX);
         assert_eq!(chunk.pop_front(), Some(i));
         assert_eq!(chunk.pop_front(), None);
     }
@@ -160,4 +160,78 @@ fn trimming_an_empty_queue_frees_its_emptied_head() {
     assert_eq!(q.chain_blocks() + q.spare_entries(), 0);
     q.push_back(7);
     assert_eq!(q.pop_front(), Some(7));
+}
+
+/// A busy lane's turns, as a runner and a producer interleave them: each turn the runner takes
+/// the whole queue, runs a batch of it and gives the rest back, while the producer pushes a
+/// varying number of entries (the lane's depth wanders between empty and thousands). Once warm
+/// (a first pass through the same depths), the queue allocates next to no block: its blocks
+/// stay with the lane whatever the depth does between the turns.
+#[test]
+fn a_busy_lane_with_a_wandering_depth_allocates_no_block_once_warm() {
+    const BATCH: usize = 32;
+    const TASKS: usize = 100_000;
+    let mut q = Queue::new();
+    let mut chunk = Queue::new();
+    let mut next = 0u64;
+    let mut expect = 0u64;
+    let mut peak = 0;
+    let mut pass = |q: &mut Queue<u64>, chunk: &mut Queue<u64>, seed: u64| {
+        let mut x = seed;
+        let mut ran = 0;
+        while ran < TASKS {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // The producer's share of this turn: mostly about the batch, sometimes a burst,
+            // sometimes nothing (the runner catches up).
+            let pushes = match x % 32 {
+                0 => 100 + (x >> 8) as usize % 1_000,
+                1..=11 => 0,
+                _ => (x >> 8) as usize % 41,
+            };
+            q.reclaim(chunk);
+            q.take_into(chunk, BATCH);
+            let mut p = 0;
+            for _ in 0..BATCH {
+                match chunk.pop_front() {
+                    Some(e) => {
+                        assert_eq!(e, expect);
+                        expect += 1;
+                        ran += 1;
+                    }
+                    None => break,
+                }
+                if p < pushes {
+                    q.push_back(next);
+                    next += 1;
+                    p += 1;
+                }
+            }
+            for _ in p..pushes {
+                q.push_back(next);
+                next += 1;
+            }
+            q.give_back(chunk);
+            q.reclaim(chunk);
+            peak = peak.max(q.len());
+        }
+        // The producer stops; the runner drains the lane.
+        q.reclaim(chunk);
+        q.take_into(chunk, usize::MAX);
+        while let Some(e) = chunk.pop_front() {
+            assert_eq!(e, expect);
+            expect += 1;
+        }
+        q.reclaim(chunk);
+    };
+    pass(&mut q, &mut chunk, 0x9E37_79B9_7F4A_7C15);
+    let warm = NEW_BLOCKS.with(|n| n.replace(0));
+    pass(&mut q, &mut chunk, 0x2545_F491_4F6C_DD1D);
+    let hot = NEW_BLOCKS.with(|n| n.get());
+    println!("new blocks: {warm} warming up, {hot} warm, peak depth {peak}");
+    assert!(
+        hot <= TASKS / 1_000,
+        "{hot} new blocks for {TASKS} tasks on a warm lane ({warm} warming up)"
+    );
 }
