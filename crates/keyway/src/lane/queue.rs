@@ -5,10 +5,13 @@
 //! other memory, and an idle lane needs no heap block. Past the home, entries go to heap blocks
 //! linked as a burst needs them, each twice the size of the one before (from [`MIN_BLOCK`]
 //! entries up to 64 KiB of entries): a burst of `n` entries costs about `log n` blocks and moves
-//! nothing (a `VecDeque` doubled and copied its whole buffer). Taking the whole queue (rule 5)
-//! moves the queue's fields, not its entries: O(1) whatever its length; giving a runner's
-//! remainder back in front of the queue moves at most the home's entry and links the chains:
-//! O(1) too.
+//! nothing (a `VecDeque` doubled and copied its whole buffer). A runner's take (rule 5) moves
+//! the queue's fields, not its entries: the whole queue in O(1) when it is short, and when a
+//! backlog fills blocks before the tail, only the whole blocks from the front that hold the
+//! runner's batch (a few headers read: the blocks double), so the tail, where the producer
+//! writes, stays with the queue and a backlog stays one doubling chain across the runner's turns
+//! (rule 9). Giving a runner's remainder back in front of the queue moves at most the home's
+//! entry and links the chains: O(1) too.
 //!
 //! The two cursors live in the queue, not in the blocks: a push writes the slot `wr` points at
 //! and bumps it (the tail block's header is written only when the tail is full), and a pop reads
@@ -16,11 +19,12 @@
 //! block only when reached). A runner thus walks its chunk a block at a time.
 //!
 //! Blocks are recycled within the lane, never through another thread: a block a pop empties
-//! goes to its queue's spare stack (at most [`SPARE_MAX`] entries of blocks, the rest freed), and
-//! a runner hands its chunk's spares to the lane at its next take and at its end
-//! ([`Queue::reclaim`]), where the producer's next block comes from. So a lane kept busy
-//! allocates nothing once warm, and a block is either kept by its lane or freed at once: nothing
-//! outlives its lane.
+//! goes to its queue's spare stack (at most [`SPARE_MAX`] entries of blocks, or one largest
+//! block, the rest freed), and a runner hands its chunk's spares to the lane at its next take and
+//! at its end ([`Queue::reclaim`]), where the producer's next block comes from. So a lane kept
+//! busy allocates nothing once warm but the largest blocks of a backlog deeper than its spares
+//! (one per 2,048 closure entries), and a block is either kept by its lane or freed at once:
+//! nothing outlives its lane.
 //!
 //! # Rules
 //!
@@ -39,7 +43,7 @@
 //! * **Q3, home first.** The home holds an entry only while it is the oldest: a push to the back
 //!   uses it only when the queue is empty (an emptied head may still be linked; it holds none).
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{handle_alloc_error, Layout};
 use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
@@ -490,269 +494,6 @@ impl<E> Queue<E> {
         }
     }
 
-    /// Rule 5: moves the oldest entries into `chunk` (which holds none, and keeps its spares):
-    /// whole blocks from the front, the fewest that hold `want` entries, if the blocks before the
-    /// tail hold that many; else every entry. The tail, where the producer writes, thus stays with
-    /// the queue while it holds a backlog, so its chain keeps doubling across the runner's turns
-    /// (rule 9). The walk reads the headers of the blocks taken (a few: they double), no entry.
-    #[inline]
-    pub(crate) fn take_into(&mut self, chunk: &mut Self, want: usize) {
-        debug_assert!(chunk.is_empty() && chunk.head.is_null());
-        if self.head != self.tail {
-            if let Some((cut, n)) = self.cut(want) {
-                return self.take_front(chunk, cut, n);
-            }
-        }
-        self.take_all(chunk);
-    }
-
-    /// The last block before the tail that `take_into` takes to hand over `want` entries, and how
-    /// many entries it hands over with it (the home's included); `None` if the blocks before the
-    /// tail hold fewer.
-    fn cut(&self, want: usize) -> Option<(*mut Block, u32)> {
-        let mut n = usize::from(self.home_full);
-        let (mut block, mut lo) = (self.head, self.rd);
-        // SAFETY: Q1, Q2 — the chain has a block after its head: every block before the tail has
-        // its live end in its header, and every block after the head its live start.
-        unsafe {
-            while block != self.tail {
-                n += Self::slot(block, (*block).end).offset_from(lo) as usize;
-                if n >= want {
-                    return Some((block, n as u32));
-                }
-                block = (*block).next;
-                lo = Self::slot(block, (*block).start);
-            }
-        }
-        None
-    }
-
-    /// Moves the home's entry and the chain's blocks up to `cut` (not the tail), `n` entries in
-    /// all, into `chunk`.
-    fn take_front(&mut self, chunk: &mut Self, cut: *mut Block, n: u32) {
-        chunk.len = n;
-        self.len -= n;
-        self.move_home(chunk);
-        // SAFETY: Q1, Q2 — `cut` is a block of the chain before its tail: its live end is in its
-        // header, and its successor holds an entry (it becomes this queue's head, at its live
-        // start); `cut` becomes the chunk's tail (its `next` cleared), its free slots past its
-        // live end the chunk's to write.
-        unsafe {
-            let rest = (*cut).next;
-            (*cut).next = ptr::null_mut();
-            chunk.head = self.head;
-            chunk.rd = self.rd;
-            chunk.rd_end = self.rd_end;
-            chunk.tail = cut;
-            chunk.wr = Self::slot(cut, (*cut).end);
-            chunk.wr_end = Self::slot(cut, (*cut).cap);
-            self.head = rest;
-            self.rd = Self::slot(rest, (*rest).start);
-            self.rd_end = self.head_hi();
-        }
-    }
-
-    /// The home's entry (if any) moves to `chunk`'s home, which holds none.
-    #[inline]
-    fn move_home(&mut self, chunk: &mut Self) {
-        if std::mem::replace(&mut self.home_full, false) {
-            // SAFETY: Q2 — the home's entry moves to `chunk`'s home (which holds none) and is
-            // no longer live here: one owner.
-            chunk.home.write(unsafe { self.home.assume_init_read() });
-            chunk.home_full = true;
-        }
-    }
-
-    /// Moves every entry into `chunk` (which holds none) in O(1): the home's entry and the
-    /// chain's cursors; the blocks move with their entries.
-    #[inline]
-    fn take_all(&mut self, chunk: &mut Self) {
-        chunk.len = std::mem::replace(&mut self.len, 0);
-        self.move_home(chunk);
-        if chunk.len > u32::from(chunk.home_full) {
-            // The chain holds entries (else it is at most an emptied head, which stays here).
-            chunk.wr = std::mem::replace(&mut self.wr, ptr::null_mut());
-            chunk.wr_end = std::mem::replace(&mut self.wr_end, ptr::null_mut());
-            chunk.rd = std::mem::replace(&mut self.rd, ptr::null_mut());
-            chunk.rd_end = std::mem::replace(&mut self.rd_end, ptr::null_mut());
-            chunk.head = std::mem::replace(&mut self.head, ptr::null_mut());
-            chunk.tail = std::mem::replace(&mut self.tail, ptr::null_mut());
-        }
-    }
-
-    /// Rule 5: the entries of `chunk` go back in front of this queue's, in order; `chunk` is
-    /// left empty (with its spares). At most the home's entry moves; the chains are linked, so
-    /// it is O(1) whatever either holds.
-    pub(crate) fn give_back(&mut self, chunk: &mut Self) {
-        if chunk.is_empty() {
-            return;
-        }
-        if self.home_full {
-            self.home_full = false;
-            self.len -= 1;
-            // SAFETY: Q2 — the home's entry moves to the back of `chunk` (it is older than
-            // this queue's chain, Q3, and newer than everything in `chunk`).
-            chunk.push_back(unsafe { self.home.assume_init_read() });
-        }
-        self.trim_head();
-        chunk.trim_head();
-        if !self.head.is_null() {
-            if chunk.head.is_null() {
-                chunk.head = self.head;
-                chunk.rd = self.rd;
-                chunk.rd_end = self.rd_end;
-            } else {
-                // SAFETY: Q1, Q2 — both chains hold entries in every block: `chunk`'s tail and
-                // this queue's head become middle blocks (their live bounds written to their
-                // headers) and are linked; the blocks change owner with the entries.
-                unsafe {
-                    (*chunk.tail).end = Self::index(chunk.tail, chunk.wr);
-                    (*self.head).start = Self::index(self.head, self.rd);
-                    (*chunk.tail).next = self.head;
-                }
-            }
-            chunk.tail = self.tail;
-            chunk.wr = self.wr;
-            chunk.wr_end = self.wr_end;
-            chunk.len += self.len;
-            self.len = 0;
-            self.head = ptr::null_mut();
-            self.tail = ptr::null_mut();
-            self.rd = ptr::null_mut();
-            self.rd_end = ptr::null_mut();
-            self.wr = ptr::null_mut();
-            self.wr_end = ptr::null_mut();
-        }
-        chunk.take_all(self);
-    }
-
-    /// Rule 5: `chunk`'s spare blocks (those its runner emptied, and an emptied head it holds
-    /// when it holds no entry) come back to this queue, up to `SPARE_KEEP` entries of them;
-    /// the rest are freed.
-    #[inline]
-    pub(crate) fn reclaim(&mut self, chunk: &mut Self) {
-        if chunk.len == 0 && !chunk.head.is_null() {
-            // SAFETY: Q1, Q2 — a chain holding no entry is one emptied head.
-            unsafe { chunk.drop_empty_head() };
-        }
-        while !chunk.spare.is_null() {
-            let block = chunk.pop_spare();
-            self.recycle(block);
-        }
-    }
-
-    /// Keeps at most `keep` entries of spare blocks (an idle lane in the cache), freeing the
-    /// others; an empty queue's emptied head (left by pops from the lane itself: an async entry
-    /// launched, a multi-key task passed) counts as a spare.
-    pub(crate) fn trim_spare(&mut self, keep: usize) {
-        if self.len == 0 && !self.head.is_null() {
-            // SAFETY: Q1, Q2 — a chain holding no entry is one emptied head.
-            unsafe { self.drop_empty_head() };
-        }
-        let mut stack = std::mem::replace(&mut self.spare, ptr::null_mut());
-        self.spare_cap = 0;
-        while !stack.is_null() {
-            let block = stack;
-            // SAFETY: Q1 — a spare block is this queue's; its `next` links the rest.
-            let cap = unsafe {
-                stack = (*block).next;
-                (*block).cap
-            };
-            if self.spare_cap as usize + cap as usize <= keep {
-                self.push_spare(block, cap);
-            } else {
-                // SAFETY: Q1 — allocated with `layout(cap)`, held by nothing else now.
-                unsafe { dealloc(block.cast(), Self::layout(cap)) };
-            }
-        }
-    }
-
-    /// The entries the spare blocks have room for (for tests).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn spare_entries(&self) -> usize {
-        self.spare_cap as usize
-    }
-
-    /// The blocks holding entries (for tests).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn chain_blocks(&self) -> usize {
-        let (mut n, mut b) = (0, self.head);
-        while !b.is_null() {
-            n += 1;
-            // SAFETY: Q1 — each block of the chain is this queue's.
-            b = unsafe { (*b).next };
-        }
-        n
-    }
-
-    /// A block for the chain, of `cap` entries if it must be allocated: the top spare (the
-    /// block emptied last, likely still in cache), else a new one. Its `next` is null.
-    fn block(&mut self, cap: u32) -> *mut Block {
-        let block = if !self.spare.is_null() {
-            self.pop_spare()
-        } else {
-            Self::new_block(cap)
-        };
-        // SAFETY: Q1 — the block is this queue's; its link is written before any read.
-        unsafe { ptr::addr_of_mut!((*block).next).write(ptr::null_mut()) };
-        block
-    }
-
-    fn new_block(cap: u32) -> *mut Block {
-        #[cfg(all(test, not(loom)))]
-        NEW_BLOCKS.with(|n| n.set(n.get() + 1));
-        let layout = Self::layout(cap);
-        // SAFETY: the layout is not zero-sized (it holds a header).
-        let block = unsafe { alloc(layout) }.cast::<Block>();
-        if block.is_null() {
-            handle_alloc_error(layout);
-        }
-        // SAFETY: a fresh allocation of a block's layout: its header is written.
-        unsafe {
-            block.write(Block {
-                next: ptr::null_mut(),
-                cap,
-                start: 0,
-                end: 0,
-            })
-        };
-        block
-    }
-
-    /// The top spare block, unlinked (the stack is not empty).
-    #[inline]
-    fn pop_spare(&mut self) -> *mut Block {
-        let block = self.spare;
-        // SAFETY: Q1 — a spare is this queue's; its `next` links the rest of the stack.
-        unsafe {
-            self.spare = (*block).next;
-            self.spare_cap -= (*block).cap;
-        }
-        block
-    }
-
-    #[inline]
-    fn push_spare(&mut self, block: *mut Block, cap: u32) {
-        // SAFETY: Q1 — the block is this queue's, holds nothing, and is in no chain.
-        unsafe { (*block).next = self.spare };
-        self.spare = block;
-        self.spare_cap += cap;
-    }
-
-    /// A block that holds nothing and is in no chain: kept as a spare within `SPARE_KEEP`,
-    /// else freed.
-    #[inline]
-    fn recycle(&mut self, block: *mut Block) {
-        // SAFETY: Q1 — the block is this queue's.
-        let cap = unsafe { (*block).cap };
-        if self.spare_cap as usize + cap as usize <= Self::SPARE_KEEP {
-            self.push_spare(block, cap);
-        } else {
-            // SAFETY: Q1 — allocated with `layout(cap)`; held by nothing now.
-            unsafe { dealloc(block.cast(), Self::layout(cap)) };
-        }
-    }
-
     /// Drops every entry and frees every block (the body of `Drop`). If an entry's drop
     /// unwinds, the guard still drops the rest and frees the blocks.
     #[inline(never)]
@@ -786,6 +527,8 @@ impl<E> Drop for Queue<E> {
     }
 }
 
+mod spares;
+mod take;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

@@ -32,13 +32,15 @@ enum Taken<S: LaneKind> {
 }
 
 impl<S: LaneKind> LaneCore<S> {
-    /// Takes the whole queue into `chunk` (empty) in O(1) (rule 9): no entry is read or copied
-    /// under the lock, which is what a producer pushing to this lane waits for. The runner runs
-    /// at most `max` of them this turn and gives the rest back in front of the queue
-    /// (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue stays there unless
-    /// it is the very next to run, so `push` sees every pending coalescing entry that could be
-    /// replaced. Only the head is looked at for a barrier or an async entry; one further back
-    /// is found by the runner, which puts it back with the rest (`Chunk::put_back_from`).
+    /// Takes the whole queue into `chunk` (empty) in O(1), or with a backlog the whole blocks
+    /// from its front that hold `max` entries, the producer's tail block left to it (rule 9): no
+    /// entry is read or copied under the lock, which is what a producer pushing to this lane
+    /// waits for. The runner runs at most `max` of them this turn and gives the rest back in
+    /// front of the queue (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue
+    /// (taken only with the whole queue) stays there unless it is the very next to run, so
+    /// `push` sees every pending coalescing entry that could be replaced. Only the head is
+    /// looked at for a barrier or an async entry; one further back is found by the runner, which
+    /// puts it back with the rest (`Chunk::put_back_from`).
     /// Empty: the lane is turned off (rule 2). The blocks the chunk emptied go back to the lane
     /// first, where the producer's next block comes from.
     fn take_chunk(&self, max: usize, chunk: &mut Queue<S::Entry>) -> Taken<S> {

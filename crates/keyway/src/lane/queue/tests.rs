@@ -33,31 +33,7 @@ fn the_queue_behaves_as_a_deque_across_home_and_blocks() {
                 q.push_back(i);
                 model.push_back(i);
             }
-            _ => {
-                q.reclaim(&mut chunk);
-                q.take_into(&mut chunk, usize::MAX);
-                assert!(q.is_empty());
-                let mut taken: VecDeque<u32> = std::mem::take(&mut model);
-                assert_eq!(chunk.len(), taken.len());
-                for _ in 0..(x >> 20) % 600 {
-                    assert_eq!(chunk.front(), taken.front());
-                    assert_eq!(chunk.pop_front(), taken.pop_front());
-                }
-                if (x >> 40) % 3 == 0 {
-                    // A runner puts an entry it took back in front of its chunk.
-                    if let Some(e) = chunk.pop_front() {
-                        chunk.push_front(e);
-                    }
-                }
-                for j in 0..(x >> 30) % 50 {
-                    q.push_back(j as u32 + 1_000_000);
-                    model.push_back(j as u32 + 1_000_000);
-                }
-                q.give_back(&mut chunk);
-                taken.append(&mut model);
-                model = taken;
-                assert!(chunk.is_empty());
-            }
+            _ => runner_turn(&mut q, &mut chunk, &mut model, x),
         }
         assert_eq!(q.len(), model.len());
         assert_eq!(q.front(), model.front());
@@ -71,6 +47,38 @@ fn the_queue_behaves_as_a_deque_across_home_and_blocks() {
         q.chain_blocks() <= 1,
         "an empty queue links at most its emptied head"
     );
+}
+
+/// A runner's turn inside `the_queue_behaves_as_a_deque_across_home_and_blocks`: take (whole
+/// or a batch drawn from `x`), walk part of the chunk, maybe put an entry back in front, let the
+/// producer push, give the rest back.
+fn runner_turn(q: &mut Queue<u32>, chunk: &mut Queue<u32>, model: &mut VecDeque<u32>, x: u64) {
+    q.reclaim(chunk);
+    let want = [usize::MAX, 1, 32, 300][(x >> 50) as usize % 4];
+    q.take_into(chunk, want);
+    let mut taken: VecDeque<u32> = model.drain(..chunk.len()).collect();
+    assert!(
+        q.is_empty() || chunk.len() >= want,
+        "a partial take holds the batch"
+    );
+    for _ in 0..(x >> 20) % 600 {
+        assert_eq!(chunk.front(), taken.front());
+        assert_eq!(chunk.pop_front(), taken.pop_front());
+    }
+    if (x >> 40) % 3 == 0 {
+        // A runner puts an entry it took back in front of its chunk.
+        if let Some(e) = chunk.pop_front() {
+            chunk.push_front(e);
+        }
+    }
+    for j in 0..(x >> 30) % 50 {
+        q.push_back(j as u32 + 1_000_000);
+        model.push_back(j as u32 + 1_000_000);
+    }
+    q.give_back(chunk);
+    taken.append(model);
+    *model = taken;
+    assert!(chunk.is_empty());
 }
 
 /// Growth links blocks twice the size of the last (log n blocks a burst), and a drained
@@ -162,76 +170,92 @@ fn trimming_an_empty_queue_frees_its_emptied_head() {
     assert_eq!(q.pop_front(), Some(7));
 }
 
-/// A busy lane's turns, as a runner and a producer interleave them: each turn the runner takes
-/// the whole queue, runs a batch of it and gives the rest back, while the producer pushes a
-/// varying number of entries (the lane's depth wanders between empty and thousands). Once warm
-/// (a first pass through the same depths), the queue allocates next to no block: its blocks
-/// stay with the lane whatever the depth does between the turns.
-#[test]
-fn a_busy_lane_with_a_wandering_depth_allocates_no_block_once_warm() {
+/// A lane's queue and a runner's chunk driven as a producer and a runner interleave them,
+/// checking that every entry comes out once, in order.
+struct Busy {
+    q: Queue<u64>,
+    chunk: Queue<u64>,
+    next: u64,
+    expect: u64,
+    peak: usize,
+}
+
+impl Busy {
     const BATCH: usize = 32;
-    const TASKS: usize = 100_000;
-    let mut q = Queue::new();
-    let mut chunk = Queue::new();
-    let mut next = 0u64;
-    let mut expect = 0u64;
-    let mut peak = 0;
-    let mut pass = |q: &mut Queue<u64>, chunk: &mut Queue<u64>, seed: u64| {
+
+    /// One turn: the runner hands back its chunk's spares and takes (as `take_chunk`), runs at
+    /// most a batch while the producer pushes `pushes` entries, then gives the rest back (as
+    /// the turn's end). The entries it ran.
+    fn turn(&mut self, pushes: usize) -> usize {
+        self.q.reclaim(&mut self.chunk);
+        self.q.take_into(&mut self.chunk, Self::BATCH);
+        let mut ran = 0;
+        while ran < Self::BATCH {
+            let Some(e) = self.chunk.pop_front() else {
+                break;
+            };
+            assert_eq!(e, self.expect);
+            self.expect += 1;
+            ran += 1;
+        }
+        for _ in 0..pushes {
+            self.q.push_back(self.next);
+            self.next += 1;
+        }
+        self.q.give_back(&mut self.chunk);
+        self.q.reclaim(&mut self.chunk);
+        self.peak = self.peak.max(self.q.len());
+        ran
+    }
+
+    /// Turns until `tasks` entries ran, the producer's share of each drawn from `seed`: mostly
+    /// about the batch, sometimes a burst of hundreds, sometimes nothing (the runner catches
+    /// up); then the producer stops and the runner drains the lane.
+    fn pass(&mut self, tasks: usize, seed: u64) {
         let mut x = seed;
         let mut ran = 0;
-        while ran < TASKS {
+        while ran < tasks {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            // The producer's share of this turn: mostly about the batch, sometimes a burst,
-            // sometimes nothing (the runner catches up).
             let pushes = match x % 32 {
                 0 => 100 + (x >> 8) as usize % 1_000,
                 1..=11 => 0,
                 _ => (x >> 8) as usize % 41,
             };
-            q.reclaim(chunk);
-            q.take_into(chunk, BATCH);
-            let mut p = 0;
-            for _ in 0..BATCH {
-                match chunk.pop_front() {
-                    Some(e) => {
-                        assert_eq!(e, expect);
-                        expect += 1;
-                        ran += 1;
-                    }
-                    None => break,
-                }
-                if p < pushes {
-                    q.push_back(next);
-                    next += 1;
-                    p += 1;
-                }
-            }
-            for _ in p..pushes {
-                q.push_back(next);
-                next += 1;
-            }
-            q.give_back(chunk);
-            q.reclaim(chunk);
-            peak = peak.max(q.len());
+            ran += self.turn(pushes);
         }
-        // The producer stops; the runner drains the lane.
-        q.reclaim(chunk);
-        q.take_into(chunk, usize::MAX);
-        while let Some(e) = chunk.pop_front() {
-            assert_eq!(e, expect);
-            expect += 1;
+        while !self.q.is_empty() {
+            self.turn(0);
         }
-        q.reclaim(chunk);
+    }
+}
+
+/// A busy lane's turns: each turn the runner takes the queue, runs a batch of it and gives the
+/// rest back, while the producer pushes a varying number of entries (the lane's depth wanders
+/// between empty and about ten thousand). Once warm (a first pass through like depths), the
+/// queue allocates next to no block: a backlog stays one doubling chain, its blocks recycled.
+/// (With a take that always moved the whole queue, the producer's tail went with it and each
+/// turn started a new chain of small blocks: 961 new blocks in the warm pass.)
+#[test]
+fn a_busy_lane_with_a_wandering_depth_allocates_no_block_once_warm() {
+    const TASKS: usize = 100_000;
+    let mut busy = Busy {
+        q: Queue::new(),
+        chunk: Queue::new(),
+        next: 0,
+        expect: 0,
+        peak: 0,
     };
-    pass(&mut q, &mut chunk, 0x9E37_79B9_7F4A_7C15);
+    busy.pass(TASKS, 0x9E37_79B9_7F4A_7C15);
     let warm = NEW_BLOCKS.with(|n| n.replace(0));
-    pass(&mut q, &mut chunk, 0x2545_F491_4F6C_DD1D);
+    busy.pass(TASKS, 0x2545_F491_4F6C_DD1D);
     let hot = NEW_BLOCKS.with(|n| n.get());
+    let peak = busy.peak;
     println!("new blocks: {warm} warming up, {hot} warm, peak depth {peak}");
+    assert!(peak > 5_000, "the depth wandered only up to {peak}");
     assert!(
-        hot <= TASKS / 1_000,
+        hot <= TASKS / 5_000,
         "{hot} new blocks for {TASKS} tasks on a warm lane ({warm} warming up)"
     );
 }
