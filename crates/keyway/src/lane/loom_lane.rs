@@ -20,7 +20,11 @@
 //! meanwhile failed `loom_push_vs_chunked_drain_to_empty` and `loom_batches_vs_chunked_drain`
 //! (order); a chunk's spare block handed to the lane without being unlinked from the chunk's
 //! spare stack aborted them (double free). The turn's end is the runner's take that finds the
-//! queue empty and turns the lane idle under the same lock (rule 2).
+//! queue empty and turns the lane idle under the same lock (rule 2). Breaks of the take that
+//! leaves the producer's tail block (a backlog's take of whole blocks, rule 9): leaving the
+//! queue's read cursor on the blocks the chunk took crashed the models (SIGSEGV); moving a
+//! coalescing last entry of a partial take to the back of the queue failed
+//! `loom_a_partial_take_keeps_a_coalescing_entry_in_place` (`[0, 2, 3, 4, 1]`).
 //!
 //! Deliberate breaks tried when these models were written: keeping a coalescing last entry in
 //! the swapped chunk failed the coalescing model (the entry that was pending behind entry 0 when
@@ -273,6 +277,33 @@ fn loom_batches_vs_chunked_drain() {
             .expect("the other batch ran");
         assert_eq!(ran[at..at + 3], [10, 11, 12], "a batch was split: {ran:?}");
         assert_eq!(ran.len(), 7, "{ran:?}");
+        world.assert_quiet();
+    });
+}
+
+/// Rule 9 with the coalescing rule: a take that leaves the tail with the queue (a backlog past
+/// the runner's batch) never moves a coalescing entry it took to the back of the queue (only a
+/// take of the whole queue does, for its last entry): a coalescing entry with newer entries
+/// behind it runs in its place. Two entries of a block before the tail hold the batch of one
+/// here, so the take is partial. (Moving it back after a partial take as after a whole one ran
+/// `[0, 2, 3, 4, 1]`.)
+#[test]
+fn loom_a_partial_take_keeps_a_coalescing_entry_in_place() {
+    crate::loom::model(|| {
+        let world = World::new(1);
+        assert!(world.push(seq(0)));
+        for entry in [coal(1), seq(2), seq(3)] {
+            assert!(!world.push(entry));
+        }
+        let runner = {
+            let world = world.clone();
+            thread::spawn(move || world.run_lane())
+        };
+        if world.push(coal(4)) {
+            world.run_lane();
+        }
+        runner.join().unwrap();
+        assert_eq!(world.ran(), [0, 1, 2, 3, 4]);
         world.assert_quiet();
     });
 }
