@@ -160,6 +160,7 @@ pub(crate) struct LaneCore<S: LaneKind> {
     pub(super) cached: AtomicU64,
 }
 
+/// What a lane's mutex guards: its queue, its table references and what its runner holds.
 ///
 /// `repr(C)`, in this order: what a one-entry activation reads and writes under the lock (the
 /// table reference, the kept one, the queue's count and its first entry, rule 9) are the 64
