@@ -151,6 +151,16 @@ impl Registry {
         self.notify_panic(report);
     }
 
+    /// [`report_panic`](Self::report_panic) of a task that ran in the context `context` (a
+    /// lane's hash), unless the report names one already.
+    #[cold]
+    pub(crate) fn report_panic_in(&self, context: Option<u64>, mut report: PanicReport) {
+        if let Some(hash) = context {
+            report.set_context(hash);
+        }
+        self.report_panic(report);
+    }
+
     /// Logs `report` and passes it to the panic hook, without counting a panicked task (a
     /// thread hook's panic goes here).
     pub(crate) fn notify_panic(&self, report: PanicReport) {

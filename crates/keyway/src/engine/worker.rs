@@ -204,7 +204,11 @@ impl WorkerCtx {
 
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
     /// panic report. The caller then counts it with `Registry::count_finished`.
-    pub(crate) fn run_one(&self, task: impl FnOnce() -> Result<(), PanicReport>) {
+    pub(crate) fn run_one(
+        &self,
+        context: Option<u64>,
+        task: impl FnOnce() -> Result<(), PanicReport>,
+    ) {
         /// Ends the task in the worker's progress however `task` returns: a panic that unwinds
         /// out of it (user code in bookkeeping) must not leave the worker "inside a task" for
         /// good. A plain call on the normal path.
@@ -221,12 +225,12 @@ impl WorkerCtx {
         let outcome = task();
         drop(ends);
         if let Err(report) = outcome {
-            self.registry.report_panic(report);
+            self.registry.report_panic_in(context, report);
         }
     }
 
     fn run_task(&self, task: Task) {
-        self.run_one(|| task.run());
+        self.run_one(None, || task.run());
         self.registry.count_finished(1, Some(self));
     }
 
@@ -241,7 +245,7 @@ impl WorkerCtx {
     /// A poll contains its future's panics (`future::driver`).
     #[inline]
     fn run_poll(&self, runnable: PollTask) {
-        self.run_one(|| {
+        self.run_one(None, || {
             runnable.run();
             Ok(())
         });

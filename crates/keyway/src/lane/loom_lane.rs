@@ -1,15 +1,30 @@
-//! loom models of a runner taking its lane's queue in chunks (`README.md`, rules 1, 2, 4, 5 and
-//! the coalescing rule), on a miniature of `LaneState`: a queue, a spare buffer and a
-//! `scheduled` flag under one lock. The runner takes the whole queue by swapping it with its
-//! empty chunk, gives back a coalescing last entry that is not alone, runs at most its batch,
-//! gives the rest back in front of whatever was pushed meanwhile, and turns the lane idle only
-//! when it sees the queue empty under the lock. "Scheduling" a lane runs it later on the thread
-//! that scheduled it, so every interleaving of the runner and the pushers is explored.
+//! loom models of a runner taking its lane's queue in chunks (`README.md`, rules 1, 2, 4, 5, 9
+//! and the coalescing rule), on a miniature of `LaneState`: the lane's real queue (`queue.rs`,
+//! under loom with blocks of one to a few entries and two entries of spares, so a few entries
+//! cross the home and several blocks, and blocks are recycled and freed) and a `scheduled` flag
+//! under one lock. The runner hands the blocks its chunk emptied back to the lane, takes the
+//! whole queue in O(1) into its empty chunk, gives back a coalescing last entry that is not
+//! alone, runs at most its batch, gives the rest back in front of whatever was pushed meanwhile
+//! (the chains linked), and turns the lane idle only when it sees the queue empty under the lock.
+//! "Scheduling" a lane runs it later on the thread that scheduled it, so every interleaving of
+//! the runner and the pushers is explored.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
 //! A batch (`push_all`) appends its entries in one hold of the lock: breaking it into one lock
 //! per entry fails `loom_batches_vs_chunked_drain` (the other thread's batch lands inside it).
+//!
+//! Deliberate breaks of the queue (rule 9) tried when the models moved onto it: a take that left
+//! the home entry live in the lane as well as in the chunk crashed the models (SIGSEGV: an entry
+//! owned twice); a give-back that appended the chunk's remainder behind the entries pushed
+//! meanwhile failed `loom_push_vs_chunked_drain_to_empty` and `loom_batches_vs_chunked_drain`
+//! (order); a chunk's spare block handed to the lane without being unlinked from the chunk's
+//! spare stack aborted them (double free). The turn's end is the runner's take that finds the
+//! queue empty and turns the lane idle under the same lock (rule 2). Breaks of the take that
+//! leaves the producer's tail block (a backlog's take of whole blocks, rule 9): leaving the
+//! queue's read cursor on the blocks the chunk took crashed the models (SIGSEGV); moving a
+//! coalescing last entry of a partial take to the back of the queue failed
+//! `loom_a_partial_take_keeps_a_coalescing_entry_in_place` (`[0, 2, 3, 4, 1]`).
 //!
 //! Deliberate breaks tried when these models were written: keeping a coalescing last entry in
 //! the swapped chunk failed the coalescing model (the entry that was pending behind entry 0 when
@@ -19,8 +34,7 @@
 //! back behind the entries pushed meanwhile, instead of in front of them, failed
 //! `loom_push_vs_chunked_drain_to_empty` and `loom_batches_vs_chunked_drain`.
 
-use std::collections::VecDeque;
-
+use super::queue::Queue;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex};
 use crate::loom::thread;
@@ -32,8 +46,7 @@ struct Entry {
 }
 
 struct LaneSt {
-    queue: VecDeque<Entry>,
-    spare: VecDeque<Entry>,
+    queue: Queue<Entry>,
     scheduled: bool,
 }
 
@@ -51,8 +64,7 @@ impl World {
     fn new(max: usize) -> Arc<World> {
         Arc::new(World {
             lane: Mutex::new(LaneSt {
-                queue: VecDeque::new(),
-                spare: VecDeque::new(),
+                queue: Queue::new(),
                 scheduled: false,
             }),
             runners: AtomicUsize::new(0),
@@ -84,30 +96,28 @@ impl World {
     /// lane went from idle to scheduled: the caller then runs it.
     fn push_all(&self, entries: &[Entry]) -> bool {
         let mut st = self.lane.lock();
-        st.queue.extend(entries.iter().copied());
+        for entry in entries {
+            st.queue.push_back(*entry);
+        }
         let was_idle = !st.scheduled;
         st.scheduled = true;
         was_idle
     }
 
     /// `take_chunk`: false when the lane went idle.
-    fn take(&self, chunk: &mut VecDeque<Entry>) -> bool {
+    fn take(&self, chunk: &mut Queue<Entry>) -> bool {
         let mut guard = self.lane.lock();
         let st = &mut *guard;
-        if chunk.capacity() == 0 {
-            std::mem::swap(chunk, &mut st.spare);
-        }
-        let len = st.queue.len();
-        if len == 0 {
-            st.spare = std::mem::take(chunk);
+        st.queue.reclaim(chunk);
+        if st.queue.is_empty() {
             st.scheduled = false;
             // Leaves the lane under the lock it turned the lane idle under (after it, a push
             // may start the next runner at once).
             self.runners.fetch_sub(1, Ordering::AcqRel);
             return false;
         }
-        std::mem::swap(&mut st.queue, chunk);
-        if len > 1 && chunk.back().is_some_and(|e| e.coalescing) {
+        st.queue.take_into(chunk, self.max);
+        if st.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(|e| e.coalescing) {
             if let Some(last) = chunk.pop_back() {
                 st.queue.push_back(last);
             }
@@ -115,17 +125,12 @@ impl World {
         true
     }
 
-    /// `LaneState::give_back`: the chunk's remainder goes in front of what was pushed since.
-    fn give_back(&self, chunk: &mut VecDeque<Entry>) {
+    /// `LaneState::give_back`: the chunk's remainder goes in front of what was pushed since;
+    /// the blocks the chunk emptied go back to the lane (the runner's end of turn).
+    fn give_back(&self, chunk: &mut Queue<Entry>) {
         let mut st = self.lane.lock();
-        if chunk.len() >= st.queue.len() {
-            chunk.append(&mut st.queue);
-            std::mem::swap(&mut st.queue, chunk);
-        } else {
-            while let Some(entry) = chunk.pop_back() {
-                st.queue.push_front(entry);
-            }
-        }
+        st.queue.give_back(chunk);
+        st.queue.reclaim(chunk);
     }
 
     /// `run_batch`: takes the queue, runs at most `max` entries, gives the rest back (the real
@@ -137,7 +142,7 @@ impl World {
             0,
             "two runners on one lane"
         );
-        let mut chunk = VecDeque::new();
+        let mut chunk = Queue::new();
         while self.take(&mut chunk) {
             for _ in 0..self.max {
                 let Some(entry) = chunk.pop_front() else {
@@ -272,6 +277,33 @@ fn loom_batches_vs_chunked_drain() {
             .expect("the other batch ran");
         assert_eq!(ran[at..at + 3], [10, 11, 12], "a batch was split: {ran:?}");
         assert_eq!(ran.len(), 7, "{ran:?}");
+        world.assert_quiet();
+    });
+}
+
+/// Rule 9 with the coalescing rule: a take that leaves the tail with the queue (a backlog past
+/// the runner's batch) never moves a coalescing entry it took to the back of the queue (only a
+/// take of the whole queue does, for its last entry): a coalescing entry with newer entries
+/// behind it runs in its place. Two entries of a block before the tail hold the batch of one
+/// here, so the take is partial. (Moving it back after a partial take as after a whole one ran
+/// `[0, 2, 3, 4, 1]`.)
+#[test]
+fn loom_a_partial_take_keeps_a_coalescing_entry_in_place() {
+    crate::loom::model(|| {
+        let world = World::new(1);
+        assert!(world.push(seq(0)));
+        for entry in [coal(1), seq(2), seq(3)] {
+            assert!(!world.push(entry));
+        }
+        let runner = {
+            let world = world.clone();
+            thread::spawn(move || world.run_lane())
+        };
+        if world.push(coal(4)) {
+            world.run_lane();
+        }
+        runner.join().unwrap();
+        assert_eq!(world.ran(), [0, 1, 2, 3, 4]);
         world.assert_quiet();
     });
 }

@@ -7,6 +7,8 @@
 //!   itself (`LaneCore`, and the `LaneState` its mutex guards: queue, table reference, pins);
 //!   pushing onto a lane — the protocol is in `README.md` beside this file (a typed lane's state
 //!   per key is `typed/state.rs`);
+//! * `queue` — a lane's queue: its first entry in the lane's state, the rest in linked blocks
+//!   that are never copied to grow, taken and given back whole in O(1);
 //! * `turn` — one activation of a lane: its budget, its stop check, what it holds, its finish
 //!   count and its end, for every kind of lane;
 //! * `runner` — how a lane of closures or messages runs its turn: chunks, and where it stops
@@ -31,6 +33,7 @@ mod entry;
 mod key;
 pub(crate) mod keyed;
 mod pool_handle;
+mod queue;
 mod runner;
 pub(crate) mod spawn;
 mod sweep;

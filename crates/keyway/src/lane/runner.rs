@@ -4,52 +4,20 @@
 //! itself (budget, count, holding record, end) is `turn.rs`; see `README.md` beside this file.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
+use super::queue::Queue;
 use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use super::turn::{Again, Holds, OnUnwind, Turn};
 use crate::engine::{LaneJob, OnPool, Watched, WorkerCtx};
 
-/// The largest buffer (in entries) a lane keeps as its spare: a queue that grew long in a burst
-/// keeps its buffer, but the lane does not hold two of that size (measured with keyway-bench
-/// `contexts --variant fine`, peak RSS: 37.6 and 40.5 MiB with spares kept whatever their size,
-/// 20.9 and 28.5 MiB capped, 19.1 to 29.4 MiB before lanes had spares).
-const SPARE_MAX: usize = 1024;
-
 impl<S: LaneKind> super::table::LaneState<S> {
     /// Rule 5: the entries of a runner's `chunk` that did not run go back in front of the queue,
-    /// in order, before every entry pushed since the chunk was taken; `chunk` is left empty.
-    /// The shorter of the two is moved: a runner that took a long queue and ran its batch
-    /// gives back its remainder by swapping buffers, copying only the few entries pushed
-    /// meanwhile.
-    pub(super) fn give_back(&mut self, chunk: &mut VecDeque<S::Entry>) {
-        if chunk.len() >= self.queue.len() {
-            chunk.append(&mut self.queue);
-            std::mem::swap(&mut self.queue, chunk);
-        } else {
-            while let Some(entry) = chunk.pop_back() {
-                self.queue.push_front(entry);
-            }
-        }
+    /// in order, before every entry pushed since the chunk was taken; `chunk` is left empty. The
+    /// chains are linked (rule 9): nothing is copied but the queue's first entry.
+    pub(super) fn give_back(&mut self, chunk: &mut Queue<S::Entry>) {
+        self.queue.give_back(chunk);
         self.held = 0;
-    }
-
-    /// Rule 5: `buf` (empty) goes back to the lane: as its queue's buffer if the queue has none
-    /// (a lane that goes idle keeps one buffer where the next push needs it, also when the idle
-    /// cache drops its spare), else as its spare, unless it has one already or `buf` is larger
-    /// than `SPARE_MAX` (then it is freed).
-    fn keep_spare(&mut self, buf: VecDeque<S::Entry>) {
-        debug_assert!(buf.is_empty());
-        if buf.capacity() == 0 {
-            // Nothing to keep or free: skip the drop glue (an out-of-line call per lane turn).
-            std::mem::forget(buf);
-        } else if self.queue.capacity() == 0 {
-            // The queue had no buffer (so no entry): nothing to drop.
-            std::mem::forget(std::mem::replace(&mut self.queue, buf));
-        } else if self.spare.capacity() == 0 && buf.capacity() <= SPARE_MAX {
-            std::mem::forget(std::mem::replace(&mut self.spare, buf));
-        }
     }
 }
 
@@ -64,49 +32,49 @@ enum Taken<S: LaneKind> {
 }
 
 impl<S: LaneKind> LaneCore<S> {
-    /// Takes the whole queue into `chunk` (empty) by swapping buffers: no entry is read or
-    /// copied under the lock, which is what a producer pushing to this lane waits for. The
-    /// runner runs at most `max` of them this turn and gives the rest back in front of the queue
-    /// (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue stays there unless
-    /// it is the very next to run, so `push` sees every pending coalescing entry that could be
-    /// replaced. Only the head is looked at for a barrier or an async entry; one further back
-    /// is found by the runner, which puts it back with the rest (`Chunk::put_back_from`).
-    /// Empty: the lane is turned off (rule 2). Whenever the runner leaves the lane (empty,
-    /// barrier, launch), the chunk's buffer goes back to the lane as its spare.
-    fn take_chunk(&self, max: usize, chunk: &mut VecDeque<S::Entry>) -> Taken<S> {
+    /// Takes the whole queue into `chunk` (empty) in O(1), or with a backlog the whole blocks
+    /// from its front that hold `max` entries, the producer's tail block left to it (rule 9): no
+    /// entry is read or copied under the lock, which is what a producer pushing to this lane
+    /// waits for. The runner runs at most `max` of them this turn and gives the rest back in
+    /// front of the queue (`LaneState::give_back`). Rule 5: a coalescing entry last in the queue
+    /// (taken only with the whole queue) stays there unless it is the very next to run, so
+    /// `push` sees every pending coalescing entry that could be replaced. Only the head is
+    /// looked at for a barrier or an async entry; one further back is found by the runner, which
+    /// puts it back with the rest (`Chunk::put_back_from`).
+    /// Empty: the lane is turned off (rule 2). The blocks the chunk emptied go back to the lane
+    /// first, where the producer's next block comes from.
+    fn take_chunk(&self, max: usize, chunk: &mut Queue<S::Entry>) -> Taken<S> {
         debug_assert!(chunk.is_empty());
         let mut guard = self.state.lock();
         let st = &mut *guard;
-        if chunk.capacity() == 0 {
-            std::mem::swap(chunk, &mut st.spare);
-        }
-        let len = st.queue.len();
+        st.queue.reclaim(chunk);
         let Some(front) = st.queue.front() else {
             // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
             // empty under the lane lock.
-            st.keep_spare(std::mem::take(chunk));
             return Taken::Empty(st.turn_idle(self.pinned()));
         };
         if let Some(multi) = S::barrier(front) {
             // Rule 6: the lane parks at a multi-key task; it stays scheduled.
-            let multi = multi.clone();
-            st.keep_spare(std::mem::take(chunk));
-            return Taken::Barrier(multi);
+            return Taken::Barrier(multi.clone());
         }
         if self.kind.is_async(front) {
-            st.keep_spare(std::mem::take(chunk));
             return match st.queue.pop_front() {
                 Some(entry) => Taken::Launch(entry),
                 None => unreachable!("the head was just seen"),
             };
         }
-        std::mem::swap(&mut st.queue, chunk);
-        if len > 1 && chunk.back().is_some_and(S::is_coalescing) {
+        st.queue.take_into(chunk, max);
+        if st.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
             if let Some(last) = chunk.pop_back() {
                 st.queue.push_back(last);
             }
         }
-        st.held = chunk.len().saturating_sub(max);
+        // Written only when the runner holds more than its batch (zero otherwise, rule 5), so a
+        // short activation leaves the line of `held` alone.
+        debug_assert_eq!(st.held, 0);
+        if chunk.len() > max {
+            st.held = chunk.len() - max;
+        }
         Taken::Entries
     }
 }
@@ -114,7 +82,7 @@ impl<S: LaneKind> LaneCore<S> {
 /// A runner's lane and the chunk its turn took from it (oldest first).
 pub(crate) struct Chunk<S: LaneKind> {
     pub(super) lane: Arc<LaneCore<S>>,
-    pub(super) entries: RefCell<VecDeque<S::Entry>>,
+    pub(super) entries: RefCell<Queue<S::Entry>>,
 }
 
 impl<S: LaneKind> Chunk<S> {
@@ -164,7 +132,7 @@ impl<S: LaneKind> LaneJob for LaneCore<S> {
     fn run_batch(self: Arc<Self>, worker: &WorkerCtx) {
         let chunk = Chunk {
             lane: self,
-            entries: RefCell::new(VecDeque::new()),
+            entries: RefCell::new(Queue::new()),
         };
         Turn::new(OnPool::worker(worker), chunk).run_lane();
     }
@@ -209,11 +177,11 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
         let Chunk { lane, entries } = self.held;
         let mut chunk = entries.into_inner();
         // The batch is used up: what is left of the chunk goes back in front of the queue, and
-        // the chunk's buffer is the lane's spare again.
+        // the blocks the chunk emptied go back to the lane.
         pool.registry.watch.note(&lane);
         lane.end_turn(&pool, Again::Yield, |st| {
             st.give_back(&mut chunk);
-            st.keep_spare(chunk);
+            st.queue.reclaim(&mut chunk);
             true
         });
     }

@@ -17,7 +17,7 @@ impl<S: LaneKind> TableOps for LaneTable<S> {
                 let mut st = lane.state.lock();
                 // Not the table's last reference: the caller holds one.
                 st.table = None;
-                for entry in st.queue.drain(..) {
+                while let Some(entry) = st.queue.pop_front() {
                     S::hand_back(lane, entry, out);
                 }
             }

@@ -3,7 +3,6 @@
 //! See `README.md` beside this file for the lane protocol and why it cannot strand a task.
 
 use std::any::{Any, TypeId};
-use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
+use super::queue::Queue;
 use super::runner::Chunk;
 use super::turn::Turn;
 use crate::engine::{on_pool, Config, KeyHasher, Registry, Work, WorkerCtx};
@@ -112,12 +112,12 @@ const IDLE_KEEP_TOTAL: usize = 4096;
 /// Rule 3 (idle cache): the least a shard keeps, however many shards a table has.
 const IDLE_KEEP_MIN: usize = 8;
 
-/// Rule 3 (idle cache): the largest queue buffer (in entries) a cached lane keeps, as its queue's
-/// and as its spare. A lane that goes idle and busy again in a steady stream reuses its buffers
-/// as they are (measured: shrinking them to 4 entries and dropping the spare at every idle turn,
-/// then growing them back at the next pushes, cost ~200 instructions per activation); a larger
-/// one, grown in a burst, is given back.
-const CACHED_BUF_MAX: usize = 16;
+/// Rule 3 (idle cache): the most entries of spare blocks a cached lane keeps (rule 9). A lane
+/// that goes idle and busy again in a steady stream reuses its blocks as they are (measured, with
+/// a `VecDeque` queue: shrinking its buffers to 4 entries at every idle turn, then growing them
+/// back at the next pushes, cost ~200 instructions per activation); larger ones, linked in a
+/// burst, are given back.
+const CACHED_SPARE_MAX: usize = 32;
 
 /// The lanes of one shard.
 pub(crate) struct ShardMap<S: LaneKind> {
@@ -160,12 +160,15 @@ pub(crate) struct LaneCore<S: LaneKind> {
     pub(super) cached: AtomicU64,
 }
 
+/// What a lane's mutex guards: its queue, its table references and what its runner holds.
+///
+/// `repr(C)`, in this order: what a one-entry activation reads and writes under the lock (the
+/// table reference, the kept one, the queue's count and its first entry, rule 9) are the 64
+/// bytes that start with the lock byte; the queue's block cursors and `held` follow. (Aligning
+/// the lane so that these bytes are one cache line was measured and not kept: keyway's time on
+/// `contexts --zipf 1.1` did not move, and each lane grew by 48 bytes.)
+#[repr(C)]
 pub(super) struct LaneState<S: LaneKind> {
-    pub(super) queue: VecDeque<S::Entry>,
-    /// Rule 5: the empty buffer the runner swaps with `queue` to take the whole queue at once
-    /// (no entry is copied or read under the lock); the runner gives it back, empty, when it
-    /// leaves the lane, so a warm lane allocates nothing.
-    pub(super) spare: VecDeque<S::Entry>,
     /// Rule 1: `Some` iff the lane is scheduled (a `Work::Lane` for it is queued or running, or it
     /// is parked). A scheduled lane keeps its table alive, so its tasks still run when every
     /// handle on the pool is gone; an idle lane does not (no `Arc` cycle).
@@ -177,8 +180,12 @@ pub(super) struct LaneState<S: LaneKind> {
     /// the table alive anyway, so the cycle adds nothing, and it is cut when the last pin goes
     /// (`remove_if_idle`) or at the first idle turn after it.
     pub(super) kept: Option<Arc<LaneTable<S>>>,
+    /// Rule 9: the pending entries, oldest first; the first in the state itself, the rest in
+    /// blocks that are never copied to grow, with the lane's spare blocks.
+    pub(super) queue: Queue<S::Entry>,
     /// Rule 5: entries the runner took with the whole queue beyond the batch it runs this turn
-    /// (they go back in front of the queue when it leaves): counted in the lane's depth.
+    /// (they go back in front of the queue when it leaves): counted in the lane's depth. Zero
+    /// whenever no runner holds entries.
     pub(super) held: usize,
 }
 
@@ -344,8 +351,7 @@ impl<S: LaneKind> LaneTable<S> {
                     hash,
                     key: LaneKey::new(key),
                     state: Mutex::new(LaneState {
-                        queue: VecDeque::new(),
-                        spare: VecDeque::new(),
+                        queue: Queue::new(),
                         table: None,
                         kept: None,
                         held: 0,
@@ -432,13 +438,8 @@ impl<S: LaneKind> LaneTable<S> {
                 return;
             }
             if map.cached < self.idle_keep && lane.cached.load(Ordering::Relaxed) == 0 {
-                // Keep it for a while (idle cache); give back a large queue buffer now.
-                if st.queue.capacity() > CACHED_BUF_MAX {
-                    st.queue.shrink_to(CACHED_BUF_MAX);
-                }
-                if st.spare.capacity() > CACHED_BUF_MAX {
-                    st.spare = VecDeque::new();
-                }
+                // Keep it for a while (idle cache); give back blocks linked in a burst now.
+                st.queue.trim_spare(CACHED_SPARE_MAX);
                 let mark = self.sweeps.load(Ordering::Relaxed) + 1;
                 lane.cached.store(mark, Ordering::Relaxed);
                 map.cached += 1;
@@ -498,7 +499,9 @@ impl<S: LaneKind> LaneCore<S> {
         }
         debug_assert!(!entries.iter().any(S::is_coalescing));
         let mut st = self.state.lock();
-        st.queue.extend(entries.drain(..));
+        for entry in entries.drain(..) {
+            st.queue.push_back(entry);
+        }
         let schedule = st.table.is_none();
         if schedule {
             st.schedule(table);

@@ -203,3 +203,33 @@ fn sequential_keys_spread_over_shards_as_random_ones_would() {
          shared shards of {shards} (random: {expected:.1})"
     );
 }
+
+/// Rule 9 and the lane's layout: the lane lock, the table references, the queue's count and its
+/// home entry are the 64 bytes that start with the lock byte (a one-entry activation touches
+/// nothing else of the lane's state).
+#[test]
+fn the_lock_and_the_home_entry_are_the_lanes_first_64_bytes() {
+    use std::mem::offset_of;
+
+    use super::entry::ClosureEntry;
+    use super::queue::Queue;
+    use super::table::LaneState;
+
+    type State = LaneState<Closures>;
+    let mutex = parking_lot::Mutex::new(State {
+        table: None,
+        kept: None,
+        queue: Queue::new(),
+        held: 0,
+    });
+    let data = mutex.data_ptr() as usize - std::ptr::addr_of!(mutex) as usize;
+    assert_eq!(
+        data, 8,
+        "the lock byte comes first, its data at the next word"
+    );
+    let home_end = data + offset_of!(State, queue) + Queue::<ClosureEntry>::HOME_END;
+    assert!(
+        home_end <= 64,
+        "the home entry ends at byte {home_end} after the lock"
+    );
+}

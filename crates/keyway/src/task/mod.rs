@@ -113,8 +113,13 @@ impl PanicReport {
 
     /// The report of a task that ran in the lane of the context hashing to `hash`.
     pub(crate) fn in_context(mut self, hash: u64) -> Self {
-        self.context_hash.get_or_insert(hash);
+        self.set_context(hash);
         self
+    }
+
+    /// [`in_context`](Self::in_context) in place (a report is moved by value at every call).
+    pub(crate) fn set_context(&mut self, hash: u64) {
+        self.context_hash.get_or_insert(hash);
     }
 
     /// The panic's message (`"<non-string panic payload>"` when the payload is not a string).
