@@ -28,6 +28,10 @@ use super::worker::WorkerCtx;
 
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
+    ///
+    /// Inlined: it only reads [`admit_timing`](Self::admit_timing)'s answer, and an out-of-line
+    /// call around that call cost a typed lane's send 8 instructions (callgrind).
+    #[inline]
     pub(crate) fn admit(&self) -> Result<(), Refusal> {
         match self.admit_timing() {
             Ok(()) | Err(NotPlain::Timed) => Ok(()),

@@ -27,11 +27,9 @@ impl Pool {
         M: Send + 'static,
         H: Fn(&K, M) + Send + Sync + 'static,
     {
-        let handler = move |key: &K, _: &mut (), msg: M| handler(key, msg);
         self.typed(
             KeyState::new(|_| ()),
-            TypedHandler::Sync(Box::new(handler)),
-            true,
+            TypedHandler::Stateless(Box::new(handler)),
         )
     }
 
@@ -60,7 +58,7 @@ impl Pool {
         S: Send + 'static,
         H: Fn(&K, &mut S, M) + Send + Sync + 'static,
     {
-        self.typed(state, TypedHandler::Sync(Box::new(handler)), false)
+        self.typed(state, TypedHandler::Sync(Box::new(handler)))
     }
 
     /// Lanes of messages of type `M`, keyed by `K`, handled by an async `handler`: the future
@@ -107,11 +105,7 @@ impl Pool {
         H: Fn(&K, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.typed(
-            KeyState::new(|_| ()),
-            TypedHandler::new_async(handler),
-            true,
-        )
+        self.typed(KeyState::new(|_| ()), TypedHandler::new_async(handler))
     }
 
     /// Async typed lanes whose handler owns its key's state: `handler(&key, state, msg)` takes
@@ -155,7 +149,7 @@ impl Pool {
         H: Fn(&K, S, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = S> + Send + 'static,
     {
-        self.typed(state, TypedHandler::new_async_with_state(handler), false)
+        self.typed(state, TypedHandler::new_async_with_state(handler))
     }
 
     /// Async typed lanes whose key's state is loaded and saved by futures: `state` (an
@@ -206,15 +200,13 @@ impl Pool {
         Fut: Future<Output = Option<S>> + Send + 'static,
     {
         let (key_state, call) = split_loaded(state, handler, self.registry());
-        self.typed(key_state, TypedHandler::new_async_with_state(call), false)
+        self.typed(key_state, TypedHandler::new_async_with_state(call))
     }
 
-    /// `stateless`: the state is `()` and kept in no slot.
     fn typed<K, M, S>(
         &self,
         state: KeyState<K, S>,
         handler: TypedHandler<K, M, S>,
-        stateless: bool,
     ) -> TypedLanes<K, M, S>
     where
         K: Hash + Eq + Send + Sync + 'static,
@@ -223,7 +215,7 @@ impl Pool {
     {
         TypedLanes {
             pool: self.clone(),
-            table: typed::new_table(self.registry(), state, handler, stateless),
+            table: typed::new_table(self.registry(), state, handler),
         }
     }
 }

@@ -81,12 +81,11 @@ where
     /// lanes.lane(1).send(5).unwrap();
     /// ```
     pub fn send(&self, msg: M) -> Result<(), SubmitError<M>> {
-        typed::send_pinned(
+        typed::send_pinned::<_, _, _, false>(
             self.lanes.pool.registry(),
             &self.lanes.table,
             &self.core,
             msg,
-            false,
         )
     }
 
@@ -163,12 +162,11 @@ where
     /// eurusd.send_coalescing(1.11).unwrap();
     /// ```
     pub fn send_coalescing(&self, msg: M) -> Result<(), SubmitError<M>> {
-        typed::send_pinned(
+        typed::send_pinned::<_, _, _, true>(
             self.lanes.pool.registry(),
             &self.lanes.table,
             &self.core,
             msg,
-            true,
         )
     }
 

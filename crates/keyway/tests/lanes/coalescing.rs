@@ -139,3 +139,52 @@ fn newest_always_runs_under_contention() {
         );
     }
 }
+
+/// Typed messages coalesce as closures do, by key and through a pinned lane alike: a coalescing
+/// message replaces only a pending coalescing message at the back, never a plain one nor one
+/// behind a plain one, and the newest always runs.
+#[test]
+fn typed_messages_coalesce_by_key_and_through_a_pinned_lane() {
+    let pool = keyway::Pool::builder().core_threads(1).build().unwrap();
+    let gate = Gate::new();
+    let g = gate.clone();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let lanes = pool.typed_lanes(move |key: &u8, msg: &'static str| match msg {
+        "hold" => g.wait(),
+        msg => l.lock().unwrap().push((*key, msg)),
+    });
+    let pinned = lanes.lane(2);
+    for key in [1u8, 2] {
+        lanes.send(key, "hold").unwrap(); // keeps the key's lane busy
+    }
+    let sends: [(&str, bool); 7] = [
+        ("c1", true),
+        ("c2", true), // replaces c1
+        ("s1", false),
+        ("c3", true), // s1 stands between: no replacement
+        ("c4", true), // replaces c3
+        ("s2", false),
+        ("c5", true),
+    ];
+    for (msg, coalescing) in sends {
+        if coalescing {
+            lanes.send_coalescing(1, msg).unwrap();
+            pinned.send_coalescing(msg).unwrap();
+        } else {
+            lanes.send(1, msg).unwrap();
+            pinned.send(msg).unwrap();
+        }
+    }
+    gate.open();
+    pool.shutdown();
+    let log = log.lock().unwrap();
+    for key in [1u8, 2] {
+        let ran: Vec<_> = log
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, m)| *m)
+            .collect();
+        assert_eq!(ran, ["c2", "s1", "c4", "s2", "c5"], "key {key}");
+    }
+}
