@@ -204,6 +204,7 @@ impl WorkerCtx {
 
     /// Runs one task with the bookkeeping every task gets: progress for the monitor and the
     /// panic report. The caller then counts it with `Registry::count_finished`.
+    #[inline(always)]
     pub(crate) fn run_one(
         &self,
         context: Option<u64>,

@@ -201,7 +201,11 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
                     self.held.entries.borrow_mut().push_front(entry);
                     S::run_batch(self);
                 } else {
-                    self.run(Some(lane.hash), || lane.kind.run(lane.key.get(), entry));
+                    self.run(
+                        Some(lane.hash),
+                        #[inline(always)]
+                        || lane.kind.run(lane.key.get(), entry),
+                    );
                 }
                 if self.used_up() || self.stopping() {
                     break;

@@ -119,7 +119,7 @@ impl<'a, H: Holds> Turn<'a, H> {
     /// reported in the lane's context (`context`, the lane's hash; `None` for a task holding
     /// several). Whatever unwinds out of it (user code in the bookkeeping), the entry counts as
     /// run.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn run(
         &self,
         context: Option<u64>,
