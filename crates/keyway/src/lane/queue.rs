@@ -462,6 +462,16 @@ impl<E> Queue<E> {
     /// The head holds no entry: it goes to the spares (and the chain is empty if it was the
     /// tail).
     ///
+    /// No chain any more (its blocks were freed or handed elsewhere): every cursor and end null.
+    fn forget_chain(&mut self) {
+        self.head = ptr::null_mut();
+        self.tail = ptr::null_mut();
+        self.rd = ptr::null_mut();
+        self.rd_end = ptr::null_mut();
+        self.wr = ptr::null_mut();
+        self.wr_end = ptr::null_mut();
+    }
+
     /// # Safety
     /// The chain is not empty and its head holds no entry.
     unsafe fn drop_empty_head(&mut self) {
@@ -469,12 +479,7 @@ impl<E> Queue<E> {
         // SAFETY: Q1, Q2 — the caller's contract; the next block (if any) holds an entry.
         unsafe {
             if old == self.tail {
-                self.head = ptr::null_mut();
-                self.tail = ptr::null_mut();
-                self.rd = ptr::null_mut();
-                self.rd_end = ptr::null_mut();
-                self.wr = ptr::null_mut();
-                self.wr_end = ptr::null_mut();
+                self.forget_chain();
             } else {
                 let next = (*old).next;
                 self.head = next;

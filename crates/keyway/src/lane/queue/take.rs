@@ -132,12 +132,7 @@ impl<E> Queue<E> {
             chunk.wr_end = self.wr_end;
             chunk.len += self.len;
             self.len = 0;
-            self.head = ptr::null_mut();
-            self.tail = ptr::null_mut();
-            self.rd = ptr::null_mut();
-            self.rd_end = ptr::null_mut();
-            self.wr = ptr::null_mut();
-            self.wr_end = ptr::null_mut();
+            self.forget_chain();
         }
         chunk.take_all(self);
     }
