@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
-use hashbrown::hash_table::{Entry, HashTable};
+use hashbrown::hash_table::HashTable;
 use parking_lot::Mutex;
 
 use super::key::{catch_key, KeyPanicked, LaneKey};
@@ -320,7 +320,10 @@ impl<S: LaneKind> LaneTable<S> {
         self.shards[index].lock()
     }
 
-    /// The lane of `key` in its (locked) shard `map`, created if missing.
+    /// The lane of `key` in its (locked) shard `map`, created if missing. Inlined into the
+    /// look-ups: nearly every call finds its lane, and the call's own frame cost about as much
+    /// as the probe.
+    #[inline]
     pub(crate) fn lane_in<'m, K>(
         self: &Arc<Self>,
         map: &'m mut ShardMap<S>,
@@ -331,10 +334,12 @@ impl<S: LaneKind> LaneTable<S> {
         K: Hash + Eq + Send + Sync + 'static,
     {
         let ShardMap { lanes, cached, .. } = map;
-        let entry = lanes.entry(hash, |l| l.key::<K>() == Some(&key), |l| l.hash);
-        match entry {
-            Entry::Occupied(o) => {
-                let lane = o.into_mut();
+        // A plain probe first: the entry API reserves room and tracks an insert slot while it
+        // probes, which a look-up of a lane already in the table (nearly every task) pays for
+        // nothing.
+        match lanes.find_entry(hash, |l| l.key::<K>() == Some(&key)) {
+            Ok(found) => {
+                let lane = found.into_mut();
                 // Read first, written only when set (the shard lock is held, and only its
                 // holder writes the mark): a look-up of a lane in use leaves the mark's line
                 // shared instead of taking it exclusive with a swap on every task.
@@ -344,24 +349,37 @@ impl<S: LaneKind> LaneTable<S> {
                 }
                 lane
             }
-            Entry::Vacant(v) => {
-                self.live.fetch_add(1, Ordering::Relaxed);
-                v.insert(Arc::new(LaneCore {
-                    kind: self.kind.clone(),
-                    hash,
-                    key: LaneKey::new(key),
-                    state: Mutex::new(LaneState {
-                        queue: Queue::new(),
-                        table: None,
-                        kept: None,
-                        held: 0,
-                    }),
-                    pins: AtomicUsize::new(0),
-                    cached: AtomicU64::new(0),
-                }))
-                .into_mut()
-            }
+            Err(absent) => self.new_lane(absent.into_table(), hash, key),
         }
+    }
+
+    /// A new lane for `key`, not in the table (`lanes`) yet: inserted.
+    #[cold]
+    #[inline(never)]
+    fn new_lane<'m, K>(
+        &self,
+        lanes: &'m mut HashTable<Arc<LaneCore<S>>>,
+        hash: u64,
+        key: K,
+    ) -> &'m Arc<LaneCore<S>>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+    {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let lane = Arc::new(LaneCore {
+            kind: self.kind.clone(),
+            hash,
+            key: LaneKey::new(key),
+            state: Mutex::new(LaneState {
+                queue: Queue::new(),
+                table: None,
+                kept: None,
+                held: 0,
+            }),
+            pins: AtomicUsize::new(0),
+            cached: AtomicU64::new(0),
+        });
+        lanes.insert_unique(hash, lane, |l| l.hash).into_mut()
     }
 
     /// Queues the entry `make` builds on the lane of `key` (the task was already admitted).
