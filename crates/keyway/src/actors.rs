@@ -24,8 +24,8 @@
 //! The ratios move between measuring windows on such a machine: in two later windows of 10
 //! rounds each, the held-lane way measured 1.08× and 1.18× of tokio's time (medians), sent by
 //! key 0.67× and 0.87×, `execute_async_sequential` 0.22× and 0.24×; in a fourth window of 5
-//! rounds (load 0.3–1.6), 0.78×, 0.77× and 0.20×. So on this machine the async typed ways are
-//! as fast as tokio's in some windows and about a quarter slower in others.
+//! rounds (load 0.6 when it began), 0.78×, 0.77× and 0.20×. So on this machine the async typed
+//! ways are as fast as tokio's in some windows and about a quarter slower in others.
 //!
 //! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 or 30 deposits each):
 //! tokio's way costs ~500 instructions per message, ~400 of them the timeout the handler
