@@ -93,14 +93,11 @@ impl<F: Future> PoolFuture<F> {
                 pool.registry.futures.remove(id);
             }
             if let Some(report) = report {
-                let report = match &release {
-                    Release::Resume(held) => match held.context_hash() {
-                        Some(hash) => report.in_context(hash),
-                        None => report,
-                    },
-                    Release::None => report,
+                let context = match &release {
+                    Release::Resume(held) => held.context_hash(),
+                    Release::None => None,
                 };
-                pool.registry.report_panic(report);
+                pool.registry.report_panic_in(context, report);
             }
             if let Release::Resume(held) = release {
                 held.resume(&pool);

@@ -136,7 +136,7 @@ impl FutureLoop {
                         self.fut = None;
                         if let Some(report) = report {
                             turn.registry()
-                                .report_panic(report.in_context(self.lane.hash));
+                                .report_panic_in(Some(self.lane.hash), report);
                         }
                         turn.done(1);
                     }

@@ -324,7 +324,7 @@ where
         self.drop_fut();
         if let Some(report) = report {
             turn.registry()
-                .report_panic(report.in_context(self.lane.hash));
+                .report_panic_in(Some(self.lane.hash), report);
         }
         turn.done(1);
     }
@@ -415,7 +415,7 @@ where
             Ok(fut) => self.fut = Some(fut),
             Err(report) => {
                 turn.registry()
-                    .report_panic(report.in_context(self.lane.hash));
+                    .report_panic_in(Some(self.lane.hash), report);
                 turn.done(1);
             }
         }
