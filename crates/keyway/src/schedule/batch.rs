@@ -15,7 +15,6 @@ use std::sync::Arc;
 use super::executor::ExecCore;
 use super::job_kinds::submit_waiting;
 use super::scheduled_job::InlineJob;
-use crate::task::Abandon;
 
 /// Tasks per batch, at most.
 const MAX: usize = 32;
@@ -81,7 +80,7 @@ impl Batcher {
 
 /// A batch on its way to the pool; as [`Released`](super::job_kinds::Released) for one task:
 /// dropped unrun (refused, or handed back by the pool's `shutdown_now` and dropped), each of its
-/// tasks ends rejected, counted once.
+/// tasks ends rejected, counted once (cancelled, if its handle was cancelled meanwhile).
 struct ReleasedBatch {
     jobs: Vec<(InlineJob, u64, u64, i64)>,
     core: Arc<ExecCore>,
@@ -100,13 +99,8 @@ impl ReleasedBatch {
 
 impl Drop for ReleasedBatch {
     fn drop(&mut self) {
-        let jobs = std::mem::take(&mut self.jobs);
-        if jobs.is_empty() {
-            return;
-        }
-        self.core.stats.rejected_many(jobs.len() as u64);
-        for (job, _, _, _) in jobs {
-            self.core.contain(|| job.abandon(Abandon::Rejected));
+        for (job, _, _, _) in std::mem::take(&mut self.jobs) {
+            self.core.reject(job);
         }
     }
 }

@@ -13,7 +13,7 @@ use super::buckets::{Buckets, Placed};
 use super::clock::{Clock, NEVER};
 use super::config::{ExecutorConfig, PriorityOrder};
 use super::entry::Entry;
-use super::scheduled_job::InlineJob;
+use super::scheduled_job::{InlineJob, Unrun};
 use super::stats::{Counters, IntervalReport, TimedOutTask};
 use crate::face::Pool;
 use crate::task::{Abandon, PanicReport};
@@ -165,17 +165,40 @@ impl ExecCore {
         deadline != NEVER && self.shared.clock.now() > deadline
     }
 
+    /// Claims a job that is to end unrun (rejected or timed out) from its handle, so that the
+    /// check "was it cancelled?" and the end are one step against a racing `cancel()`: a cancel
+    /// either lands first — the job ends here, counted cancelled as its handle says, and `None`
+    /// comes back — or returns false. The caller counts the job it gets back, then abandons it.
+    fn claim_unrun<J: Unrun>(&self, job: J) -> Option<J> {
+        if job.claim() {
+            return Some(job);
+        }
+        self.stats.cancelled();
+        self.contain(move || drop(job));
+        None
+    }
+
+    /// Ends a job that will not run as rejected: counted so, then its handle told `Rejected`
+    /// (whoever waits on the handle sees the count); counted cancelled instead if its handle
+    /// was cancelled first ([`claim_unrun`](ExecCore::claim_unrun)). Dropping the job is user
+    /// code: contained.
+    pub(crate) fn reject<J: Unrun>(&self, job: J) {
+        if let Some(job) = self.claim_unrun(job) {
+            self.stats.rejected();
+            self.contain(|| job.abandon(Abandon::Rejected));
+        }
+    }
+
     /// Ends a job as timed out: its handle says so, the hook sees it, it is counted.
     ///
     /// The hook and the counters come first, so that whoever waits on the handle sees them.
     /// A job whose handle was cancelled meanwhile (queued on the pool) is counted cancelled,
-    /// as its handle says.
+    /// as its handle says; one cancelled later (in the hook, say) stays timed out, the cancel
+    /// returning false ([`claim_unrun`](ExecCore::claim_unrun)).
     pub(crate) fn time_out(&self, job: InlineJob, due: u64, priority: i64) {
-        if !job.is_live() {
-            self.stats.cancelled();
-            self.contain(move || drop(job));
+        let Some(job) = self.claim_unrun(job) else {
             return;
-        }
+        };
         self.stats.timed_out();
         if let Some(hook) = &self.shared.timed_out_hook {
             let task = TimedOutTask {

@@ -449,10 +449,7 @@ impl Intervals {
             .spread
             .min(self.admitted.iter().map(Vec::len).sum::<usize>() + self.released_spread);
         for e in gone {
-            self.exec.stats.ended_unreleased();
-            self.exec.stats.rejected();
-            self.exec
-                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
+            self.end_rejected(e);
         }
     }
 
@@ -476,14 +473,7 @@ impl Intervals {
     /// meanwhile (then counted cancelled, as when it comes due).
     fn end_rejected(&self, e: Entry) {
         self.exec.stats.ended_unreleased();
-        if e.job.is_live() {
-            self.exec.stats.rejected();
-            self.exec
-                .contain(move || e.job.abandon(crate::task::Abandon::Rejected));
-        } else {
-            self.exec.stats.cancelled();
-            self.exec.contain(move || drop(e));
-        }
+        self.exec.reject(e.job);
     }
 
     /// The last handle is gone and this executor is paused (0 TPS): nobody can resume it, so
@@ -509,14 +499,18 @@ impl Intervals {
         chunks.push(std::mem::take(&mut self.waiting));
         self.exec.buckets.take_all(&mut chunks);
         for e in chunks.into_iter().flatten() {
-            if !e.job.is_live() {
-                self.end_rejected(e); // cancelled: counted so, nothing to hand back
+            if !e.job.is_live() || e.job.is_repeating() {
+                // Cancelled: counted so, nothing to hand back. A repetition gives nothing
+                // back either: it ends rejected, or cancelled if its handle was cancelled
+                // first (claimed, so that a racing cancel cannot split the two).
+                self.end_rejected(e);
                 continue;
             }
+            // Counted rejected as it is handed back, whatever is done with it then: a cancel
+            // that lands after the check above is one done with the handed-back task.
             self.exec.stats.ended_unreleased();
             self.exec.stats.rejected();
-            // A repetition gives nothing back: its handle was told `Rejected`. What is
-            // dropped here (a key, a repetition's body) is user code: contained.
+            // What is dropped here (a key) is user code: contained.
             self.exec.contain(|| out.extend(e.job.into_pending()));
         }
     }

@@ -50,7 +50,9 @@ where
 
 /// A released job on its way to the pool, run by [`run`](Released::run) once there. Dropped
 /// unrun — refused, handed back by the pool's `shutdown_now` and dropped, or lost to a panic on
-/// the way (a key's `Clone`) — it ends rejected: counted once, its handle told `Rejected`.
+/// the way (a key's `Clone`) — it ends rejected: counted once, its handle told `Rejected`;
+/// unless its handle was cancelled meanwhile (the driver released it live), then counted
+/// cancelled, as the handle says ([`ExecCore::reject`]).
 pub(crate) struct Released<J: ScheduledJob> {
     job: Option<J>,
     core: Arc<ExecCore>,
@@ -87,8 +89,7 @@ impl<J: ScheduledJob> Released<J> {
 impl<J: ScheduledJob> Drop for Released<J> {
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
-            self.core.stats.rejected();
-            self.core.contain(|| job.abandon(Abandon::Rejected));
+            self.core.reject(job);
         }
     }
 }
@@ -183,6 +184,10 @@ where
         self.task.is_queued()
     }
 
+    fn claim(&self) -> bool {
+        self.task.claim()
+    }
+
     const BATCHABLE: bool = P::ANYWHERE;
 
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
@@ -238,6 +243,10 @@ impl<P: Place, F: FnOnce() + Send + 'static> Detached<P, F> {
 
 impl<P: Place, F: FnOnce() + Send + 'static> ScheduledJob for Detached<P, F> {
     fn is_live(&self) -> bool {
+        true
+    }
+
+    fn claim(&self) -> bool {
         true
     }
 
@@ -342,6 +351,10 @@ impl<P: Place> ScheduledJob for Box<Repeating<P>> {
         self.end.is_queued()
     }
 
+    fn claim(&self) -> bool {
+        self.end.claim()
+    }
+
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64) {
         let place = self.place.clone();
         release(&*place, exec, self, due, deadline, priority);
@@ -383,13 +396,13 @@ impl<P: Place> ScheduledJob for Box<Repeating<P>> {
             let timeout = this.timeout;
             if let Err(job) = core.enqueue(InlineJob::new(this), next, timeout, priority) {
                 // Shut down: the repetition ends. Its next run counts as scheduled and
-                // rejected, as it does when the shutdown finds it queued, so the counts do not
-                // depend on which came first.
+                // rejected (cancelled if its handle was cancelled meanwhile), as it does when
+                // the shutdown finds it queued, so the counts do not depend on which came
+                // first.
                 // (It was never released: counted out as such, or the driver would wait for it.)
                 core.stats.scheduled();
                 core.stats.ended_unreleased();
-                core.stats.rejected();
-                job.abandon(Abandon::Rejected);
+                core.reject(job);
             }
         }
     }

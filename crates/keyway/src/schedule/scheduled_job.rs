@@ -24,10 +24,15 @@ pub(crate) trait ScheduledJob: Send + Sized + 'static {
     const BATCHABLE: bool = false;
     /// False once its handle was cancelled: it will not run.
     fn is_live(&self) -> bool;
+    /// Claims the task, which is to end unrun: true unless its handle was cancelled first;
+    /// from then on a `cancel()` returns false, and the task must be
+    /// [`abandon`](ScheduledJob::abandon)ed (see [`Unrun`]). A task with no handle is always
+    /// claimed.
+    fn claim(&self) -> bool;
     /// Hands the task to the pool (or its context's lane), waiting for room while a bounded
     /// pool is full. It reports its own outcome to `exec`'s counters when it runs; dropped unrun
     /// (refused by a pool shut down, handed back by its `shutdown_now`), it ends rejected,
-    /// counted once (`job_kinds::Released`).
+    /// counted once, unless its handle was cancelled first (`job_kinds::Released`).
     fn dispatch(self, exec: &Arc<ExecCore>, due: u64, deadline: u64, priority: i64);
     /// Runs the task on this thread (a pool thread), as [`dispatch`](ScheduledJob::dispatch)
     /// would have had it run: times it out if it is too late, reports its outcome to `exec`.
@@ -43,6 +48,7 @@ struct JobVTable {
     repeating: bool,
     batchable: bool,
     is_live: fn(LiveValueRef<'_>) -> bool,
+    claim: fn(LiveValueRef<'_>) -> bool,
     dispatch: fn(LiveValue<'_>, &Arc<ExecCore>, u64, u64, i64),
     run_here: fn(LiveValue<'_>, &Arc<ExecCore>, u64, u64, i64),
     abandon: fn(LiveValue<'_>, Abandon),
@@ -63,6 +69,8 @@ impl<J: ScheduledJob> VTableFor<J> for JobVTable {
         batchable: J::BATCHABLE,
         // SAFETY: rule 2 — this is `VTableFor<J>::VTABLE`, given the slot of a `J`.
         is_live: |slot| unsafe { slot.get::<J>() }.is_live(),
+        // SAFETY: rule 2, as for `is_live`.
+        claim: |slot| unsafe { slot.get::<J>() }.claim(),
         dispatch: |slot, exec, due, deadline, priority| {
             // SAFETY: rule 2, as for `is_live`.
             unsafe { slot.take::<J>() }.dispatch(exec, due, deadline, priority)
@@ -94,6 +102,12 @@ impl InlineJob {
     #[inline]
     pub(crate) fn is_live(&self) -> bool {
         (self.0.vtable().is_live)(self.0.slot_ref())
+    }
+
+    /// See [`ScheduledJob::claim`].
+    #[inline]
+    pub(crate) fn claim(&self) -> bool {
+        (self.0.vtable().claim)(self.0.slot_ref())
     }
 
     /// True for a repeating task.
@@ -135,6 +149,34 @@ impl InlineJob {
     }
 }
 
+/// A job that is to end unrun (rejected or timed out), as [`ExecCore`] ends it: claimed from
+/// its handle first, then abandoned. Either a [`ScheduledJob`] (a released task dropped on its
+/// way to the pool) or an [`InlineJob`] (one the driver holds).
+pub(crate) trait Unrun: Send {
+    /// See [`ScheduledJob::claim`].
+    fn claim(&self) -> bool;
+    /// See [`ScheduledJob::abandon`].
+    fn abandon(self, why: Abandon);
+}
+
+impl<J: ScheduledJob> Unrun for J {
+    fn claim(&self) -> bool {
+        ScheduledJob::claim(self)
+    }
+    fn abandon(self, why: Abandon) {
+        ScheduledJob::abandon(self, why)
+    }
+}
+
+impl Unrun for InlineJob {
+    fn claim(&self) -> bool {
+        InlineJob::claim(self)
+    }
+    fn abandon(self, why: Abandon) {
+        InlineJob::abandon(self, why)
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -155,6 +197,9 @@ mod test {
         fn is_live(&self) -> bool {
             self.1.len() == N
         }
+        fn claim(&self) -> bool {
+            self.is_live()
+        }
         fn dispatch(self, _: &Arc<ExecCore>, _: u64, _: u64, _: i64) {}
         fn run_here(self, _: &Arc<ExecCore>, _: u64, _: u64, _: i64) {}
         fn abandon(self, _: Abandon) {}
@@ -170,6 +215,7 @@ mod test {
         let small = InlineJob::new(Counted(drops.clone(), [7; 2]));
         let large = InlineJob::new(Counted(drops.clone(), [7; 8]));
         assert!(small.is_live() && large.is_live());
+        assert!(small.claim() && large.claim());
         assert!(!small.is_repeating());
         drop(small);
         drop(large);

@@ -10,7 +10,9 @@ use std::time::Instant;
 ///
 /// Every scheduled task ends exactly one way, so once nothing is pending
 /// `ran + panicked + cancelled + timed_out + rejected == scheduled`. A task is counted just
-/// after its handle learns its outcome (a timed-out one just before).
+/// after its handle learns its outcome (a timed-out or rejected one just before), in the class
+/// the handle says: a task cancelled through its handle is counted `cancelled` however it was
+/// then dropped, and a `cancel()` that returns false came too late to change the class.
 ///
 /// ```
 /// use std::time::Duration;
@@ -175,9 +177,6 @@ impl Counters {
     }
     pub(crate) fn rejected(&self) {
         self.rejected.fetch_add(1, Relaxed);
-    }
-    pub(crate) fn rejected_many(&self, n: u64) {
-        self.rejected.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn released(&self) {

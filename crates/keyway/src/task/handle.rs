@@ -363,6 +363,17 @@ where
         Some(outcome)
     }
 
+    /// Claims a task that is to end unrun (rejected, timed out): Queued → Running, so that a
+    /// `cancel()` from now on returns false, as for a started task, and the caller then
+    /// [`abandon`](Runnable::abandon)s it. False if the handle was cancelled (or the task
+    /// otherwise finished) first. One step under the handle's lock: a check of
+    /// [`is_queued`](WithHandle::is_queued) followed by `abandon` would let a cancel land
+    /// between the two, the handle saying `Cancelled` while the task is counted as ended
+    /// otherwise.
+    pub(crate) fn claim(&self) -> bool {
+        self.shared.transition_to_running()
+    }
+
     /// False once the handle was cancelled (or the task otherwise finished).
     pub(crate) fn is_queued(&self) -> bool {
         self.shared.state.lock().stage == Stage::Queued

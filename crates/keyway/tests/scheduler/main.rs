@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cancel_races;
 mod panicking_user_code;
 mod schedule;
 mod schedule_limits;
