@@ -39,7 +39,8 @@ use crate::task::{PendingTask, TaskHandle};
 /// pool full waits for room (the scheduler's thread waits with it): a full pool is
 /// backpressure, not a refusal. A task the pool refuses because it was shut down, or hands back
 /// from [`Pool::shutdown_now`](crate::Pool::shutdown_now) and that is then dropped, ends
-/// `Rejected` and is counted so.
+/// `Rejected` and is counted so; one whose handle was cancelled first stays `Cancelled`, and is
+/// counted so.
 ///
 /// `Scheduler` is a cheap handle: clone it to share it. It keeps its pool open. Dropping the
 /// last handle shuts the scheduler down (as [`shutdown`](Scheduler::shutdown)): if it was also
