@@ -147,7 +147,10 @@ COLUMNS:
               kernel's high-water mark, reset before each region through
               /proc/self/clear_refs; includes what earlier setup left resident)
   +RSS MiB    how much the timed region grew it: the memory the system took while
-              it ran (queues, backlog, stacks)
+              it ran (queues, backlog, stacks), the most of its runs. The heap's
+              free pages go back to the OS before every run (malloc_trim), so a
+              row cannot reuse unseen what an earlier row freed; contexts
+              --isolate runs each system in a process of its own to check it
   allocs/task (B)  heap allocations per task during the timed region, every thread
               of the process (a counting global allocator), and the bytes they
               asked for per task, median run
