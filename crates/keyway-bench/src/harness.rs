@@ -181,7 +181,9 @@ fn run_one(contender: &mut Contender<'_>, baseline: usize) -> Result<Sample, Str
     threads::settle(baseline);
     // The previous run's threads are gone (their caches freed): what any run freed leaves the
     // process now, so this run's RSS growth counts the memory it needs, not what it reused.
-    usage::trim_heap();
+    if usage::trim_wanted() {
+        usage::trim_heap();
+    }
     record(|r| *r = RunRecord::default());
     let sampler = threads::Sampler::start();
     // The whole run's cost, for a contender that does not time its region

@@ -80,6 +80,8 @@ pub struct OpenLoop {
     stripes: Box<[Padded]>,
     /// The producer's lateness, handed over by [`add_late`](Self::add_late).
     late: Mutex<Option<Histogram<u64>>>,
+    /// The producer thread's context switches, handed over by [`Pacer::finish`].
+    producer: Mutex<Option<Switches>>,
     /// Per task index, how late the producer submitted it (ns; [`NOT_SUBMITTED`]: not yet);
     /// empty unless made with [`tracking_submits`](Self::tracking_submits).
     submitted: Box<[AtomicU64]>,
@@ -98,6 +100,8 @@ pub struct Summary {
     /// Delays from each task's intended submit time to the producer's submit of it (ns): the
     /// part of `start` the producer spent late.
     pub late: Histogram<u64>,
+    /// The producer thread's context switches while it fed the run (`None`: not known here).
+    pub producer: Option<Switches>,
     /// Tasks per second offered (the schedule's rate).
     pub offered: f64,
     /// Tasks per second achieved: tasks finished / time from the first intended submit to
@@ -127,6 +131,7 @@ impl OpenLoop {
             start: OnceLock::new(),
             stripes: (0..STRIPES).map(|_| stripe()).collect(),
             late: Mutex::new(Some(Self::histogram())),
+            producer: Mutex::new(None),
             submitted: Box::new([]),
         }
     }
@@ -181,6 +186,7 @@ impl OpenLoop {
             now_ns: 0,
             reuses_left: 0,
             late: Self::histogram(),
+            switches_at_start: Switches::now(),
         }
     }
 
@@ -242,7 +248,9 @@ impl OpenLoop {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .unwrap_or_else(Self::histogram);
+        let producer = *self.producer.lock().unwrap_or_else(|e| e.into_inner());
         Summary {
+            producer,
             late,
             offered: 1e9 / self.period_ns,
             achieved: if last == 0 {
@@ -260,6 +268,9 @@ impl OpenLoop {
 /// The producer's side of an [`OpenLoop`]: waits for each task's turn, and records how late it
 /// came to it.
 ///
+/// Ahead of its schedule, it sleeps while the next arrival is more than [`SLEEP_OVER`] away and
+/// spins nearer to it (or always sleeps: [`PACE_ENV`]).
+///
 /// It costs the producer what it must and no more. A clock reading is an arrival's time only
 /// while it is fresh: when the producer is behind, every arrival already due at the last reading
 /// shares it, up to [`ARRIVALS_PER_READ`] of them, so a producer catching up reads the clock once
@@ -275,6 +286,63 @@ pub struct Pacer<'a> {
     /// Arrivals that may still take `now_ns` as their time without a new reading.
     reuses_left: u32,
     late: Histogram<u64>,
+    /// The producer thread's context switches when its pacer was made.
+    switches_at_start: Option<Switches>,
+}
+
+/// Context switches of one thread: how often it blocked or slept (voluntary) and how often the
+/// kernel took the CPU from it while it could run (involuntary: preempted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Times the thread gave the CPU up (blocked in a call, or slept).
+    pub voluntary: u64,
+    /// Times the thread was preempted.
+    pub involuntary: u64,
+}
+
+impl Switches {
+    /// The calling thread's counts so far (`None` where the OS does not tell).
+    pub fn now() -> Option<Self> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+            // SAFETY: `usage` is writable memory of the right size; getrusage only writes it.
+            let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) };
+            // SAFETY: zeroed, and filled when getrusage returned 0.
+            let usage = unsafe { usage.assume_init() };
+            (rc == 0).then(|| Self {
+                voluntary: usage.ru_nvcsw.max(0) as u64,
+                involuntary: usage.ru_nivcsw.max(0) as u64,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// The switches between `earlier` and `self`.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            voluntary: self.voluntary.saturating_sub(earlier.voluntary),
+            involuntary: self.involuntary.saturating_sub(earlier.involuntary),
+        }
+    }
+}
+
+/// Set to `sleep` in the environment, a producer ahead of its schedule sleeps until its next
+/// arrival however near it is, instead of spinning when it is within [`SLEEP_OVER`]. The
+/// kernel's timer slack (50 µs by default) then wakes it late, to submit the arrivals due
+/// meanwhile together: its lateness gets a floor of about that slack, but it no longer burns a
+/// core while it waits, so on a machine with as many cores as the system has workers the
+/// kernel stops preempting it for the workers (a spinning producer is a CPU-bound thread, which
+/// a waking worker preempts for a time slice of milliseconds).
+pub const PACE_ENV: &str = "KEYWAY_BENCH_PACE";
+
+/// Whether producers sleep whenever they are ahead ([`PACE_ENV`] is `sleep`).
+pub fn sleepy() -> bool {
+    static SLEEPY: OnceLock<bool> = OnceLock::new();
+    *SLEEPY.get_or_init(|| std::env::var(PACE_ENV).is_ok_and(|v| v == "sleep"))
 }
 
 /// Arrivals already due that share one clock reading of a producer behind its schedule.
@@ -317,15 +385,25 @@ impl Pacer<'_> {
             let ahead = Duration::from_nanos(due - self.now_ns);
             if ahead > SLEEP_OVER {
                 std::thread::sleep(ahead - SLEEP_OVER / 2);
+            } else if sleepy() {
+                std::thread::sleep(ahead);
             } else {
                 std::hint::spin_loop();
             }
         }
     }
 
-    /// Hands the producer's lateness over to the schedule (see [`OpenLoop::add_late`]).
+    /// Hands the producer's lateness and its context switches since the pacer was made over to
+    /// the schedule (on the producer's thread).
     pub fn finish(self) {
         self.schedule.add_late(&self.late);
+        if let (Some(start), Some(end)) = (self.switches_at_start, Switches::now()) {
+            *self
+                .schedule
+                .producer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(end.since(start));
+        }
     }
 }
 
@@ -372,6 +450,8 @@ mod tests {
         pacer.finish();
         let s = ol.summary();
         assert_eq!(s.late.len(), 4);
+        // The producer's context switches are handed over with its lateness.
+        assert_eq!(s.producer.is_some(), Switches::now().is_some());
         assert!(s.late.max() >= 2_000_000);
         // Summarised once: a second summary has no lateness left.
         assert_eq!(ol.summary().late.len(), 0);

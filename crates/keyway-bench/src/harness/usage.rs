@@ -12,7 +12,10 @@
 //! so its growth would read as nothing. The harness therefore hands the heap's
 //! free pages back to the OS before every run ([`trim_heap`]); a run's growth
 //! (peak less the RSS at its start) is then the memory that run itself made
-//! resident, whichever system ran before it.
+//! resident, whichever system ran before it. The price is in its time: every
+//! run makes its memory resident anew (page faults), as a fresh process does;
+//! on `contexts --work 10` that added 1-11% to each row's median here, the
+//! same for every row within noise. `KEYWAY_BENCH_TRIM=0` turns it off.
 
 use std::time::Duration;
 
@@ -51,6 +54,17 @@ pub fn trim_heap() -> bool {
     {
         false
     }
+}
+
+/// Set to `0` in the environment, the harness does not trim the heap before each run: a run
+/// then reuses, unseen in its RSS growth, what earlier runs freed, and pays no page faults for
+/// it (the bench's behaviour before it trimmed, for comparing times across that change).
+pub const TRIM_ENV: &str = "KEYWAY_BENCH_TRIM";
+
+/// Whether the harness trims the heap before each run (unless [`TRIM_ENV`] is `0`).
+pub fn trim_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var_os(TRIM_ENV).is_none_or(|v| v != "0"))
 }
 
 /// Resets the process's RSS high-water mark to its current RSS; `false` where
