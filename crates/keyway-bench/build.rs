@@ -1,6 +1,7 @@
-//! Records, for the environment section of every report, the compiler that
-//! built the command and the versions of the peer crates it measures (read
-//! from the workspace's Cargo.lock).
+//! Records, for the environment section of every report, the commit the
+//! command was built from (with `-dirty` when the work tree differed from it),
+//! the compiler that built it and the versions of the peer crates it measures
+//! (read from the workspace's Cargo.lock).
 
 use std::process::Command;
 
@@ -32,6 +33,57 @@ fn main() {
     .collect::<Vec<_>>()
     .join(", ");
     println!("cargo:rustc-env=KEYWAY_BENCH_PEERS={peers}");
+
+    let commit = build_commit().unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=KEYWAY_BENCH_COMMIT={commit}");
+}
+
+/// The commit being built, `-dirty` when tracked files differ from it; `None` outside a git
+/// work tree. Asks cargo to run this again when the commit, the index or any workspace source
+/// changes, so the name never outlives the code it names.
+fn build_commit() -> Option<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for watched in [
+        "Cargo.toml",
+        "crates/keyway/src",
+        "crates/keyway/Cargo.toml",
+        "crates/keyway-redis/src",
+        "crates/keyway-redis/Cargo.toml",
+        "crates/keyway-bench/src",
+        "crates/keyway-bench/examples",
+        "crates/keyway-bench/Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={root}/{watched}");
+    }
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let git_dir = git(&["rev-parse", "--absolute-git-dir"])?;
+    let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .unwrap_or_else(|| git_dir.clone());
+    // A path that does not exist would make cargo run this on every build: watch those that do.
+    let mut watch = vec![
+        format!("{git_dir}/HEAD"),
+        format!("{git_dir}/index"),
+        format!("{common}/packed-refs"),
+    ];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch.push(format!("{common}/{branch}"));
+    }
+    for path in watch.iter().filter(|p| std::path::Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
+    }
+    let hash = git(&["rev-parse", "--short=12", "HEAD"]).filter(|h| !h.is_empty())?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{hash}-dirty") } else { hash })
 }
 
 /// The version of package `name` in a Cargo.lock's text.

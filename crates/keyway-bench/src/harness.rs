@@ -1,10 +1,12 @@
 //! The measuring harness: runs the systems of one variant interleaved, after
 //! an uncounted warm-up run each and in an order that rotates per round;
 //! keeps each system's run times, median, min and max, CPU time and peak
-//! RSS; samples the process's OS threads while each system runs; and prints
+//! RSS (the heap trimmed before every run, so a run's RSS growth is its own);
+//! samples the process's OS threads while each system runs; and prints
 //! the result.
 
 pub mod alloc;
+pub mod child;
 pub mod env;
 pub mod options;
 pub mod report;
@@ -134,6 +136,11 @@ impl Samples {
         result.others_cpu_s = others.map(|o| stats::median(&o));
         result.peak_rss_kib = max_of(|c| c.peak_rss_kib);
         result.rss_growth_kib = max_of(|c| c.rss_growth_kib);
+        result.rss_growth_runs_kib = self
+            .0
+            .iter()
+            .filter_map(|s| s.cost.rss_growth_kib)
+            .collect();
         result.run_rss_growth_kib = self
             .0
             .iter()
@@ -172,6 +179,11 @@ fn record<T>(f: impl FnOnce(&mut RunRecord) -> T) -> T {
 
 fn run_one(contender: &mut Contender<'_>, baseline: usize) -> Result<Sample, String> {
     threads::settle(baseline);
+    // The previous run's threads are gone (their caches freed): what any run freed leaves the
+    // process now, so this run's RSS growth counts the memory it needs, not what it reused.
+    if usage::trim_wanted() {
+        usage::trim_heap();
+    }
     record(|r| *r = RunRecord::default());
     let sampler = threads::Sampler::start();
     // The whole run's cost, for a contender that does not time its region
@@ -244,7 +256,9 @@ pub fn select_systems(names: Vec<String>) {
     let _ = SELECTED.set(names);
 }
 
-fn selected(name: &'static str) -> bool {
+/// Records that `name` was offered (a measurement made elsewhere, as in a child process, counts
+/// it as known) and tells whether `--systems` (if given) names it.
+pub fn selected(name: &'static str) -> bool {
     OFFERED
         .lock()
         .unwrap_or_else(|e| e.into_inner())

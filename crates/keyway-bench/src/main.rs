@@ -147,10 +147,20 @@ COLUMNS:
               kernel's high-water mark, reset before each region through
               /proc/self/clear_refs; includes what earlier setup left resident)
   +RSS MiB    how much the timed region grew it: the memory the system took while
-              it ran (queues, backlog, stacks)
+              it ran (queues, backlog, stacks), the most of its runs. The heap's
+              free pages go back to the OS before every run (malloc_trim), so a
+              row cannot reuse unseen what an earlier row freed (each run pays
+              its page faults, as in a fresh process; KEYWAY_BENCH_TRIM=0: no
+              trim, as before); contexts --isolate runs each system in a
+              process of its own to check it
   allocs/task (B)  heap allocations per task during the timed region, every thread
               of the process (a counting global allocator), and the bytes they
               asked for per task, median run
+ENVIRONMENT:
+  KEYWAY_BENCH_TRIM=0    no heap trim before each run (see +RSS MiB)
+  KEYWAY_BENCH_PACE=sleep  open-loop producers (latency, hotkey) sleep whenever
+              they are ahead instead of spinning the last 200 us: no core burnt
+              waiting, lateness floored near the kernel's 50 us timer slack
 Every system gets an untimed warm-up run that is not counted, the same untimed
 readiness step before its clock (its threads started and idle), and the order of
 systems rotates every round. Every report starts with the machine, its load and

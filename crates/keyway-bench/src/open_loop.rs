@@ -6,9 +6,10 @@
 //! its producer (or its queue) cannot hide the stall by slowing the arrivals down (coordinated
 //! omission): the tasks that should have arrived during the stall show it as their delay.
 //!
-//! Delays are recorded in HDR histograms (nanoseconds, 3 significant digits), in a few stripes
-//! picked by context so that workers running different contexts rarely share one; a context's
-//! tasks run one at a time, so at 16 contexts no two tasks ever meet on a stripe. The producer
+//! Delays are recorded in HDR histograms (nanoseconds, 3 significant digits), in stripes picked
+//! by thread: each thread records into a stripe of its own (threads take the stripes in turn, so
+//! up to [`STRIPES`] threads never share one), whose lock and counters then stay in that
+//! thread's cache instead of moving between the workers with the contexts they run. The producer
 //! keeps its own lateness (from a task's intended time to its submit) in a histogram of its own
 //! and hands it over once at the end ([`OpenLoop::add_late`]): it tells a system's own queueing
 //! from a producer that did not get the CPU in time. A schedule made with
@@ -16,14 +17,35 @@
 //! start from it too (submit-to-start proper: the system's wait alone, without the producer's
 //! lateness).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-/// Histogram stripes (contexts are spread over them by index).
+/// Histogram stripes (threads take them in turn).
 const STRIPES: usize = 16;
+
+/// The stripe the next thread to record takes.
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe (`usize::MAX`: not picked yet).
+    static MY_STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The calling thread's stripe.
+fn my_stripe() -> usize {
+    MY_STRIPE
+        .try_with(|mine| {
+            if mine.get() == usize::MAX {
+                mine.set(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
+            }
+            mine.get()
+        })
+        .unwrap_or(0)
+}
 /// The largest delay recorded as itself (larger ones count as this): 100 s, in ns.
 const HIGHEST_NS: u64 = 100_000_000_000;
 /// Significant digits the histograms keep.
@@ -44,15 +66,22 @@ struct Stripe {
     last_finish_ns: u64,
 }
 
+/// A stripe on cache lines of its own (a thread's records never touch another's lines).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded(Mutex<Option<Stripe>>);
+
 /// The schedule of one open-loop run and the delays of its tasks.
 #[derive(Debug)]
 pub struct OpenLoop {
     period_ns: f64,
     start: OnceLock<Instant>,
     /// Taken out by [`summary`](Self::summary), so a leaked run keeps no histograms.
-    stripes: Box<[Mutex<Option<Stripe>>]>,
+    stripes: Box<[Padded]>,
     /// The producer's lateness, handed over by [`add_late`](Self::add_late).
     late: Mutex<Option<Histogram<u64>>>,
+    /// The producer thread's context switches, handed over by [`Pacer::finish`].
+    producer: Mutex<Option<Switches>>,
     /// Per task index, how late the producer submitted it (ns; [`NOT_SUBMITTED`]: not yet);
     /// empty unless made with [`tracking_submits`](Self::tracking_submits).
     submitted: Box<[AtomicU64]>,
@@ -71,6 +100,8 @@ pub struct Summary {
     /// Delays from each task's intended submit time to the producer's submit of it (ns): the
     /// part of `start` the producer spent late.
     pub late: Histogram<u64>,
+    /// The producer thread's context switches while it fed the run (`None`: not known here).
+    pub producer: Option<Switches>,
     /// Tasks per second offered (the schedule's rate).
     pub offered: f64,
     /// Tasks per second achieved: tasks finished / time from the first intended submit to
@@ -88,19 +119,30 @@ impl OpenLoop {
         };
         let stripe = || {
             let h = Self::histogram();
-            Mutex::new(Some(Stripe {
+            Padded(Mutex::new(Some(Stripe {
                 start: h.clone(),
                 from_submit: h.clone(),
                 finish: h,
                 last_finish_ns: 0,
-            }))
+            })))
         };
         Self {
             period_ns: 1e9 / rate,
             start: OnceLock::new(),
             stripes: (0..STRIPES).map(|_| stripe()).collect(),
             late: Mutex::new(Some(Self::histogram())),
+            producer: Mutex::new(None),
             submitted: Box::new([]),
+        }
+    }
+
+    /// A schedule whose every task is due at its start: the producer submits as fast as it
+    /// can, through the same loop (the [`Pacer`], the records) as on a paced schedule, so the
+    /// rate a system sustains is measured with the open loop's own costs.
+    pub fn unpaced() -> Self {
+        Self {
+            period_ns: 0.0,
+            ..Self::new(1.0)
         }
     }
 
@@ -118,7 +160,7 @@ impl OpenLoop {
             .unwrap_or_else(|e| unreachable!("constant histogram bounds: {e}"))
     }
 
-    /// Adds the producer's lateness (recorded with [`wait_turn`](Self::wait_turn)'s results).
+    /// Adds the producer's lateness (as a [`Pacer`] recorded it).
     pub fn add_late(&self, late: &Histogram<u64>) {
         let mut mine = self.late.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mine) = mine.as_mut() {
@@ -135,41 +177,29 @@ impl OpenLoop {
         start.checked_add(Duration::from_nanos((index as f64 * self.period_ns) as u64))
     }
 
-    /// The producer's wait for task `index`'s turn: returns at once when it is late (or when
-    /// its turn lies past the clock's range). Returns how late it returned (ns; 0 past the
-    /// clock's range).
-    pub fn wait_turn(&self, index: u64) -> u64 {
-        let Some(due) = self.intended(index) else {
-            return 0;
-        };
-        loop {
-            let now = Instant::now();
-            if now >= due {
-                let late = (now - due).as_nanos() as u64;
-                if let Some(slot) = self.submitted.get(index as usize) {
-                    // Read by the task, after the submit that follows (which orders it).
-                    slot.store(late.min(NOT_SUBMITTED - 1), Ordering::Release);
-                }
-                return late;
-            }
-            let ahead = due - now;
-            if ahead > SLEEP_OVER {
-                std::thread::sleep(ahead - SLEEP_OVER / 2);
-            } else {
-                std::hint::spin_loop();
-            }
+    /// The producer's side of the schedule: it waits for each task's turn and keeps the
+    /// producer's lateness, handed over by [`Pacer::finish`].
+    pub fn pacer(&self) -> Pacer<'_> {
+        Pacer {
+            start: *self.start.get_or_init(Instant::now),
+            schedule: self,
+            now_ns: 0,
+            reuses_left: 0,
+            late: Self::histogram(),
+            switches_at_start: Switches::now(),
         }
     }
 
-    /// Records task `index` of context `ctx`, which started at `started` and finished at
-    /// `finished`.
-    pub fn record(&self, ctx: usize, index: u64, started: Instant, finished: Instant) {
+    /// Records task `index` (its place in the schedule), which started at `started` and
+    /// finished at `finished`.
+    pub fn record(&self, index: u64, started: Instant, finished: Instant) {
         let intended = self.intended(index).unwrap_or(finished);
         let ns = |t: Instant| t.saturating_duration_since(intended).as_nanos() as u64;
         let since_start = finished
             .saturating_duration_since(*self.start.get_or_init(Instant::now))
             .as_nanos() as u64;
-        let mut stripe = self.stripes[ctx % STRIPES]
+        let mut stripe = self.stripes[my_stripe()]
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         // Gone only once the run was summarised, after its last task.
@@ -195,7 +225,7 @@ impl OpenLoop {
         let mut stripes = self
             .stripes
             .iter()
-            .filter_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
+            .filter_map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).take());
         let (mut start, mut from_submit, mut finish, mut last) = match stripes.next() {
             Some(s) => (s.start, s.from_submit, s.finish, s.last_finish_ns),
             None => {
@@ -218,7 +248,9 @@ impl OpenLoop {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .unwrap_or_else(Self::histogram);
+        let producer = *self.producer.lock().unwrap_or_else(|e| e.into_inner());
         Summary {
+            producer,
             late,
             offered: 1e9 / self.period_ns,
             achieved: if last == 0 {
@@ -233,6 +265,148 @@ impl OpenLoop {
     }
 }
 
+/// The producer's side of an [`OpenLoop`]: waits for each task's turn, and records how late it
+/// came to it.
+///
+/// Ahead of its schedule, it sleeps while the next arrival is more than [`SLEEP_OVER`] away and
+/// spins nearer to it (or always sleeps: [`PACE_ENV`]).
+///
+/// It costs the producer what it must and no more. A clock reading is an arrival's time only
+/// while it is fresh: when the producer is behind, every arrival already due at the last reading
+/// shares it, up to [`ARRIVALS_PER_READ`] of them, so a producer catching up reads the clock once
+/// per several submits instead of once each. Such an arrival's lateness is counted to that
+/// reading, short of its submit by the few submits between them (well under a microsecond);
+/// its start delay, counted from its intended time by the task itself, is exact.
+#[derive(Debug)]
+pub struct Pacer<'a> {
+    schedule: &'a OpenLoop,
+    start: Instant,
+    /// The last clock reading, in ns since the schedule's start.
+    now_ns: u64,
+    /// Arrivals that may still take `now_ns` as their time without a new reading.
+    reuses_left: u32,
+    late: Histogram<u64>,
+    /// The producer thread's context switches when its pacer was made.
+    switches_at_start: Option<Switches>,
+}
+
+/// Context switches of one thread: how often it blocked or slept (voluntary) and how often the
+/// kernel took the CPU from it while it could run (involuntary: preempted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Times the thread gave the CPU up (blocked in a call, or slept).
+    pub voluntary: u64,
+    /// Times the thread was preempted.
+    pub involuntary: u64,
+}
+
+impl Switches {
+    /// The calling thread's counts so far (`None` where the OS does not tell).
+    pub fn now() -> Option<Self> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+            // SAFETY: `usage` is writable memory of the right size; getrusage only writes it.
+            let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) };
+            // SAFETY: zeroed, and filled when getrusage returned 0.
+            let usage = unsafe { usage.assume_init() };
+            (rc == 0).then(|| Self {
+                voluntary: usage.ru_nvcsw.max(0) as u64,
+                involuntary: usage.ru_nivcsw.max(0) as u64,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// The switches between `earlier` and `self`.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            voluntary: self.voluntary.saturating_sub(earlier.voluntary),
+            involuntary: self.involuntary.saturating_sub(earlier.involuntary),
+        }
+    }
+}
+
+/// Set to `sleep` in the environment, a producer ahead of its schedule sleeps until its next
+/// arrival however near it is, instead of spinning when it is within [`SLEEP_OVER`]. The
+/// kernel's timer slack (50 µs by default) then wakes it late, to submit the arrivals due
+/// meanwhile together: its lateness gets a floor of about that slack, but it no longer burns a
+/// core while it waits, so on a machine with as many cores as the system has workers the
+/// kernel stops preempting it for the workers (a spinning producer is a CPU-bound thread, which
+/// a waking worker preempts for a time slice of milliseconds).
+pub const PACE_ENV: &str = "KEYWAY_BENCH_PACE";
+
+/// Whether producers sleep whenever they are ahead ([`PACE_ENV`] is `sleep`).
+pub fn sleepy() -> bool {
+    static SLEEPY: OnceLock<bool> = OnceLock::new();
+    *SLEEPY.get_or_init(|| std::env::var(PACE_ENV).is_ok_and(|v| v == "sleep"))
+}
+
+/// Arrivals already due that share one clock reading of a producer behind its schedule.
+pub const ARRIVALS_PER_READ: u32 = 8;
+
+impl Pacer<'_> {
+    /// Waits for task `index`'s turn (returns at once when it is due, or when its turn lies past
+    /// the clock's range) and records the producer's lateness for it, `count` times (the
+    /// tasks of a batch arrive together). Returns the lateness (ns; 0 past the clock's range).
+    pub fn wait_turn(&mut self, index: u64, count: u64) -> u64 {
+        let due = index as f64 * self.schedule.period_ns;
+        if due >= u64::MAX as f64 {
+            return 0;
+        }
+        let due = due as u64;
+        if self.reuses_left == 0 || self.now_ns < due {
+            self.read_until(due);
+        } else {
+            self.reuses_left -= 1;
+        }
+        let late = self.now_ns - due;
+        if let Some(slot) = self.schedule.submitted.get(index as usize) {
+            // Read by the task, after the submit that follows (which orders it).
+            slot.store(late.min(NOT_SUBMITTED - 1), Ordering::Release);
+        }
+        self.late.saturating_record_n(late.max(1), count);
+        late
+    }
+
+    /// Reads the clock until `due` (ns since the start) has come: sleeps while it is far, spins
+    /// when it is near.
+    fn read_until(&mut self, due: u64) {
+        loop {
+            let now = Instant::now();
+            self.now_ns = now.saturating_duration_since(self.start).as_nanos() as u64;
+            if self.now_ns >= due {
+                self.reuses_left = ARRIVALS_PER_READ - 1;
+                return;
+            }
+            let ahead = Duration::from_nanos(due - self.now_ns);
+            if ahead > SLEEP_OVER {
+                std::thread::sleep(ahead - SLEEP_OVER / 2);
+            } else if sleepy() {
+                std::thread::sleep(ahead);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Hands the producer's lateness and its context switches since the pacer was made over to
+    /// the schedule (on the producer's thread).
+    pub fn finish(self) {
+        self.schedule.add_late(&self.late);
+        if let (Some(start), Some(end)) = (self.switches_at_start, Switches::now()) {
+            *self
+                .schedule
+                .producer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(end.since(start));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,7 +417,6 @@ mod tests {
         let t0 = ol.intended(0).unwrap();
         // Task 10 was due at 10 ms; it started at 15 ms and finished at 16 ms.
         ol.record(
-            3,
             10,
             t0 + Duration::from_millis(15),
             t0 + Duration::from_millis(16),
@@ -259,8 +432,8 @@ mod tests {
         assert!((s.achieved - 62.5).abs() < 0.1, "{}", s.achieved);
     }
 
-    /// `wait_turn` returns how late the producer came to a task; what `add_late` hands over
-    /// is in the summary.
+    /// `wait_turn` returns how late the producer came to a task; what the pacer recorded is
+    /// in the summary once it finishes.
     #[test]
     fn the_producers_lateness_is_kept_apart() {
         let ol = OpenLoop::new(1_000.0); // 1 ms apart
@@ -269,15 +442,16 @@ mod tests {
         while Instant::now() < t0 + Duration::from_millis(2) {
             std::hint::spin_loop();
         }
-        let late = ol.wait_turn(0);
+        let mut pacer = ol.pacer();
+        let late = pacer.wait_turn(0, 3);
         assert!(late >= 2_000_000, "{late}");
         // Task 1 is past due too (by 1 ms).
-        assert!(ol.wait_turn(1) >= 1_000_000);
-        let mut h = OpenLoop::histogram();
-        h.record_n(late, 3).unwrap();
-        ol.add_late(&h);
+        assert!(pacer.wait_turn(1, 1) >= 1_000_000);
+        pacer.finish();
         let s = ol.summary();
-        assert_eq!(s.late.len(), 3);
+        assert_eq!(s.late.len(), 4);
+        // The producer's context switches are handed over with its lateness.
+        assert_eq!(s.producer.is_some(), Switches::now().is_some());
         assert!(s.late.max() >= 2_000_000);
         // Summarised once: a second summary has no lateness left.
         assert_eq!(ol.summary().late.len(), 0);
@@ -293,17 +467,16 @@ mod tests {
         while Instant::now() < t0 + Duration::from_millis(7) {
             std::hint::spin_loop();
         }
-        let late = ol.wait_turn(2);
+        let late = ol.pacer().wait_turn(2, 1);
         assert!(late >= 5_000_000, "{late}");
         let submit = t0 + Duration::from_millis(2) + Duration::from_nanos(late);
         // It starts 1 ms after its submit; task 3, never submitted, is not in `from_submit`.
         ol.record(
-            0,
             2,
             submit + Duration::from_millis(1),
             submit + Duration::from_millis(2),
         );
-        ol.record(1, 3, t0, t0);
+        ol.record(3, t0, t0);
         let s = ol.summary();
         assert_eq!((s.start.len(), s.from_submit.len()), (2, 1));
         let from_submit = s.from_submit.max();
@@ -314,9 +487,45 @@ mod tests {
         assert!(s.start.max() >= late + 990_000);
         // An untracked schedule keeps no submit times.
         let plain = OpenLoop::new(1_000.0);
-        plain.wait_turn(0);
-        plain.record(0, 0, Instant::now(), Instant::now());
+        plain.pacer().wait_turn(0, 1);
+        plain.record(0, Instant::now(), Instant::now());
         assert_eq!(plain.summary().from_submit.len(), 0);
+    }
+
+    /// A producer behind its schedule reads the clock once for up to `ARRIVALS_PER_READ`
+    /// arrivals already due, but never takes a reading for an arrival not yet due at it.
+    #[test]
+    fn a_late_producer_shares_a_clock_reading_but_never_runs_early() {
+        let ol = OpenLoop::new(1e9); // 1 ns apart
+        let t0 = ol.intended(0).unwrap();
+        while Instant::now() < t0 + Duration::from_millis(1) {
+            std::hint::spin_loop();
+        }
+        let mut pacer = ol.pacer();
+        let late: Vec<u64> = (0..u64::from(ARRIVALS_PER_READ))
+            .map(|i| pacer.wait_turn(i, 1))
+            .collect();
+        // One reading for all of them: each 1 ns less late than the one before.
+        for (i, &l) in late.iter().enumerate() {
+            assert_eq!(late[0] - l, i as u64, "{late:?}");
+        }
+        // At 1 ms apart, the next arrival is not due at any earlier reading: it is waited for.
+        let paced = OpenLoop::new(1_000.0);
+        let t0 = paced.intended(0).unwrap();
+        let mut pacer = paced.pacer();
+        pacer.wait_turn(0, 1);
+        pacer.wait_turn(1, 1);
+        assert!(Instant::now() >= t0 + Duration::from_millis(1));
+        // An unpaced schedule: every arrival is due at the start.
+        let unpaced = OpenLoop::unpaced();
+        let t0 = unpaced.intended(0).unwrap();
+        let mut pacer = unpaced.pacer();
+        for i in 0..1_000 {
+            pacer.wait_turn(i, 1);
+        }
+        assert!(Instant::now() < t0 + Duration::from_secs(1));
+        pacer.finish();
+        assert_eq!(unpaced.summary().late.len(), 1_000);
     }
 
     #[test]
@@ -328,14 +537,14 @@ mod tests {
         let ol = OpenLoop::new(1e12);
         let t0 = ol.intended(0).unwrap();
         // A start before the intended time counts as no delay; a huge one saturates.
-        ol.record(0, 5, t0, t0 + Duration::from_secs(1_000));
+        ol.record(5, t0, t0 + Duration::from_secs(1_000));
         let s = ol.summary();
         assert_eq!(s.start.len(), 1);
         assert!(s.finish.max() >= HIGHEST_NS / 2);
         // The largest index at the slowest rate: no overflow, whatever the clock's range.
         let slow = OpenLoop::new(0.0);
         let _ = slow.intended(u64::MAX);
-        slow.record(1, u64::MAX, t0, t0);
+        slow.record(u64::MAX, t0, t0);
         assert_eq!(slow.summary().start.len(), 1);
     }
 }

@@ -47,7 +47,7 @@ const ROUND_OVERHEAD_S: f64 = 4.0;
 const DISTRIBUTED_S: [f64; 2] = [25.0, 12.0];
 /// Seconds `latency` takes (sustained rates, then a warm-up and one open-loop run per
 /// system and load), once.
-const LATENCY_S: [f64; 2] = [60.0, 8.0];
+const LATENCY_S: [f64; 2] = [72.0, 10.0];
 /// Seconds `tax` takes, once: at report size a warm-up and one counted run of each system in
 /// each of its 18 cells; with `--quick` its 4 smoke cells at `--quick`'s runs.
 const TAX_S: [f64; 2] = [30.0, 6.0];
@@ -93,11 +93,12 @@ mod tests {
         // About 11 minutes with the curves: the actor-crate, hashed-slot and skewed rows, the
         // hot-key and ordering-tax scenarios added a minute to the 10 it was.
         assert!(estimate(&opts, true) <= 690.0, "{}", estimate(&opts, true));
-        // The CI smoke (`all --quick`): about a minute and a half, with the stream, latency,
-        // hot-key and ordering-tax scenarios (each a few seconds).
+        // The CI smoke (`all --quick`): about a minute and a half, with the stream, latency
+        // (keyway-typed's open-loop row added 2 s), hot-key and ordering-tax scenarios (each a
+        // few seconds).
         let quick = RunOptions::new(true, None);
         assert!(
-            estimate(&quick, false) <= 90.0,
+            estimate(&quick, false) <= 92.0,
             "{}",
             estimate(&quick, false)
         );

@@ -163,6 +163,14 @@ impl ContextsRun {
         self
     }
 
+    /// The same run with its tasks offered through the open loop's machinery (pacer, delay
+    /// records) but all due at once: the producer submits as fast as it can, paying what it
+    /// pays on a paced schedule (see [`OpenLoop::unpaced`]).
+    pub fn unpaced_open_loop(mut self) -> Self {
+        self.open_loop = Some(OpenLoop::unpaced());
+        self
+    }
+
     /// [`open_loop`](Self::open_loop), also keeping each task's submit time (see
     /// [`OpenLoop::tracking_submits`]; a batch's tasks after its first are not tracked).
     pub fn tracked_open_loop(mut self, rate: f64) -> Self {
@@ -212,13 +220,13 @@ impl ContextsRun {
         &self,
         mut submit: impl FnMut(usize, RangeInclusive<u64>) -> Result<(), String>,
     ) -> Result<(), String> {
-        // The producer's lateness, kept here and handed over once (no lock per submit).
-        let mut late = self.open_loop.as_ref().map(|_| OpenLoop::histogram());
+        // The producer's lateness, kept by its pacer and handed over once (no lock per submit).
+        let mut pacer = self.open_loop.as_ref().map(OpenLoop::pacer);
         let mut feed = || {
             if let Some(p) = &self.popularity {
                 for (i, &(ctx, seq)) in p.order().iter().enumerate() {
-                    if let (Some(schedule), Some(late)) = (&self.open_loop, late.as_mut()) {
-                        late.saturating_record(schedule.wait_turn(i as u64).max(1));
+                    if let Some(pacer) = pacer.as_mut() {
+                        pacer.wait_turn(i as u64, 1);
                     }
                     let seq = u64::from(seq);
                     submit(ctx as usize, seq..=seq)?;
@@ -229,9 +237,8 @@ impl ContextsRun {
             while first <= self.tasks {
                 let last = first.saturating_add(self.batch - 1).min(self.tasks);
                 for ctx in 0..self.contexts() {
-                    if let (Some(schedule), Some(late)) = (&self.open_loop, late.as_mut()) {
-                        let ns = schedule.wait_turn(self.arrival(ctx, first));
-                        late.saturating_record_n(ns.max(1), last - first + 1);
+                    if let Some(pacer) = pacer.as_mut() {
+                        pacer.wait_turn(self.arrival(ctx, first), last - first + 1);
                     }
                     submit(ctx, first..=last)?;
                 }
@@ -240,8 +247,8 @@ impl ContextsRun {
             Ok(())
         };
         let fed = feed();
-        if let (Some(schedule), Some(late)) = (&self.open_loop, &late) {
-            schedule.add_late(late);
+        if let Some(pacer) = pacer {
+            pacer.finish();
         }
         fed
     }
@@ -282,7 +289,7 @@ pub fn unordered_context_task(run: &ContextsRun, ctx: usize, seq: u64) {
 fn record_delays(run: &ContextsRun, ctx: usize, seq: u64, started: Option<Instant>) {
     if let (Some(schedule), Some(started)) = (&run.open_loop, started) {
         if run.hot.is_none_or(|(hot, _)| hot != ctx) {
-            schedule.record(ctx, run.arrival(ctx, seq), started, Instant::now());
+            schedule.record(run.arrival(ctx, seq), started, Instant::now());
         }
     }
 }

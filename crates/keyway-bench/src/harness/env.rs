@@ -35,6 +35,9 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The commit this program was built from, as its build script found it.
+pub const BUILD_COMMIT: &str = env!("KEYWAY_BENCH_COMMIT");
+
 /// What a report says about its machine.
 #[derive(Debug, Clone)]
 pub struct Environment {
@@ -50,7 +53,8 @@ pub struct Environment {
     /// local atomic) did this many times the work of one thread in the same
     /// time: `cores` on a machine whose cores scale perfectly.
     pub speedup: f64,
-    /// The git commit the command was run from, if known.
+    /// The git commit the command was built from (`-dirty`: its work tree had changes;
+    /// `unknown`: not built in a git work tree), recorded when it was built.
     pub commit: String,
     /// The compiler that built the command.
     pub rustc: &'static str,
@@ -139,7 +143,7 @@ impl Environment {
             } else {
                 speedup(cores)
             },
-            commit: commit().unwrap_or_else(|| "unknown".into()),
+            commit: BUILD_COMMIT.into(),
             rustc: env!("KEYWAY_BENCH_RUSTC"),
             peers: env!("KEYWAY_BENCH_PEERS"),
             start: Disturbance::now(),
@@ -264,26 +268,6 @@ pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
     Some([it.next()??, it.next()??, it.next()??])
 }
 
-fn commit() -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()?;
-    let hash = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    let dirty = std::process::Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .ok()
-        .is_some_and(|o| !o.stdout.is_empty());
-    (out.status.success() && !hash.is_empty()).then(|| {
-        if dirty {
-            format!("{hash}-dirty")
-        } else {
-            hash
-        }
-    })
-}
-
 /// One thread's time for the work against `cores` threads doing it each
 /// at once: cores × t1 / tN (the best of three tries each).
 fn speedup(cores: usize) -> f64 {
@@ -308,6 +292,18 @@ fn speedup(cores: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The build commit is a short hash (maybe `-dirty`) or `unknown`, never a path or an
+    /// error message.
+    #[test]
+    fn the_build_commit_names_a_commit() {
+        let hash = BUILD_COMMIT.strip_suffix("-dirty").unwrap_or(BUILD_COMMIT);
+        assert!(
+            BUILD_COMMIT == "unknown"
+                || (hash.len() == 12 && hash.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{BUILD_COMMIT}"
+        );
+    }
 
     #[test]
     fn parses_loadavg() {

@@ -31,6 +31,9 @@ pub struct SystemResult {
     /// The most a timed region of this system grew the RSS (peak minus the
     /// RSS at the start of the region; KiB).
     pub rss_growth_kib: Option<u64>,
+    /// Each counted run's growth of the RSS in its timed region, in run order (KiB; empty where
+    /// a run could not tell).
+    pub rss_growth_runs_kib: Vec<u64>,
     /// The most a whole run of this system (setup, timed region and
     /// teardown) grew the RSS over what the process held before its setup
     /// (KiB): the memory of the system's threads, queues and handles plus
@@ -69,6 +72,7 @@ impl SystemResult {
             cpu_s: None,
             peak_rss_kib: None,
             rss_growth_kib: None,
+            rss_growth_runs_kib: Vec::new(),
             run_rss_growth_kib: None,
             ready: true,
             allocs_per_task: None,
@@ -110,6 +114,7 @@ impl SystemResult {
             "alloc_bytes_per_task": self.alloc_bytes_per_task,
             "others_cpu_s": self.others_cpu_s,
             "times_s": self.times_s,
+            "rss_growth_runs_kib": self.rss_growth_runs_kib,
         })
     }
 
@@ -361,7 +366,8 @@ mod tests {
                 "allocs_per_task",
                 "alloc_bytes_per_task",
                 "others_cpu_s",
-                "times_s"
+                "times_s",
+                "rss_growth_runs_kib"
             ]
         );
         assert_eq!(row["times_s"], json!([1.0, 2.0, 3.0]));

@@ -6,6 +6,16 @@
 //! high-water mark before the run: writing `5` to `/proc/self/clear_refs`
 //! sets `VmHWM` back to the current RSS (Linux ≥ 4.0), and `VmHWM` read after
 //! the run is then the most memory the process held while the system ran.
+//!
+//! A peak alone is not enough: memory an earlier run freed stays resident in
+//! the allocator's free lists, and a run that reuses it touches no new page,
+//! so its growth would read as nothing. The harness therefore hands the heap's
+//! free pages back to the OS before every run ([`trim_heap`]); a run's growth
+//! (peak less the RSS at its start) is then the memory that run itself made
+//! resident, whichever system ran before it. The price is in its time: every
+//! run makes its memory resident anew (page faults), as a fresh process does;
+//! on `contexts --work 10` that added 1-11% to each row's median here, the
+//! same for every row within noise. `KEYWAY_BENCH_TRIM=0` turns it off.
 
 use std::time::Duration;
 
@@ -27,6 +37,34 @@ pub fn cpu_time() -> Option<Duration> {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
     Some(tv(usage.ru_utime) + tv(usage.ru_stime))
+}
+
+/// Hands every free page of the heap back to the OS (glibc's `malloc_trim(0)`, every arena), so
+/// that the next run's allocations make pages resident anew instead of silently reusing what an
+/// earlier run freed; `false` where the allocator offers no such call (then a run's RSS growth
+/// may miss memory it reused).
+pub fn trim_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes the allocator's own locks and only releases free memory.
+        unsafe { libc::malloc_trim(0) };
+        true
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
+/// Set to `0` in the environment, the harness does not trim the heap before each run: a run
+/// then reuses, unseen in its RSS growth, what earlier runs freed, and pays no page faults for
+/// it (the bench's behaviour before it trimmed, for comparing times across that change).
+pub const TRIM_ENV: &str = "KEYWAY_BENCH_TRIM";
+
+/// Whether the harness trims the heap before each run (unless [`TRIM_ENV`] is `0`).
+pub fn trim_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var_os(TRIM_ENV).is_none_or(|v| v != "0"))
 }
 
 /// Resets the process's RSS high-water mark to its current RSS; `false` where
@@ -81,6 +119,7 @@ pub struct Cost {
     pub rss_growth_kib: Option<u64>,
     /// Whether the peak could be reset at the start (otherwise the peak is
     /// the process's lifetime peak and `rss_growth_kib` is an upper bound).
+    /// The start's RSS is read after the reset: growth = peak − that RSS.
     pub peak_reset: bool,
     /// What the process allocated during the region (every thread).
     pub allocated: Allocated,

@@ -11,6 +11,7 @@
 //! variant's total when `--contexts` changes. So `--contexts 1024` is `many`.
 
 mod asynchronous;
+mod isolated;
 mod runs;
 pub mod variant;
 
@@ -76,6 +77,11 @@ pub struct ContextsArgs {
     /// variant, on 100,000 contexts unless --contexts says otherwise.
     #[arg(long, value_name = "S", value_parser = zipf_exponent)]
     pub zipf: Option<f64>,
+    /// Run each system in a process of its own, one after another (not interleaved), so that
+    /// no row's figures (its RSS above all) owe anything to what another system left in the
+    /// process.
+    #[arg(long)]
+    pub isolate: bool,
 }
 
 fn zipf_exponent(s: &str) -> Result<f64, String> {
@@ -155,7 +161,18 @@ fn sized_variants(args: &ContextsArgs, divisor: u64) -> Vec<Variant> {
 
 /// Runs every selected variant, emitting each report as it is measured.
 pub fn run(args: &ContextsArgs, opts: &RunOptions, emit: &mut Emit<'_>) -> Result<(), String> {
-    for variant in sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR)) {
+    let variants = sized_variants(args, opts.divisor(QUICK_DIVISOR, REPORT_DIVISOR));
+    if args.isolate {
+        let names: Vec<_> = variants
+            .iter()
+            .map(|v| system_names(v, args, opts))
+            .collect();
+        for report in isolated::measure(&variants, &names, args, opts)? {
+            emit(&report);
+        }
+        return Ok(());
+    }
+    for variant in variants {
         if args.asynchronous {
             emit(&asynchronous::run_variant(&variant, &args.wait, opts)?);
         } else {
@@ -185,13 +202,15 @@ pub fn run_variant_of(
     opts: &RunOptions,
     only: Option<&[&str]>,
 ) -> Result<VariantReport, String> {
-    let keep = |c: &harness::Contender<'_>| only.is_none_or(|names| names.contains(&c.name));
+    let mut contenders = sync_contenders(v, opts);
+    contenders.retain(|c| only.is_none_or(|names| names.contains(&c.name)));
+    measure_variant(v, opts, None, contenders)
+}
+
+/// Every synchronous system `v` is measured on, in row order.
+fn sync_contenders(v: &Variant, opts: &RunOptions) -> Vec<harness::Contender<'static>> {
     let threads = cores();
     let timeout = opts.timeout;
-    let mut contenders = vec![
-        contender::<KeywayLanes>(v, threads, timeout),
-        contender::<KeywayTyped>(v, threads, timeout),
-    ];
     if let Some(s) = v.zipf {
         // One state for every run (it is large), made fresh before each.
         let run = runs::skewed_run(v, s);
@@ -213,9 +232,12 @@ pub fn run_variant_of(
         if with_napart(opts) {
             contenders.push(shared_contender::<Napart>(run, threads, timeout));
         }
-        contenders.retain(keep);
-        return measure_variant(v, opts, None, contenders);
+        return contenders;
     }
+    let mut contenders = vec![
+        contender::<KeywayLanes>(v, threads, timeout),
+        contender::<KeywayTyped>(v, threads, timeout),
+    ];
     if v.contexts <= THREAD_LIMIT {
         contenders.push(contender::<ThreadPerContext>(v, threads, timeout));
     }
@@ -230,8 +252,18 @@ pub fn run_variant_of(
     if with_napart(opts) {
         contenders.push(contender::<Napart>(v, threads, timeout));
     }
-    contenders.retain(keep);
-    measure_variant(v, opts, None, contenders)
+    contenders
+}
+
+/// The row names of `v` under `args` (sync or async systems), in row order. (A skewed
+/// variant's list makes its state, untimed: a fraction of a second.)
+fn system_names(v: &Variant, args: &ContextsArgs, opts: &RunOptions) -> Vec<&'static str> {
+    let contenders = if args.asynchronous {
+        asynchronous::contenders(v, &args.wait, opts).0
+    } else {
+        sync_contenders(v, opts)
+    };
+    contenders.iter().map(|c| c.name).collect()
 }
 
 #[cfg(test)]

@@ -2,15 +2,20 @@
 //!
 //! Cells: 16 and 1,024 contexts × work 10 and 1,000. In each cell every system's sustained rate
 //! is measured first (a short closed-loop burst of the `contexts` workload: the producer
-//! submits as fast as it can), then the system is offered 25%, 50% and 80% of its own rate
-//! (with `--same-rate`: every system that share of the slowest one's rate, so the delays
-//! compare at one rate) on an open-loop schedule (arrivals at fixed times, round robin over the contexts; delays
-//! counted from each task's intended submit time, so a stall cannot hide as a lower rate: see
-//! `open_loop`). Each row reports p50, p99, p99.9 and max of submit-to-start and
-//! submit-to-finish (HDR histograms), the achieved rate against the offered one, and p99 and
+//! submits as fast as it can, through the same loop and records as the open-loop runs), then
+//! the system is offered 25%, 50% and 80% of its own rate (with `--same-rate`: every system
+//! that share of the slowest one's rate; `--rate-of NAME`: of that system's; `--rate N`: of N
+//! tasks a second) on an open-loop schedule (arrivals at fixed times, round robin over the
+//! contexts; delays counted from each task's intended submit time, so a stall cannot hide as a
+//! lower rate: see `open_loop`). Each row reports p50, p99, p99.9 and max of submit-to-start
+//! and submit-to-finish (HDR histograms), the achieved rate against the offered one, p99 and
 //! p99.9 of the producer's lateness (intended time to submit: the part of the delay the
-//! producer spent not yet submitting, from a slow submit call or a producer without a CPU). Per-context
-//! order is checked as in `contexts` (crossbeam-pool keeps none: completeness only).
+//! producer spent not yet submitting, from a slow submit call or a producer without a CPU),
+//! and the producer thread's context switches during the run: `prod blocks` (it gave the CPU
+//! up: slept ahead of its schedule, or blocked in a submit call) and `prod preempt` (the
+//! kernel took the CPU from it while it could run: the system's threads, or others, wanted
+//! both cores). Per-context order is checked as in `contexts` (crossbeam-pool keeps none:
+//! completeness only).
 //! One open-loop run per system and load, after an uncounted warm-up run; `--runs` is ignored.
 
 use std::cell::RefCell;
@@ -25,9 +30,9 @@ use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::report::group_thousands;
 use crate::harness::{is_selected, measure, Contender, VariantReport};
-use crate::open_loop::Summary;
+use crate::open_loop::{Summary, Switches};
 use crate::systems::crossbeam_pool::CrossbeamContexts;
-use crate::systems::keyway::KeywayLanes;
+use crate::systems::keyway::{KeywayLanes, KeywayTyped};
 use crate::systems::thread_per_context::{ThreadPerContext, THREAD_LIMIT};
 use crate::systems::tokio_actor::TokioActor;
 use crate::systems::{run_contexts, ContextsSystem};
@@ -71,6 +76,11 @@ pub struct LatencyArgs {
     /// (a row name, e.g. `keyway`), so the delays compare at one rate that system sets.
     #[arg(long, conflicts_with = "same_rate")]
     pub rate_of: Option<String>,
+    /// Offer every system the same rate: the load in percent of this many tasks a second (with
+    /// `--load 100`, this rate itself), whatever each one sustains; to compare runs at one
+    /// rate that no burst measurement moves.
+    #[arg(long, conflicts_with_all = ["same_rate", "rate_of"], value_parser = positive_rate)]
+    pub rate: Option<f64>,
 }
 
 /// One plot of latency distributions: a line of (1 / (1 − q), µs) points per system.
@@ -102,7 +112,11 @@ pub(super) fn system<S: ContextsSystem>() -> System {
 
 /// The systems measured in a cell of `contexts` contexts.
 fn systems(contexts: usize) -> Vec<System> {
-    let mut list = vec![system::<KeywayLanes>(), system::<TokioActor>()];
+    let mut list = vec![
+        system::<KeywayLanes>(),
+        system::<KeywayTyped>(),
+        system::<TokioActor>(),
+    ];
     if contexts <= THREAD_LIMIT {
         list.push(system::<ThreadPerContext>());
     }
@@ -134,10 +148,11 @@ pub fn run(
         {
             continue; // a knob collapsed several cells into one
         }
-        let basis = match &args.rate_of {
-            Some(name) => Basis::Of(name.clone()),
-            None if args.same_rate => Basis::Slowest,
-            None => Basis::Own,
+        let basis = match (&args.rate_of, args.rate) {
+            (Some(name), _) => Basis::Of(name.clone()),
+            (None, Some(rate)) => Basis::Fixed(rate),
+            (None, None) if args.same_rate => Basis::Slowest,
+            (None, None) => Basis::Own,
         };
         plots.extend(run_cell(contexts, work, &loads, &basis, size, opts, emit)?);
     }
@@ -164,6 +179,17 @@ enum Basis {
     Slowest,
     /// This system's, for all (`--rate-of`).
     Of(String),
+    /// This many tasks a second, for all (`--rate`).
+    Fixed(f64),
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!(
+            "a rate is a number of tasks a second, at least 1, not {s:?}"
+        )),
+    }
 }
 
 impl Basis {
@@ -172,6 +198,7 @@ impl Basis {
             Basis::Own => "each system's sustained rate".into(),
             Basis::Slowest => "the slowest system's sustained rate, for all".into(),
             Basis::Of(name) => format!("{name}'s sustained rate, for all"),
+            Basis::Fixed(rate) => format!("{} tasks/s, for all", group_thousands(*rate as u64)),
         }
     }
 }
@@ -187,6 +214,7 @@ fn offered_rates(
     let common = match basis {
         Basis::Own => None,
         Basis::Slowest => Some(rates.iter().copied().fold(f64::INFINITY, f64::min)),
+        Basis::Fixed(rate) => Some(*rate),
         Basis::Of(name) => match names.iter().position(|n| n == name) {
             Some(i) => Some(rates[i]),
             None => {
@@ -269,6 +297,9 @@ fn run_cell(
         params.insert("work".into(), json!(work));
         params.insert("load_percent".into(), json!(load));
         params.insert("same_rate".into(), json!(*basis == Basis::Slowest));
+        if let Basis::Fixed(rate) = basis {
+            params.insert("rate".into(), json!(rate));
+        }
         if let Basis::Of(name) = basis {
             params.insert("rate_of".into(), json!(name));
         }
@@ -300,7 +331,10 @@ fn run_cell(
 }
 
 /// The rate `s` sustains in the cell: tasks per second of a closed-loop burst of `tasks`
-/// tasks, after an uncounted one.
+/// tasks, after an uncounted one. The burst goes through the open loop's own machinery with
+/// every task due at once (the producer's pacer and lateness record, each task's delay
+/// records), so the rate offered as a share of it is a share of what the system sustains
+/// paying those costs, not of a cheaper loop's rate.
 fn sustained(
     s: System,
     contexts: usize,
@@ -312,10 +346,14 @@ fn sustained(
     let per_context = tasks.div_ceil(contexts as u64).max(1);
     let mut elapsed = Duration::ZERO;
     for _ in 0..2 {
-        let run: &'static ContextsRun =
-            Box::leak(Box::new(ContextsRun::new(contexts, per_context, work)));
+        let run: &'static ContextsRun = Box::leak(Box::new(
+            ContextsRun::new(contexts, per_context, work).unpaced_open_loop(),
+        ));
         elapsed = (s.run)(run, threads, timeout)
             .map_err(|e| format!("latency: {}'s sustained rate: {e}", s.name))?;
+        if let Some(schedule) = &run.open_loop {
+            schedule.summary(); // frees its histograms (the run's state is leaked)
+        }
     }
     Ok((per_context * contexts as u64) as f64 / elapsed.as_secs_f64().max(1e-9))
 }
@@ -361,7 +399,14 @@ fn figures(sustained: f64, s: &Summary) -> Vec<(&'static str, f64)> {
         ("finish max", s.finish.max() as f64 / 1e3),
         ("late p99", us(&s.late, 0.99)),
         ("late p99.9", us(&s.late, 0.999)),
+        ("prod blocks", switches(s, |p| p.voluntary)),
+        ("prod preempt", switches(s, |p| p.involuntary)),
     ]
+}
+
+/// One of the producer's context-switch counts (NaN, printed `-`, where not known).
+fn switches(s: &Summary, count: fn(&Switches) -> u64) -> f64 {
+    s.producer.as_ref().map_or(f64::NAN, |p| count(p) as f64)
 }
 
 /// The submit-to-start distribution as plot points.
@@ -533,6 +578,12 @@ mod tests {
             vec![1_000.0; 3]
         );
         assert!(offered_rates(&NAMES, &rates, 50, &of("d")).is_err());
+        // `--rate`: that rate for all, whatever each sustains.
+        assert_eq!(
+            offered_rates(&NAMES, &rates, 50, &Basis::Fixed(3_000.0)).unwrap(),
+            vec![1_500.0; 3]
+        );
+        assert!(positive_rate("0").is_err() && positive_rate("inf").is_err());
     }
 
     /// Every system of the scenario runs a short open loop correctly, and its rows say what

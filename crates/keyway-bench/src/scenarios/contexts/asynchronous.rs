@@ -8,7 +8,7 @@ use super::runs::{contender, measure_variant};
 use super::variant::Variant;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
-use crate::harness::VariantReport;
+use crate::harness::{Contender, VariantReport};
 use crate::systems::async_contexts::{
     KeywayAsync, KeywaySpawnAsync, Remote, Timer, Tokio, TokioActorAsync, TokioMutexAsync, Wait,
     Yield,
@@ -17,15 +17,25 @@ use crate::systems::async_contexts::{
 /// Measures one variant with every async system, each task awaiting `wait` (`yield`, `timer`,
 /// `remote`, `tokio`).
 pub fn run_variant(v: &Variant, wait: &str, opts: &RunOptions) -> Result<VariantReport, String> {
+    let (contenders, wait) = contenders(v, wait, opts);
+    measure_variant(v, opts, Some(wait), contenders)
+}
+
+/// The async systems of `v`, each task awaiting `wait`, and the wait's name.
+pub fn contenders(
+    v: &Variant,
+    wait: &str,
+    opts: &RunOptions,
+) -> (Vec<Contender<'static>>, &'static str) {
     match wait {
-        "timer" => run_with::<Timer>(v, opts),
-        "remote" => run_with::<Remote>(v, opts),
-        "tokio" => run_with::<Tokio>(v, opts),
-        _ => run_with::<Yield>(v, opts),
+        "timer" => with::<Timer>(v, opts),
+        "remote" => with::<Remote>(v, opts),
+        "tokio" => with::<Tokio>(v, opts),
+        _ => with::<Yield>(v, opts),
     }
 }
 
-fn run_with<W: Wait>(v: &Variant, opts: &RunOptions) -> Result<VariantReport, String> {
+fn with<W: Wait>(v: &Variant, opts: &RunOptions) -> (Vec<Contender<'static>>, &'static str) {
     let (threads, timeout) = (cores(), opts.timeout);
     let contenders = vec![
         contender::<KeywayAsync<W>>(v, threads, timeout),
@@ -33,7 +43,7 @@ fn run_with<W: Wait>(v: &Variant, opts: &RunOptions) -> Result<VariantReport, St
         contender::<TokioActorAsync<W>>(v, threads, timeout),
         contender::<TokioMutexAsync<W>>(v, threads, timeout),
     ];
-    measure_variant(v, opts, Some(W::NAME), contenders)
+    (contenders, W::NAME)
 }
 
 #[cfg(test)]

@@ -23,14 +23,7 @@ pub(super) fn measure_variant(
     wait: Option<&str>,
     mut contenders: Vec<Contender<'static>>,
 ) -> Result<VariantReport, String> {
-    let mut kind = wait.map_or(String::new(), |w| format!(" async {w}"));
-    if v.batch > 1 {
-        kind.push_str(&format!(" batch {}", v.batch));
-    }
-    if let (Some(s), false) = (v.zipf, v.name == "zipf") {
-        kind.push_str(&format!(" zipf {s}"));
-    }
-    let label = format!("contexts{kind} {}", v.name);
+    let (label, title) = describe(v, opts, wait);
     let results = measure(
         &label,
         opts.runs,
@@ -52,24 +45,39 @@ pub(super) fn measure_variant(
         params.insert("async_wait".into(), json!(w));
     }
     params.insert("zipf".into(), json!(v.zipf));
+    Ok(VariantReport {
+        scenario: "contexts",
+        title,
+        params,
+        results,
+    })
+}
+
+/// The progress label and the report's title of `v`; `wait` (async runs) names what each task
+/// awaits.
+pub(super) fn describe(v: &Variant, opts: &RunOptions, wait: Option<&str>) -> (String, String) {
+    let mut kind = wait.map_or(String::new(), |w| format!(" async {w}"));
+    if v.batch > 1 {
+        kind.push_str(&format!(" batch {}", v.batch));
+    }
+    if let (Some(s), false) = (v.zipf, v.name == "zipf") {
+        kind.push_str(&format!(" zipf {s}"));
+    }
+    let label = format!("contexts{kind} {}", v.name);
     let per = match v.zipf {
         Some(s) => format!("tasks on average, Zipf {s} popularity"),
         None => "tasks".to_string(),
     };
-    Ok(VariantReport {
-        scenario: "contexts",
-        title: format!(
-            "{}{kind}: {} contexts × {} {per}, work {} ({} tasks; {} runs, median)",
-            v.name,
-            group_thousands(v.contexts as u64),
-            group_thousands(v.tasks),
-            group_thousands(v.work),
-            group_thousands(v.total()),
-            opts.runs
-        ),
-        params,
-        results,
-    })
+    let title = format!(
+        "{}{kind}: {} contexts × {} {per}, work {} ({} tasks; {} runs, median)",
+        v.name,
+        group_thousands(v.contexts as u64),
+        group_thousands(v.tasks),
+        group_thousands(v.work),
+        group_thousands(v.total()),
+        opts.runs
+    );
+    (label, title)
 }
 
 pub(super) fn contender<S: ContextsSystem>(
