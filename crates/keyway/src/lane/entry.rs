@@ -11,9 +11,10 @@
 //! to 24 bytes (an `Arc` and two integers, a `String` alone), or, with a task handle, a closure
 //! capturing 16 bytes that include a reference, `Arc`, `Box` or `String` (the handle's shared
 //! state takes a word, and the closure's `Option` one more when it has no such niche: two plain
-//! integers). A larger one is boxed, one allocation per task (its box is freed by the worker
-//! that runs it): an `Arc` plus a `String` (32 bytes) boxes, as does a closure with a handle
-//! that captures two plain integers. `a_closure_entry_is_four_words_and_what_fits_is_stated`
+//! integers). A larger one, up to 64 bytes, goes to a recycled cell (`task/spill.rs`: cells
+//! freed by the workers come back to the submitters, so a warm path allocates none), and a
+//! value beyond 64 bytes is boxed, one allocation per task: an `Arc` plus a `String` (32 bytes)
+//! takes a cell, as does a closure with a handle that captures two plain integers. `a_closure_entry_is_four_words_and_what_fits_is_stated`
 //! checks each of these shapes.
 //!
 //! The store is the task module's `InlineBox` (its rules 1–4 are what the `SAFETY` comments

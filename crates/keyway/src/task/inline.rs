@@ -6,7 +6,8 @@
 //! is allocated by the producer and freed by a worker, glibc's worst case), and on the schedule
 //! path a box per task cost ~190 instructions in `malloc` and as many in `free`. Most closures
 //! capture a few words, so up to [`WORDS`] words are kept in place and only larger values go to
-//! the heap.
+//! the heap: to a recycled cell up to 64 bytes (`spill.rs`: a value made on one thread and
+//! freed on another defeats the allocator's per-thread caches), to a box beyond.
 //!
 //! A user of the store supplies a vtable type `V` (a struct of plain `fn` pointers taking a
 //! [`LiveValue`] or [`LiveValueRef`]), implements [`VTable`] (how to drop) and [`VTableFor<T>`] (the
@@ -18,10 +19,12 @@
 //!
 //! Every `// SAFETY:` comment here and in the vtables built on this store cites these:
 //!
-//! 1. **Fit or box, by type.** A value of type `T` is kept in `data` itself when
+//! 1. **Fit, cell or box, by type.** A value of type `T` is kept in `data` itself when
 //!    `fits::<T, N>()` (its size is at most the store's `N` words, [`Words`], and its alignment
-//!    at most a word's), and as a `Box<T>` otherwise. The choice depends on `T` and `N` alone, so `InlineBox::new` (which stores) and `LiveValue`'s accessors
-//!    (which read back) agree on the layout; it is a constant and compiles away.
+//!    at most a word's); otherwise in a recycled cell (`spill.rs`, a pointer in `data`) when
+//!    `spill::fits::<T>()` (up to 64 bytes), and as a `Box<T>` otherwise. The choice depends on
+//!    `T` and `N` alone, so `InlineBox::new` (which stores) and `LiveValue`'s accessors (which
+//!    read back) agree on the layout; it is a constant and compiles away.
 //! 2. **One type per vtable.** `InlineBox::new::<T>` stores a `T` together with
 //!    `<V as VTableFor<T>>::VTABLE`, and neither changes afterwards. A function of that vtable
 //!    reads its slot as a `T` and as nothing else; [`VTable::drop_value`] is given the slot
@@ -36,6 +39,8 @@
 
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+
+use super::spill;
 
 /// Words of a value kept in place by default (a store may choose fewer: `N`).
 pub(crate) const WORDS: usize = 4;
@@ -84,6 +89,14 @@ impl<V: VTable<N>, const N: usize> InlineBox<V, N> {
             // SAFETY: rule 1 — a `T` fits and is aligned for `Words` (just checked); `data` is
             // uninitialised, so nothing is overwritten.
             unsafe { data.as_mut_ptr().cast::<T>().write(value) };
+        } else if spill::fits::<T>() {
+            let cell = spill::alloc_cell::<T>();
+            // SAFETY: rule 1 — the cell is this value's (S2), sized and aligned for a `T`; a
+            // pointer fits and is aligned for `Words`.
+            unsafe {
+                cell.write(value);
+                data.as_mut_ptr().cast::<*mut T>().write(cell);
+            }
         } else {
             // SAFETY: rule 1 — a `Box` is one pointer, which fits and is aligned for `Words`;
             // `data` is uninitialised, so nothing is overwritten.
@@ -148,7 +161,7 @@ pub(crate) struct LiveValue<'a, const N: usize = WORDS> {
 }
 
 impl<const N: usize> LiveValue<'_, N> {
-    /// Moves the value out (and frees its box, if it had one).
+    /// Moves the value out (and frees its cell or box, if it had one).
     ///
     /// # Safety
     /// The slot holds a live `T` (rule 2: called from a function of `VTableFor<T>::VTABLE`).
@@ -157,13 +170,22 @@ impl<const N: usize> LiveValue<'_, N> {
         if fits::<T, N>() {
             // SAFETY: rules 1, 2 — a live `T` in place, read once (rule 3: `self` is consumed).
             unsafe { self.data.cast::<T>().read() }
+        } else if spill::fits::<T>() {
+            // SAFETY: rules 1, 2 — a live `T` in its cell, read once (rule 3), then the cell,
+            // holding nothing, goes back (S2).
+            unsafe {
+                let cell = self.data.cast::<*mut T>().read();
+                let value = cell.read();
+                spill::free_cell(cell);
+                value
+            }
         } else {
             // SAFETY: rules 1, 2 — a live `Box<T>`, read once (rule 3: `self` is consumed).
             *unsafe { self.data.cast::<Box<T>>().read() }
         }
     }
 
-    /// Drops the value in place (and frees its box, if it had one).
+    /// Drops the value in place (and frees its cell or box, if it had one).
     ///
     /// # Safety
     /// As for [`take`](LiveValue::take).
@@ -172,6 +194,11 @@ impl<const N: usize> LiveValue<'_, N> {
         if fits::<T, N>() {
             // SAFETY: rules 1, 2 — a live `T` in place, dropped once (rule 3).
             unsafe { self.data.cast::<T>().drop_in_place() }
+        } else if spill::fits::<T>() {
+            // The value is moved out of its cell first, so the cell goes back even if its
+            // drop unwinds.
+            // SAFETY: as in `take`.
+            drop(unsafe { self.take::<T>() })
         } else {
             // SAFETY: rules 1, 2 — a live `Box<T>`, dropped once (rule 3).
             unsafe { self.data.cast::<Box<T>>().drop_in_place() }
@@ -195,6 +222,9 @@ impl<'a, const N: usize> LiveValueRef<'a, N> {
         if fits::<T, N>() {
             // SAFETY: rules 1, 2, 3 — a live `T` in place, borrowed for as long as the box.
             unsafe { &*self.data.cast::<T>() }
+        } else if spill::fits::<T>() {
+            // SAFETY: rules 1, 2, 3 — a live `T` in its cell, borrowed for as long as the box.
+            unsafe { &**self.data.cast::<*mut T>() }
         } else {
             // SAFETY: rules 1, 2, 3 — a live `Box<T>`, borrowed for as long as the box.
             unsafe { &*self.data.cast::<Box<T>>() }
@@ -257,7 +287,8 @@ mod tests {
     fn inline_and_boxed_values_are_read_consumed_and_dropped_once() {
         check::<1>(true);
         check::<3>(true); // exactly fills the storage
-        check::<4>(false);
+        check::<4>(false); // 40 bytes: a recycled cell
+        check::<8>(false); // 72 bytes: a box
         check::<40>(false);
         assert_eq!(
             size_of::<InlineBox<Ops>>(),

@@ -10,6 +10,8 @@
 //! * `raw` — [`Task`], a type-erased `Runnable` as the pool queues it;
 //! * `inline` — the store under it (and under the scheduler's waiting jobs): a value kept in
 //!   place when small and boxed otherwise, with the numbered rules its `unsafe` code cites;
+//! * `spill` — the recycled cells the store keeps a value of up to 64 bytes in when it does not
+//!   fit in place;
 //! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
 //! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
@@ -19,6 +21,7 @@ mod handle;
 mod inline;
 mod pending;
 mod raw;
+mod spill;
 
 pub use abort::AbortHandle;
 pub(crate) use contain::{contain, drop_quietly, wake_quietly};

@@ -3,6 +3,7 @@
 //! and the runner's hand-back of its chunk's spares to the lane.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error};
+use std::mem::size_of;
 use std::ptr;
 
 #[cfg(all(test, not(loom)))]
@@ -45,8 +46,8 @@ impl<E> Queue<E> {
             if self.spare_cap as usize + cap as usize <= keep {
                 self.push_spare(block, cap);
             } else {
-                // SAFETY: Q1 — allocated with `layout(cap)`, held by nothing else now.
-                unsafe { dealloc(block.cast(), Self::layout(cap)) };
+                // SAFETY: Q1 — held by nothing else now.
+                unsafe { Self::free_block(block) };
             }
         }
     }
@@ -87,20 +88,40 @@ impl<E> Queue<E> {
         NEW_BLOCKS.with(|n| n.set(n.get() + 1));
         let layout = Self::layout(cap);
         // SAFETY: the layout is not zero-sized (it holds a header).
-        let block = unsafe { alloc(layout) }.cast::<Block>();
-        if block.is_null() {
+        let raw = unsafe { alloc(layout) };
+        if raw.is_null() {
             handle_alloc_error(layout);
         }
-        // SAFETY: a fresh allocation of a block's layout: its header is written.
+        // The allocation is aligned to `ALLOC_ALIGN` and padded by the rest of a header's
+        // alignment: the first boundary of that is within the padding.
+        let shift = raw.align_offset(std::mem::align_of::<Block>());
+        debug_assert!(shift <= layout.size() - Self::SLOTS - cap as usize * size_of::<E>());
+        // SAFETY: a fresh allocation of a block's layout; the header and `cap` slots after it
+        // fit past `shift` (the padding); its header is written.
         unsafe {
+            let block = raw.add(shift).cast::<Block>();
             block.write(Block {
                 next: ptr::null_mut(),
                 cap,
                 start: 0,
                 end: 0,
-            })
-        };
-        block
+                shift: shift as u32,
+            });
+            block
+        }
+    }
+
+    /// Frees a block.
+    ///
+    /// # Safety
+    /// Q1 — `block` is this queue's, held by nothing now.
+    unsafe fn free_block(block: *mut Block) {
+        // SAFETY: Q1 — allocated with `layout(cap)`, its header `shift` bytes in.
+        unsafe {
+            let cap = (*block).cap;
+            let raw = block.cast::<u8>().sub((*block).shift as usize);
+            dealloc(raw, Self::layout(cap));
+        }
     }
 
     /// The top spare block, unlinked (the stack is not empty).
@@ -132,8 +153,8 @@ impl<E> Queue<E> {
         if self.spare_cap as usize + cap as usize <= Self::SPARE_KEEP {
             self.push_spare(block, cap);
         } else {
-            // SAFETY: Q1 — allocated with `layout(cap)`; held by nothing now.
-            unsafe { dealloc(block.cast(), Self::layout(cap)) };
+            // SAFETY: Q1 — held by nothing now.
+            unsafe { Self::free_block(block) };
         }
     }
 }
