@@ -60,6 +60,9 @@ pub(crate) fn run(registry: Arc<Registry>, parker: Parker) {
             meter.export.publish(&registry.metrics());
         }
         registry.ensure_threads();
+        // Cells of closures too large for a lane entry, recycled through a burst: given back
+        // to the allocator once no list has moved for a while.
+        crate::task::trim_spilled_cells(now);
         // Freeing idle lanes drops their keys: user code, which must not end the monitor.
         // Each period also scans one shard of each table for deep lanes (the watch list).
         scan += 1;

@@ -32,6 +32,7 @@ pub(crate) use inline::{fits, WORDS};
 pub(crate) use inline::{InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
+pub(crate) use spill::trim_idle as trim_spilled_cells;
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -22,7 +22,15 @@
 //! to the allocator alone (a thread that exits, a depot over its bound). What is kept is bounded:
 //! `2 * BATCH` cells per thread and class (freed when the thread exits, or given to the depot)
 //! and [`DEPOT_MAX`] lists per class in the depot, emptied when the last thread that filled it
-//! exits (pool workers: a process that dropped its pools holds none).
+//! exits (pool workers: a process that dropped its pools holds none), and given back to the
+//! allocator by a pool's monitor once no list has gone in or out of it for [`DEPOT_IDLE`]
+//! (`trim_idle`): a burst's cells do not outlive the burst by much more than that, even while
+//! the threads that filled the depot live on (a program's main thread, say).
+//!
+//! Why not a crate: the pools on the registry (`object-pool`, `lockfree-object-pool`) and the
+//! slabs (`sharded-slab`) hand out values of one type, with a guard or a key to reach them, and
+//! the simplest take a lock per value; a lane entry needs a bare cell, of any type of its size
+//! class, given back on another thread, for a few instructions.
 //!
 //! # Rules
 //!
@@ -39,6 +47,7 @@ use std::cell::UnsafeCell;
 use std::mem::{align_of, size_of};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -57,6 +66,8 @@ const BATCH: usize = 32;
 const DEPOT_MAX: usize = 4_096;
 /// The cells' alignment.
 const ALIGN: usize = 16;
+/// How long a depot must see no list go in or out before a pool's monitor frees its cells.
+pub(crate) const DEPOT_IDLE: Duration = Duration::from_millis(500);
 
 /// True if a `T` goes to a recycled cell when it does not fit in place.
 pub(crate) const fn fits<T>() -> bool {
@@ -109,6 +120,10 @@ struct Local {
 struct Depot {
     top: *mut Free,
     lists: usize,
+    /// Lists that went in or out so far.
+    moves: u64,
+    /// `moves` when `trim_idle` last looked, and since when it has stayed so.
+    seen: (u64, Option<Instant>),
 }
 
 // SAFETY: S1 — the depot's cells hold no value and belong to no thread.
@@ -118,10 +133,14 @@ static DEPOTS: [Mutex<Depot>; 2] = [
     parking_lot::const_mutex(Depot {
         top: ptr::null_mut(),
         lists: 0,
+        moves: 0,
+        seen: (0, None),
     }),
     parking_lot::const_mutex(Depot {
         top: ptr::null_mut(),
         lists: 0,
+        moves: 0,
+        seen: (0, None),
     }),
 ];
 
@@ -183,6 +202,7 @@ fn refill(local: &mut Local, class: usize) -> bool {
     // SAFETY: S1 — a depot list's first cell links the next list by its second word.
     depot.top = unsafe { (*top).next_list };
     depot.lists -= 1;
+    depot.moves += 1;
     DEPOT_LISTS[class].store(depot.lists, Ordering::Relaxed);
     local.cur[class] = List {
         head: top,
@@ -250,10 +270,49 @@ fn spill(local: &mut Local, class: usize) {
         unsafe { (*full.head).next_list = depot.top };
         depot.top = full.head;
         depot.lists += 1;
+        depot.moves += 1;
         DEPOT_LISTS[class].store(depot.lists, Ordering::Relaxed);
     } else {
         drop(depot);
         release(full.head, class);
+    }
+}
+
+/// Frees the cells of every depot that saw no list go in or out for [`DEPOT_IDLE`] (as of
+/// `now`): a pool's monitor calls it each period, so a burst's cells go back to the allocator
+/// once the burst is over. The cells are freed after the depot's lock is let go.
+pub(crate) fn trim_idle(now: Instant) {
+    for class in 0..2 {
+        let lists = {
+            let mut depot = DEPOTS[class].lock();
+            let moves = depot.moves;
+            match depot.seen {
+                (seen, Some(since)) if seen == moves => {
+                    if depot.lists == 0 || now.saturating_duration_since(since) < DEPOT_IDLE {
+                        continue;
+                    }
+                }
+                _ => {
+                    depot.seen = (moves, Some(now));
+                    continue;
+                }
+            }
+            depot.lists = 0;
+            DEPOT_LISTS[class].store(0, Ordering::Relaxed);
+            std::mem::replace(&mut depot.top, ptr::null_mut())
+        };
+        release_lists(lists, class);
+    }
+}
+
+/// Frees every cell of the depot lists linked from `list` (S1: by their first cells' second
+/// word).
+fn release_lists(mut list: *mut Free, class: usize) {
+    while !list.is_null() {
+        // SAFETY: S1 — the depot's lists are linked by their first cells' second word.
+        let next = unsafe { (*list).next_list };
+        release(list, class);
+        list = next;
     }
 }
 
@@ -286,15 +345,10 @@ impl Drop for Local {
         }
         let mut second = DEPOTS[1].lock();
         for (class, depot) in [&mut *first, &mut *second].into_iter().enumerate() {
-            let mut list = std::mem::replace(&mut depot.top, ptr::null_mut());
+            let list = std::mem::replace(&mut depot.top, ptr::null_mut());
             depot.lists = 0;
             DEPOT_LISTS[class].store(0, Ordering::Relaxed);
-            while !list.is_null() {
-                // SAFETY: S1 — the depot's lists are linked by their first cells' second word.
-                let next = unsafe { (*list).next_list };
-                release(list, class);
-                list = next;
-            }
+            release_lists(list, class);
         }
     }
 }
