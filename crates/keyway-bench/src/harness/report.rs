@@ -198,6 +198,12 @@ impl VariantReport {
     /// to keyway (peer median / keyway median; > 1 means keyway is faster).
     pub fn table(&self) -> String {
         let mut out = format!("{} · {}\n", self.scenario, self.title);
+        if self.results.iter().all(|r| r.median_s.is_nan()) {
+            // A table of figures only (e.g. the ordering tax, each row a cell of the scenario):
+            // no times to show, just the figures.
+            out.push_str(&self.extra_table());
+            return out;
+        }
         out.push_str(&format!(
             "  {:<19} {:>9} {:>9} {:>9} {:>12} {:>7} {:>13} {:>8} {:>8} {:>13} {:>9}\n",
             "system",
@@ -254,13 +260,19 @@ impl VariantReport {
         let Some(first) = self.results.iter().find(|r| !r.extra.is_empty()) else {
             return String::new();
         };
-        let mut out = format!("  {:<18}", "system");
+        // The first column as wide as its longest name (a row may name a whole cell).
+        let width = self
+            .results
+            .iter()
+            .map(|r| r.system.chars().count())
+            .fold(18, usize::max);
+        let mut out = format!("  {:<width$}", "system");
         for (name, _) in &first.extra {
             out.push_str(&format!(" {name:>12}"));
         }
         out.push('\n');
         for r in &self.results {
-            out.push_str(&format!("  {:<18}", r.system));
+            out.push_str(&format!("  {:<width$}", r.system));
             for (name, _) in &first.extra {
                 let v = r.extra.iter().find(|(n, _)| n == name).map(|&(_, v)| v);
                 out.push_str(&format!(" {:>12}", v.map_or_else(|| "-".into(), figure)));
@@ -332,6 +344,29 @@ mod tests {
                 SystemResult::from_times("ideal", &[4.0, 4.0, 5.0], 100, 3),
             ],
         }
+    }
+
+    /// A table of figures only (its rows have no times, as the ordering tax's) shows the
+    /// figures, each row's name whole, and no row of empty times.
+    #[test]
+    fn a_table_of_figures_only_shows_no_times() {
+        let mut row = SystemResult::from_times("100 µs, 1,024 keys, zipf 1.1", &[f64::NAN], 0, 0);
+        row.extra = vec![("keyway", 1.25), ("tokio", 0.5)];
+        let report = VariantReport {
+            scenario: "tax",
+            title: "the ordering tax".into(),
+            params: Map::new(),
+            results: vec![row],
+        };
+        let table = report.table();
+        assert!(!table.contains("NaN"), "{table}");
+        assert!(!table.contains("median s"), "{table}");
+        let line = table.lines().last().unwrap();
+        assert!(
+            line.starts_with("  100 µs, 1,024 keys, zipf 1.1 "),
+            "{table}"
+        );
+        assert!(line.contains("1.25") && line.contains("0.50"), "{table}");
     }
 
     #[test]
