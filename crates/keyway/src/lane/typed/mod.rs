@@ -417,7 +417,7 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    if let Err(why) = registry.admit() {
+    if let Err(why) = registry.admit_inline() {
         return Err(refused(why, msg));
     }
     let entry = Entry::Message {
