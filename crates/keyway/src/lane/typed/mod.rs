@@ -20,6 +20,8 @@ mod asynchronous;
 mod loaded;
 mod send_all;
 mod state;
+#[cfg(test)]
+mod test;
 
 pub(crate) use loaded::split as split_loaded;
 pub use loaded::{AsyncKeyState, Loaded};
