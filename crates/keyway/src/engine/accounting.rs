@@ -52,6 +52,23 @@ impl Registry {
     /// existed, and a timed pool tests the same word. Not inlined (as `admit` was not before
     /// it): its callers on the submission path stay small enough to be inlined.
     pub(crate) fn admit_timing(&self) -> Result<(), NotPlain> {
+        self.admit_counting()
+    }
+
+    /// [`admit`](Self::admit) inlined whole, for a send path that only counts (a typed lane's
+    /// pinned send): the call [`admit_timing`](Self::admit_timing) keeps out of line cost that
+    /// path about 18 instructions per message (callgrind), more than the inlined body adds.
+    #[inline(always)]
+    pub(crate) fn admit_inline(&self) -> Result<(), Refusal> {
+        match self.admit_counting() {
+            Ok(()) | Err(NotPlain::Timed) => Ok(()),
+            Err(NotPlain::Refused(why)) => Err(why),
+        }
+    }
+
+    /// The one copy of admission's count and checks (see [`admit_timing`](Self::admit_timing)).
+    #[inline(always)]
+    fn admit_counting(&self) -> Result<(), NotPlain> {
         let before = self.accepted.incr_get();
         if self.closed.load(Ordering::SeqCst) {
             return Err(self.refuse_closed());

@@ -20,6 +20,8 @@ mod asynchronous;
 mod loaded;
 mod send_all;
 mod state;
+#[cfg(test)]
+mod test;
 
 pub(crate) use loaded::split as split_loaded;
 pub use loaded::{AsyncKeyState, Loaded};
@@ -417,7 +419,7 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
-    if let Err(why) = registry.admit() {
+    if let Err(why) = registry.admit_inline() {
         return Err(refused(why, msg));
     }
     let entry = Entry::Message {
