@@ -3,8 +3,11 @@
 //! A batch of up to [`BATCH_RUN`] tasks of one closure type `F` is gathered into one `Vec<F>`
 //! (the batch's one allocation), admitted with one count ([`Registry::admit_many`]) and queued
 //! as one entry of the lane (`entry.rs`, kind `Batch`), kept in place in the entry: no box per
-//! task, no entry per task, one push. The vector is kept in reverse order, so that taking the
-//! next task is a `pop`: the entry is the vector itself, three words.
+//! task, no entry per task, one push. The entry is the buffer, in the caller's order, and the
+//! index of the next task (three words): the runner reads the buffer front to back, the order
+//! the producer wrote it in, and the producer writes each task once (a buffer kept in reverse
+//! order, to take the next task with a `pop`, cost the producer a second pass over every batch
+//! and the runner a move of the vector in and out of the entry per task).
 //!
 //! A runner that meets a batch entry leaves it at the head of its chunk and runs its tasks from
 //! there, one by one ([`run_head`]), each through the turn's `Turn::run` as any entry: its own
@@ -18,6 +21,7 @@
 //! back).
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use super::closures::Closures;
@@ -33,8 +37,55 @@ use crate::task::{drop_contained, run_contained, Plain, Task, VTableFor};
 /// (bounds what the caller's iterator gathers before the lane sees any of it).
 pub(crate) const BATCH_RUN: usize = 1_024;
 
-/// A batch entry's value: the tasks not yet started, last first (the next is `pop`ped).
-pub(super) struct Batch<F>(Cell<Vec<F>>);
+/// A batch entry's value: the batch's tasks in order in one buffer, and the index of the next
+/// to start. The tasks before `next` have been moved out (started, handed back or dropped); those
+/// from `next` on are live and owned here. Three words: the entry keeps it in place.
+pub(super) struct Batch<F> {
+    tasks: Box<[MaybeUninit<F>]>,
+    next: Cell<usize>,
+}
+
+impl<F> Batch<F> {
+    /// The tasks of `tasks`, in order. A vector with spare room is shrunk to its length first
+    /// (in place for the allocators we know; an iterator with an exact size hint leaves none).
+    fn new(tasks: Vec<F>) -> Self {
+        let tasks: Box<[F]> = tasks.into_boxed_slice();
+        // SAFETY: `MaybeUninit<F>` has the layout of `F`, so the slice's allocation is the same;
+        // every element is initialised, which `next == 0` records.
+        let tasks = unsafe { Box::from_raw(Box::into_raw(tasks) as *mut [MaybeUninit<F>]) };
+        Batch {
+            tasks,
+            next: Cell::new(0),
+        }
+    }
+
+    /// Takes the next task out of the batch (it is no longer owned here), if one is left.
+    #[inline]
+    fn take_next(&self) -> Option<F> {
+        let next = self.next.get();
+        let slot = self.tasks.get(next)?;
+        self.next.set(next + 1);
+        // SAFETY: slots from `next` on are live (the type's invariant), and `next` moved past
+        // this one before it is read, so it is read once and never dropped here.
+        Some(unsafe { slot.assume_init_read() })
+    }
+
+    /// Whether every task has been taken.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.next.get() >= self.tasks.len()
+    }
+}
+
+impl<F> Drop for Batch<F> {
+    /// Drops every task not taken, in order, each drop contained (one panicking drop stops no
+    /// other); the buffer is freed after.
+    fn drop(&mut self) {
+        while let Some(f) = self.take_next() {
+            drop_contained(|| drop(f));
+        }
+    }
+}
 
 impl<F: FnOnce() + Send + 'static> VTableFor<Batch<F>, ENTRY_WORDS> for EntryVTable {
     const VTABLE: &'static EntryVTable = &EntryVTable {
@@ -45,7 +96,7 @@ impl<F: FnOnce() + Send + 'static> VTableFor<Batch<F>, ENTRY_WORDS> for EntryVTa
         run: |slot| run_all(unsafe { slot.take::<Batch<F>>() }),
         // A batch never coalesces, so it is never replaced; dropped unrun if it ever were.
         // SAFETY: rule 2, as for `run`.
-        abandon: |slot, _why| drop_each(unsafe { slot.take::<Batch<F>>() }),
+        abandon: |slot, _why| drop(unsafe { slot.take::<Batch<F>>() }),
         // Never asked of a batch (only of single, future and multi-key entries): one task that
         // runs them all if it ever were.
         // SAFETY: rule 2, as for `run`.
@@ -54,7 +105,7 @@ impl<F: FnOnce() + Send + 'static> VTableFor<Batch<F>, ENTRY_WORDS> for EntryVTa
             Parts::Task(Task::new(Plain(move || drop(run_all(batch)))))
         },
         // SAFETY: rule 2, as for `run`.
-        drop: |slot| drop_each(unsafe { slot.take::<Batch<F>>() }),
+        drop: |slot| drop(unsafe { slot.take::<Batch<F>>() }),
         batch: Some(BatchFns {
             run_head: run_head::<F>,
             // SAFETY: rule 2, as for `run`.
@@ -63,29 +114,20 @@ impl<F: FnOnce() + Send + 'static> VTableFor<Batch<F>, ENTRY_WORDS> for EntryVTa
     };
 }
 
-/// Drops every task of `batch`, each drop contained (one panicking drop stops no other).
-fn drop_each<F>(batch: Batch<F>) {
-    let mut tasks = batch.0.into_inner();
-    while let Some(f) = tasks.pop() {
-        drop_contained(|| drop(f));
-    }
-}
-
-/// Every task of `batch` as a task of its own, in order (`shutdown_now` hands them back).
+/// Every task of `batch` not taken, as a task of its own, in order (`shutdown_now` hands them
+/// back).
 fn into_tasks<F: FnOnce() + Send + 'static>(batch: Batch<F>) -> Vec<Task> {
-    let tasks = batch.0.into_inner();
+    let mut tasks = Vec::with_capacity(batch.tasks.len() - batch.next.get());
+    while let Some(f) = batch.take_next() {
+        tasks.push(Task::new(Plain(f)));
+    }
     tasks
-        .into_iter()
-        .rev()
-        .map(|f| Task::new(Plain(f)))
-        .collect()
 }
 
 /// Runs every task of `batch` in order, each contained; the first panic is the answer.
 fn run_all<F: FnOnce() + Send + 'static>(batch: Batch<F>) -> Result<(), crate::task::PanicReport> {
-    let mut tasks = batch.0.into_inner();
     let mut outcome = Ok(());
-    while let Some(f) = tasks.pop() {
+    while let Some(f) = batch.take_next() {
         let ran = run_contained(|| {
             f();
             Ok(())
@@ -114,12 +156,9 @@ fn run_head<F: FnOnce() + Send + 'static>(turn: &Turn<'_, Chunk<Closures>>) {
             // `run_head`): only this turn changes its chunk, and it left the batch at the head;
             // `shutdown_now` may empty the chunk while a task runs, but the loop stops after
             // any task once the pool is stopping, before it looks again.
-            let cell = &unsafe { front.batch_value::<Batch<F>>() }.0;
-            let mut tasks = cell.take();
-            let next = tasks.pop();
-            let empty = tasks.is_empty();
-            cell.set(tasks);
-            if empty {
+            let batch = unsafe { front.batch_value::<Batch<F>>() };
+            let next = batch.take_next();
+            if batch.is_empty() {
                 // Its last task: the batch leaves the chunk (its buffer is freed here).
                 drop(chunk.pop_front());
             }
@@ -204,8 +243,7 @@ impl<F: FnOnce() + Send + 'static> Gathered<'_, F> {
             Err(why) => return Err((why, tasks)),
         };
         let back = tasks.split_off(taken);
-        tasks.reverse();
-        let entry = ClosureEntry::batch(Batch(Cell::new(tasks)));
+        let entry = ClosureEntry::batch(Batch::new(tasks));
         self.lane.push_pinned(self.lanes, self.registry, entry);
         if back.is_empty() {
             Ok(())
@@ -231,6 +269,6 @@ impl<F: FnOnce() + Send + 'static> Drop for Gathered<'_, F> {
                 Err((_, back)) => back,
             }
         };
-        drop_each(Batch(Cell::new(left)));
+        drop(Batch::new(left));
     }
 }

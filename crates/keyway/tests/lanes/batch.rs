@@ -302,6 +302,34 @@ fn a_panicking_iterator_leaves_no_accepted_task_behind() {
     assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3, 4]);
 }
 
+/// The caller's iterator panics halfway through a batch admitted whole or not at all: none of
+/// it is admitted, so none of it runs, and every task it gave is dropped, once.
+#[test]
+fn a_whole_batch_whose_iterator_panics_drops_every_task_it_gave() {
+    let pool = Pool::builder().core_threads(1).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let drops = common::DropCount::default();
+    let lane = pool.lane(9u8);
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        let tasks = (0..10u64).map(|i| {
+            assert!(i < 5, "the source failed");
+            let (token, run) = (drops.token(), logging(&log, i));
+            move || {
+                run();
+                drop(token);
+            }
+        });
+        let _ = lane.execute_all_or_none(tasks);
+    }));
+    assert!(caught.is_err());
+    drop(lane);
+    common::finishes("shutdown after a panicking whole batch", move || {
+        pool.shutdown()
+    });
+    assert_eq!(drops.live(), 0, "every task the source gave was dropped");
+    assert!(log.lock().unwrap().is_empty(), "none of it ran");
+}
+
 /// A key whose `Hash` panics: the whole batch comes back, nothing is admitted.
 #[test]
 fn a_panicking_key_hands_the_batch_back() {
