@@ -26,6 +26,16 @@ use super::registry::Registry;
 use super::work::{NotPlain, Refusal};
 use super::worker::WorkerCtx;
 
+/// An admission's answer for a caller that does not time its task: a sampled (`Timed`) one is
+/// accepted like any other.
+#[inline(always)]
+fn accepted_or_refused(admitted: Result<(), NotPlain>) -> Result<(), Refusal> {
+    match admitted {
+        Ok(()) | Err(NotPlain::Timed) => Ok(()),
+        Err(NotPlain::Refused(why)) => Err(why),
+    }
+}
+
 impl Registry {
     /// Accepts one task, or says why not. See the module doc for the ordering argument.
     ///
@@ -33,10 +43,7 @@ impl Registry {
     /// call around that call cost a typed lane's send 8 instructions (callgrind).
     #[inline]
     pub(crate) fn admit(&self) -> Result<(), Refusal> {
-        match self.admit_timing() {
-            Ok(()) | Err(NotPlain::Timed) => Ok(()),
-            Err(NotPlain::Refused(why)) => Err(why),
-        }
+        accepted_or_refused(self.admit_timing())
     }
 
     /// [`admit`](Self::admit) for a caller that can time its task: `Err(Timed)` means accepted,
@@ -60,10 +67,7 @@ impl Registry {
     /// path about 18 instructions per message (callgrind), more than the inlined body adds.
     #[inline(always)]
     pub(crate) fn admit_inline(&self) -> Result<(), Refusal> {
-        match self.admit_counting() {
-            Ok(()) | Err(NotPlain::Timed) => Ok(()),
-            Err(NotPlain::Refused(why)) => Err(why),
-        }
+        accepted_or_refused(self.admit_counting())
     }
 
     /// The one copy of admission's count and checks (see [`admit_timing`](Self::admit_timing)).
