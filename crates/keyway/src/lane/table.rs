@@ -11,6 +11,7 @@ use crossbeam_utils::CachePadded;
 use hashbrown::hash_table::HashTable;
 use parking_lot::Mutex;
 
+use super::batch::Spare;
 use super::key::{catch_key, KeyPanicked, LaneKey};
 use super::queue::Queue;
 use super::runner::Chunk;
@@ -158,6 +159,8 @@ pub(crate) struct LaneCore<S: LaneKind> {
     /// Kept idle in the shard's cache since the table's sweep count was `cached - 1`; 0: not
     /// cached (changed only under the shard lock).
     pub(super) cached: AtomicU64,
+    /// The buffer of the last batch its runner finished, for the next (`batch.rs`).
+    pub(super) spare: Spare,
 }
 
 /// What a lane's mutex guards: its queue, its table references and what its runner holds.
@@ -378,6 +381,7 @@ impl<S: LaneKind> LaneTable<S> {
             }),
             pins: AtomicUsize::new(0),
             cached: AtomicU64::new(0),
+            spare: Spare::new(),
         });
         lanes.insert_unique(hash, lane, |l| l.hash).into_mut()
     }

@@ -617,3 +617,73 @@ fn typed_batches_keep_order_and_hand_back_what_is_refused() {
     assert!(matches!(err, SubmitError::Shutdown(_)));
     assert_eq!(err.into_inner(), [1, 2]);
 }
+
+/// A lane keeps the buffer of the batch it finished for its next batch: batches of every size
+/// and of several closure types, one after another on one lane (a batch shorter than the buffer
+/// it reuses, one longer, one of another type, zero-sized closures, an iterator without a size
+/// hint), some queued while others wait, run every task once, in order, and drop every capture
+/// once; so does a batch handed back by `shutdown_now` from a reused buffer.
+#[test]
+fn batches_reusing_their_lane_s_buffer_run_and_drop_each_task_once() {
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let lane = pool.lane(9u8);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let drops = common::DropCount::default();
+    let next = std::cell::Cell::new(0u64);
+    let seqs = |n: u64| {
+        let first = next.get();
+        next.set(first + n);
+        first..first + n
+    };
+    let counted = |i: u64| {
+        let (task, token) = (logging(&log, i), drops.token());
+        move || {
+            task();
+            drop(token);
+        }
+    };
+    let sizes = [64, 3, 64, 1, 1_000, 2, 64];
+    for (round, &n) in sizes.iter().enumerate() {
+        // Every other round, the batch waits behind a held worker (the lane's buffer is taken
+        // by the batch before it has run) and a second batch follows it.
+        let gate = (round % 2 == 1).then(|| hold_workers(&pool, 1));
+        lane.execute_all(seqs(n).map(counted)).unwrap();
+        if gate.is_some() {
+            lane.execute_all(seqs(5).map(counted)).unwrap();
+        }
+        // Another type, boxed (16 bytes a task), and an iterator with no size hint.
+        let boxed: Vec<Box<dyn FnOnce() + Send>> = seqs(4)
+            .map(|i| Box::new(counted(i)) as Box<dyn FnOnce() + Send>)
+            .collect();
+        lane.execute_all(boxed).unwrap();
+        lane.execute_all(seqs(40).filter(|_| true).map(counted))
+            .unwrap();
+        // Zero-sized closures: no buffer at all.
+        lane.execute_all((0..7).map(|_| || ())).unwrap();
+        if let Some(gate) = gate {
+            gate.open();
+        }
+        lane.flush().unwrap().join().unwrap();
+    }
+    assert_eq!(*log.lock().unwrap(), (0..next.get()).collect::<Vec<_>>());
+    assert_eq!(drops.live(), 0, "a capture was not dropped");
+    // Handed back from a reused buffer: the lane's buffer holds 64 slots, the batch 10.
+    let gate = hold_workers(&pool, 1);
+    lane.execute_all(seqs(10).map(counted)).unwrap();
+    let back = common::shutdown_now_while_held(&pool, &gate);
+    assert_eq!(back.len(), 10, "each task not started, on its own");
+    let first = next.get() - 10;
+    for task in back {
+        task.run().unwrap();
+    }
+    assert_eq!(
+        log.lock().unwrap()[first as usize..],
+        (first..next.get()).collect::<Vec<_>>()
+    );
+    assert_eq!(drops.live(), 0, "a handed-back capture was not dropped");
+    drop(lane);
+}
