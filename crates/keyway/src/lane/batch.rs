@@ -47,7 +47,7 @@ pub(crate) const BATCH_RUN: usize = 1_024;
 pub(super) struct Batch<F> {
     /// The buffer: an allocation of `Layout::array::<F>(cap)` (none when that is zero-sized).
     buf: NonNull<F>,
-    /// Its slots; zero once the buffer was handed on ([`into_spare`](Self::into_spare)).
+    /// Its slots; zero once the buffer was handed on ([`take_spare`](Self::take_spare)).
     cap: Cell<usize>,
     next: Cell<usize>,
 }
@@ -98,7 +98,7 @@ impl<F> Batch<F> {
 
     /// The buffer of a batch whose every task was taken, handed on (the batch then holds
     /// none); `None` if one is left, or if the buffer is too small to keep.
-    fn into_spare(&self) -> Option<SpareBuf> {
+    fn take_spare(&self) -> Option<SpareBuf> {
         if !self.is_empty() {
             return None;
         }
@@ -180,7 +180,7 @@ impl Spare {
     fn put(&self, buf: SpareBuf) {
         let header = [buf.layout.size(), buf.layout.align()];
         let ptr = buf.ptr.as_ptr();
-        // SAFETY: the buffer holds no value and has room for two words (`into_spare`);
+        // SAFETY: the buffer holds no value and has room for two words (`take_spare`);
         // unaligned, as a buffer of bytes may be.
         unsafe { ptr.cast::<[usize; 2]>().write_unaligned(header) };
         if self
@@ -297,7 +297,7 @@ fn run_head<F: FnOnce() + Send + 'static>(turn: &Turn<'_, Chunk<Closures>>) {
             if last {
                 // Its last task: the batch leaves the chunk, its buffer kept by the lane for
                 // the next batch.
-                if let Some(buf) = batch.into_spare() {
+                if let Some(buf) = batch.take_spare() {
                     turn.held.lane.spare.put(buf);
                 }
                 drop(chunk.pop_front());
