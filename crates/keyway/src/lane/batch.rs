@@ -1,13 +1,15 @@
 //! Batches of closures (`Lane::execute_all`, `Contexts::execute_all`) as one lane entry.
 //!
 //! A batch of up to [`BATCH_RUN`] tasks of one closure type `F` is gathered into one `Vec<F>`
-//! (the batch's one allocation), admitted with one count ([`Registry::admit_many`]) and queued
+//! (the batch's one allocation, or none: the buffer of the last batch the lane finished, kept
+//! by the lane, [`Spare`]), admitted with one count ([`Registry::admit_many`]) and queued
 //! as one entry of the lane (`entry.rs`, kind `Batch`), kept in place in the entry: no box per
 //! task, no entry per task, one push. The entry is the buffer, in the caller's order, and the
 //! index of the next task (three words): the runner reads the buffer front to back, the order
 //! the producer wrote it in, and the producer writes each task once (a buffer kept in reverse
 //! order, to take the next task with a `pop`, cost the producer a second pass over every batch
-//! and the runner a move of the vector in and out of the entry per task).
+//! and the runner a move of the vector in and out of the entry per task). A batch shorter than
+//! its buffer sits at the buffer's end, the slots before it counted as taken.
 //!
 //! A runner that meets a batch entry leaves it at the head of its chunk and runs its tasks from
 //! there, one by one ([`run_head`]), each through the turn's `Turn::run` as any entry: its own
