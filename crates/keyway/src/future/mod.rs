@@ -35,5 +35,5 @@ pub(crate) use driver::{run_here, Release, Resume};
 pub(crate) use launch::{execute, spawn, Launcher, Started, Step};
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
-pub(crate) use wake::spawn_on;
+pub(crate) use wake::{run_inline, Parks};
 pub use yield_now::{yield_now, YieldNow};

@@ -17,9 +17,25 @@ pub(super) struct Activity {
     live: Option<u64>,
     /// The activation is over: the lane is released, resumed or drained.
     over: bool,
+    /// Polled inline, with no task yet (`future::poll_inline`): a wait joins the waiting set
+    /// only once the task exists, with its real waker (`Parks::park`).
+    inline: bool,
 }
 
 impl Activity {
+    /// An activation whose first poll is made inline, in the runner's turn.
+    pub(super) fn inline() -> Self {
+        Activity {
+            inline: true,
+            ..Activity::default()
+        }
+    }
+
+    /// The inline poll waited: the activation is now a task's.
+    pub(super) fn promoted(&mut self) {
+        self.inline = false;
+    }
+
     #[inline]
     pub(super) fn is_over(&self) -> bool {
         self.over
@@ -57,7 +73,7 @@ impl Activity {
         if turn.stopping() {
             return true;
         }
-        if self.live.is_none() && !woke_itself {
+        if self.live.is_none() && !woke_itself && !self.inline {
             self.live = Some(turn.registry().futures.insert(cx.waker().clone()));
         }
         false

@@ -20,10 +20,9 @@ use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
 use super::{AsyncHandler, Entry, Typed, TypedHandler};
-use crate::engine::holding::launching;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, spawn_on, Runtime};
+use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
 use crate::lane::activation::{hand_over, one_turn, Activity, Handover};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Turn;
@@ -193,21 +192,23 @@ where
             Err(report) => return Ran::Done(Err(report)),
         };
         // The runner counts the message finished once this returns; the driver holds it (and
-        // each later message it pops holds its own admission) until its future is done.
+        // each later message it pops holds its own admission) until its future is done. Its
+        // first poll is made here, with no task (`run_inline`): an activation whose messages'
+        // futures complete at once costs one allocation (the box its futures are pinned in,
+        // one after another), not a task.
         registry.extend_task();
         let driver = MessageLoop {
             registry: Arc::downgrade(registry),
             handler: self.0.clone(),
             act: Activation {
-                fut: Some(fut),
+                fut: Box::pin(Some(fut)),
                 carried: None,
                 lane: lane.clone(),
-                activity: Activity::default(),
+                activity: Activity::inline(),
                 _types: PhantomData,
             },
         };
-        let first = spawn_on(registry, driver);
-        launching(|| first.run());
+        run_inline(registry, driver);
         Ran::Suspended
     }
 
@@ -285,8 +286,9 @@ where
     S: Send + 'static,
     C: Call<K, M, S>,
 {
-    /// The current message's future; structurally pinned, dropped in place when done.
-    fut: Option<C::Fut>,
+    /// The current message's future, pinned in the activation's box (each message's future in
+    /// turn: dropped in place when done, the next one written into the empty box).
+    fut: Pin<Box<Option<C::Fut>>>,
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
@@ -308,12 +310,14 @@ where
         if self.fut.is_none() {
             return false;
         }
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut.as_mut().set(None))) {
             tracing::error!(
                 panic = panic_message(&*p),
                 "keyway: a future's drop panicked"
             );
-            self.fut = None;
+            // Already `None` (an assignment writes its value even when the old one's drop
+            // panics); said again for the reader.
+            self.fut.as_mut().set(None);
         }
         true
     }
@@ -375,12 +379,20 @@ where
         }
     }
 
+    /// The promoted task's first poll, no wake having come since the inline poll: the wait
+    /// joins the waiting set (or is cancelled here if the pool is stopping).
+    fn park(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Poll<()> {
+        if self.activity.waits(turn, cx, false) {
+            self.cancel(Some(&turn.pool));
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
     /// Polls the current future; `None` once its message is done (completed or panicked),
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
     fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
-        let fut = self.fut.as_mut()?;
-        // SAFETY: `fut` is structurally pinned (see `MessageLoop::poll`).
-        let mut fut = unsafe { Pin::new_unchecked(fut) };
+        let mut fut = self.fut.as_mut().as_pin_mut()?;
         // A self-wake (a yield) is resumed here while the worker's streak allows.
         let polled = catch_unwind(AssertUnwindSafe(|| {
             poll_resuming(cx, || turn.pool.may_resume(), |cx| fut.as_mut().poll(cx))
@@ -411,8 +423,8 @@ where
         let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
         let spec = self.lane.kind.key_state();
         match call.call(keyed, spec, &mut self.carried, msg) {
-            // The slot is empty: the new future is pinned from here on.
-            Ok(fut) => self.fut = Some(fut),
+            // The box is empty: the new future is pinned in it from here on.
+            Ok(fut) => self.fut.as_mut().set(Some(fut)),
             Err(report) => {
                 turn.registry()
                     .report_panic_in(Some(self.lane.hash), report);
@@ -432,10 +444,7 @@ where
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `act.fut` is never moved out of the driver: it is polled in place and dropped
-        // in place (`fut = None`), and a new future is only written into an empty slot; no
-        // other field is pinned, and `act` itself is never moved.
-        let this = unsafe { self.get_unchecked_mut() };
+        let this = self.get_mut();
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
@@ -450,6 +459,40 @@ where
                     Poll::Ready(())
                 }
             })
+        })
+    }
+}
+
+// Nothing of the driver is pinned but the future, in its own box: it may move (from the
+// runner's inline poll into its task) whatever the key's state and the future are.
+impl<K, M, S, C> Unpin for MessageLoop<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+}
+
+impl<K, M, S, C> Parks for MessageLoop<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn promoted(&mut self) {
+        self.act.activity.promoted();
+    }
+
+    fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let act = &mut self.act;
+        with_pool(&self.registry, |pool| match pool {
+            Some(pool) => one_turn(pool, |turn| act.park(turn, cx)),
+            None => {
+                act.cancel(None);
+                Poll::Ready(())
+            }
         })
     }
 }
