@@ -1,7 +1,8 @@
 //! What the two drivers of rule 7 share — the typed lane's (`typed/asynchronous.rs`) and the
-//! closure lane's (`spawn.rs`), each one task per lane activation polling the lane's futures one
-//! after another: the activation's place in the pool's waiting set, its end, one poll as one turn
-//! of the lane, and how the lane is handed on when its head is no longer the driver's.
+//! closure lane's (`spawn.rs`), each one driver per lane activation polling the lane's futures
+//! one after another, first inline in the runner's turn and as a task only once it waits: the
+//! activation's place in the pool's waiting set, its end, one poll as one turn of the lane, and
+//! how the lane is handed on when its head is no longer the driver's.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};

@@ -1,13 +1,16 @@
 //! Typed lanes whose handler is async: `Pool::typed_lanes_async`. Each message's future holds
 //! its key until it completes (rule 7), so a per-key handler can await I/O in order.
 //!
-//! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"):
-//! an `async-task` task, monomorphised over the handler's future type, that holds the current
-//! message's future in place. When that future completes, the driver pops the lane's next
-//! message under the lane lock and polls the handler's new future at once; when the lane is
-//! empty it turns the lane idle (rule 2) and ends. So a warm lane allocates nothing per message,
-//! and a message costs one poll per real wake-up, not a launch and a lane job. A handler that
-//! owns its key's state gets it from the previous message's future through the driver, not
+//! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"),
+//! monomorphised over the handler's future type, holding the current message's future in a box
+//! of the activation (each message's future in turn, written into it in place). When that future
+//! completes, the driver pops the lane's next message under the lane lock and polls the handler's
+//! new future at once; when the lane is empty it turns the lane idle (rule 2) and ends. Its first
+//! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
+//! futures all complete at once never has one; one that waits becomes an `async-task` task then.
+//! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
+//! not a launch and a lane job. A handler that owns its key's state gets it from the previous
+//! message's future through the driver, not
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
 
