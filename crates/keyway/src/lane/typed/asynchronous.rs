@@ -184,19 +184,10 @@ where
     where
         Typed<K, M, S>: LaneKind,
     {
-        let handler = &self.0;
-        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
-        let fut = match handler.runtime.enter(|| {
-            handler
-                .call
-                .call(keyed, lane.kind.key_state(), &mut None, msg)
-        }) {
-            Ok(fut) => fut,
-            Err(report) => return Ran::Done(Err(report)),
-        };
         // The runner counts the message finished once this returns; the driver holds it (and
         // each later message it pops holds its own admission) until its future is done. Its
-        // first poll is made here, with no task (`run_inline`): an activation whose messages'
+        // first poll is made here, with no task (`run_inline`), and calls the handler on `msg`
+        // inside the runtime it enters once for the turn: an activation whose messages'
         // futures complete at once costs one allocation (the box its futures are pinned in,
         // one after another), not a task.
         registry.extend_task();
@@ -204,7 +195,8 @@ where
             registry: Arc::downgrade(registry),
             handler: self.0.clone(),
             act: Activation {
-                fut: Box::pin(Some(fut)),
+                first: Some(msg),
+                fut: Box::pin(None),
                 carried: None,
                 lane: lane.clone(),
                 activity: Activity::inline(),
@@ -289,6 +281,8 @@ where
     S: Send + 'static,
     C: Call<K, M, S>,
 {
+    /// The message the runner launched, until the driver's first poll calls the handler on it.
+    first: Option<M>,
     /// The current message's future, pinned in the activation's box (each message's future in
     /// turn: dropped in place when done, the next one written into the empty box).
     fut: Pin<Box<Option<C::Fut>>>,
@@ -359,6 +353,9 @@ where
     /// The turn: the current future, then the lane's next messages while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
     fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(msg) = self.first.take() {
+            self.start(call, turn, msg);
+        }
         loop {
             if self.fut.is_some() {
                 if let Some(waits) = self.poll_fut(turn, cx) {
