@@ -1029,9 +1029,21 @@ fn a_wake_before_or_after_the_driver_has_a_task_reaches_it() {
     for wake in wakes {
         let fut = Script::new(vec![wake(), ready(5)]);
         let handle = pool.spawn_sequential("k", fut).unwrap();
-        assert_eq!(handle.join_timeout(WAIT).ok().expect("woken").unwrap(), 5);
+        assert_eq!(
+            handle
+                .join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("woken"))
+                .unwrap(),
+            5
+        );
         let after = pool.spawn_sequential("k", async { 6 }).unwrap();
-        assert_eq!(after.join_timeout(WAIT).ok().expect("released").unwrap(), 6);
+        assert_eq!(
+            after
+                .join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            6
+        );
     }
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
@@ -1101,7 +1113,12 @@ fn a_panic_at_the_first_poll_or_after_promotion_releases_the_lane() {
     ] {
         let bad = pool.spawn_sequential("k", Script::new(steps)).unwrap();
         let next = pool.spawn_sequential("k", async { 3 }).unwrap();
-        assert_eq!(next.join_timeout(WAIT).ok().expect("released").unwrap(), 3);
+        assert_eq!(
+            next.join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            3
+        );
         assert!(bad.join().unwrap_err().is_panic());
     }
     pool.shutdown();
@@ -1139,7 +1156,12 @@ fn cancel_before_or_after_promotion_drops_the_future_and_releases_the_lane() {
             assert!(handle.cancel());
         }
         let next = pool.spawn_sequential("k", async { 4 }).unwrap();
-        assert_eq!(next.join_timeout(WAIT).ok().expect("released").unwrap(), 4);
+        assert_eq!(
+            next.join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            4
+        );
         assert_eq!(drops.live(), 0, "the cancelled future was dropped");
     }
     pool.shutdown();
