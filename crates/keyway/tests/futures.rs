@@ -917,3 +917,292 @@ fn waiting_futures_hold_no_thread() {
     assert_eq!(after_a.join().unwrap(), "after");
     pool.shutdown();
 }
+
+// ---- Futures polled inline: a lane's future is first polled in the runner's turn, with no
+// task; only one that waits (or yields past its streak) gets one, taking over its wakes.
+
+/// How long a test here waits for a future that should finish (a lost wake hangs it).
+const WAIT: Duration = Duration::from_secs(10);
+
+type Step = Box<dyn FnOnce(&mut Context<'_>) -> Poll<u32> + Send>;
+
+/// A future playing `steps`, one per poll; it counts its drop in `dropped`.
+struct Script {
+    steps: std::collections::VecDeque<Step>,
+    _token: Option<common::Token>,
+}
+
+impl Script {
+    fn new(steps: Vec<Step>) -> Self {
+        Script {
+            steps: steps.into(),
+            _token: None,
+        }
+    }
+
+    fn counted(mut self, drops: &DropCount) -> Self {
+        self._token = Some(drops.token());
+        self
+    }
+}
+
+impl Future for Script {
+    type Output = u32;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u32> {
+        let step = self.steps.pop_front().expect("polled only after a wake");
+        step(cx)
+    }
+}
+
+/// Waits, its waker woken by `wake` (given a clone of it) — during the poll or later.
+fn waits(wake: impl FnOnce(std::task::Waker) + Send + 'static) -> Step {
+    Box::new(move |cx| {
+        wake(cx.waker().clone());
+        Poll::Pending
+    })
+}
+
+fn ready(n: u32) -> Step {
+    Box::new(move |_| Poll::Ready(n))
+}
+
+/// A wake after `delay`, from another thread (the driver's task exists by then).
+fn later(delay: Duration) -> impl FnOnce(std::task::Waker) + Send + 'static {
+    move |waker| {
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            waker.wake();
+        });
+    }
+}
+
+#[test]
+fn a_future_that_completes_at_once_runs_in_its_lanes_order() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..3_000u32 {
+        let (log, key) = (log.clone(), i % 3);
+        let entry = move || log.lock().unwrap().push((key, i));
+        match i % 4 {
+            0 => pool.execute_sequential(key, entry).unwrap(),
+            1 => pool
+                .execute_async_sequential(key, async move { entry() })
+                .unwrap(),
+            2 => {
+                let script = Script::new(vec![waits(|w| w.wake()), ready(0)]);
+                let fut = async move {
+                    script.await;
+                    entry()
+                };
+                drop(pool.spawn_sequential(key, fut).unwrap())
+            }
+            _ => {
+                let script = Script::new(vec![waits(later(Duration::from_micros(50))), ready(0)]);
+                let fut = async move {
+                    script.await;
+                    entry()
+                };
+                pool.execute_async_sequential(key, fut).unwrap()
+            }
+        }
+    }
+    pool.shutdown();
+    let log = log.lock().unwrap();
+    for key in 0..3 {
+        let seen: Vec<u32> = log.iter().filter(|e| e.0 == key).map(|e| e.1).collect();
+        assert_eq!(seen, (key..3_000).step_by(3).collect::<Vec<_>>());
+    }
+}
+
+/// Closure lanes and async typed lanes: a future's wake during its first poll (before its
+/// driver has a task) and after it (the task's) both reach it.
+#[test]
+fn a_wake_before_or_after_the_driver_has_a_task_reaches_it() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let wakes: [fn() -> Step; 3] = [
+        || waits(|w| w.wake()),
+        || waits(|w| w.wake_by_ref()),
+        || waits(later(Duration::from_millis(20))),
+    ];
+    for wake in wakes {
+        let fut = Script::new(vec![wake(), ready(5)]);
+        let handle = pool.spawn_sequential("k", fut).unwrap();
+        assert_eq!(
+            handle
+                .join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("woken"))
+                .unwrap(),
+            5
+        );
+        let after = pool.spawn_sequential("k", async { 6 }).unwrap();
+        assert_eq!(
+            after
+                .join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            6
+        );
+    }
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u32, wake: usize| {
+        let d = d.clone();
+        let script = Script::new(vec![wakes[wake](), ready(0)]);
+        async move {
+            script.await;
+            d.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for wake in 0..3 {
+        lanes.send(wake as u32, wake).unwrap();
+        lanes.send(wake as u32, wake).unwrap();
+    }
+    for key in 0..3 {
+        assert!(lanes.flush(key).unwrap().join_timeout(WAIT).is_ok());
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 6);
+    pool.shutdown();
+}
+
+/// A future that wakes itself far past the worker's streak is queued as a task and completes;
+/// the lane's next entry runs after it.
+#[test]
+fn a_self_waking_future_past_its_streak_completes_in_order() {
+    let _s = serial();
+    let pool = fixed_pool(1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let yields = async move {
+        for _ in 0..10_000 {
+            yield_now().await;
+        }
+        l.lock().unwrap().push(1);
+    };
+    pool.execute_async_sequential("k", yields).unwrap();
+    let l = log.clone();
+    let next = pool
+        .spawn_sequential("k", async move { l.lock().unwrap().push(2) })
+        .unwrap();
+    assert!(next.join_timeout(WAIT).is_ok(), "the yielding future ended");
+    assert_eq!(*log.lock().unwrap(), vec![1, 2]);
+    pool.shutdown();
+}
+
+/// A panic at the first poll (inline) and after the driver got its task: each is the handle's,
+/// reported in the lane's context, and the lane goes on.
+#[test]
+fn a_panic_at_the_first_poll_or_after_promotion_releases_the_lane() {
+    let _s = serial();
+    let reports = Arc::new(AtomicUsize::new(0));
+    let r = reports.clone();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .panic_hook(move |_: &keyway::PanicReport| {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let boom = || -> Step { Box::new(|_| panic!("boom")) };
+    for steps in [
+        vec![boom()],
+        vec![waits(|w| w.wake()), boom()],
+        vec![waits(later(Duration::from_millis(20))), boom()],
+    ] {
+        let bad = pool.spawn_sequential("k", Script::new(steps)).unwrap();
+        let next = pool.spawn_sequential("k", async { 3 }).unwrap();
+        assert_eq!(
+            next.join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            3
+        );
+        assert!(bad.join().unwrap_err().is_panic());
+    }
+    pool.shutdown();
+    assert_eq!(reports.load(Ordering::SeqCst), 3);
+}
+
+/// Cancelled through its handle during its first poll (before its driver has a task) or while
+/// it waits in its task: the future is dropped and the lane goes on.
+#[test]
+fn cancel_before_or_after_promotion_drops_the_future_and_releases_the_lane() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let drops = DropCount::default();
+    for during_first_poll in [true, false] {
+        let mine = Arc::new(Mutex::new(None::<keyway::AbortHandle>));
+        let gate = Gate::new();
+        let g = gate.clone();
+        pool.execute_sequential("k", move || {
+            g.wait_for(WAIT);
+        })
+        .unwrap();
+        let m = mine.clone();
+        let step: Step = Box::new(move |_| {
+            if during_first_poll {
+                m.lock().unwrap().take().unwrap().abort();
+            }
+            Poll::Pending
+        });
+        let fut = Script::new(vec![step]).counted(&drops);
+        let handle = pool.spawn_sequential("k", fut).unwrap();
+        *mine.lock().unwrap() = Some(handle.abort_handle());
+        gate.open();
+        if !during_first_poll {
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(handle.cancel());
+        }
+        let next = pool.spawn_sequential("k", async { 4 }).unwrap();
+        assert_eq!(
+            next.join_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("released"))
+                .unwrap(),
+            4
+        );
+        assert_eq!(drops.live(), 0, "the cancelled future was dropped");
+    }
+    pool.shutdown();
+}
+
+/// `shutdown_now` while futures wait in their drivers' tasks (closure and typed lanes): each is
+/// cancelled at its await point (dropped).
+#[test]
+fn shutdown_now_cancels_futures_waiting_in_promoted_drivers() {
+    let _s = serial();
+    let pool = fixed_pool(2);
+    let drops = DropCount::default();
+    let started = Latch::new(2);
+    let s = started.clone();
+    let forever = move |drops: &DropCount| {
+        let s = s.clone();
+        Script::new(vec![Box::new(move |_| {
+            s.count_down();
+            Poll::Pending
+        })])
+        .counted(drops)
+    };
+    pool.execute_async_sequential("k", {
+        let fut = forever(&drops);
+        async move {
+            fut.await;
+        }
+    })
+    .unwrap();
+    let (f, d) = (forever.clone(), drops.clone());
+    let lanes = pool.typed_lanes_async(move |_: &u32, ()| {
+        let fut = f(&d);
+        async move {
+            fut.await;
+        }
+    });
+    lanes.send(1, ()).unwrap();
+    assert!(started.wait_for(WAIT));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(drops.live(), 2);
+    let handed_back = pool.shutdown_now();
+    assert!(handed_back.is_empty());
+    common::eventually("both cancelled", || drops.live() == 0);
+}

@@ -15,7 +15,9 @@
 //! * `driver` — the wrapper that polls a future, contains its panics, obeys `cancel` and, once,
 //!   resumes what it held and counts its task finished;
 //! * `launch` — a submitted future before it starts (lane entry, multi-key body, plain job);
-//! * `wake` — a poll or wake-up on a worker of the future's own pool, or elsewhere;
+//! * `wake` — a poll or wake-up on a worker of the future's own pool, or elsewhere; and a lane
+//!   driver's first poll made inline, with no task, promoted to a task only if it waits (its
+//!   wakes meanwhile kept in a slot the task takes over);
 //! * `yield_now` — a future's way to let other work run (public);
 //! * `probe` — polls a future, resuming it in place when it woke itself (a yield) and telling
 //!   that from a real wait;
@@ -35,5 +37,5 @@ pub(crate) use driver::{run_here, Release, Resume};
 pub(crate) use launch::{execute, spawn, Launcher, Started, Step};
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
-pub(crate) use wake::spawn_on;
+pub(crate) use wake::{run_inline, Parks};
 pub use yield_now::{yield_now, YieldNow};

@@ -1,7 +1,8 @@
 //! What the two drivers of rule 7 share — the typed lane's (`typed/asynchronous.rs`) and the
-//! closure lane's (`spawn.rs`), each one task per lane activation polling the lane's futures one
-//! after another: the activation's place in the pool's waiting set, its end, one poll as one turn
-//! of the lane, and how the lane is handed on when its head is no longer the driver's.
+//! closure lane's (`spawn.rs`), each one driver per lane activation polling the lane's futures
+//! one after another, first inline in the runner's turn and as a task only once it waits: the
+//! activation's place in the pool's waiting set, its end, one poll as one turn of the lane, and
+//! how the lane is handed on when its head is no longer the driver's.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,9 +18,25 @@ pub(super) struct Activity {
     live: Option<u64>,
     /// The activation is over: the lane is released, resumed or drained.
     over: bool,
+    /// Polled inline, with no task yet (`future::poll_inline`): a wait joins the waiting set
+    /// only once the task exists, with its real waker (`Parks::park`).
+    inline: bool,
 }
 
 impl Activity {
+    /// An activation whose first poll is made inline, in the runner's turn.
+    pub(super) fn inline() -> Self {
+        Activity {
+            inline: true,
+            ..Activity::default()
+        }
+    }
+
+    /// The inline poll waited: the activation is now a task's.
+    pub(super) fn promoted(&mut self) {
+        self.inline = false;
+    }
+
     #[inline]
     pub(super) fn is_over(&self) -> bool {
         self.over
@@ -57,7 +74,7 @@ impl Activity {
         if turn.stopping() {
             return true;
         }
-        if self.live.is_none() && !woke_itself {
+        if self.live.is_none() && !woke_itself && !self.inline {
             self.live = Some(turn.registry().futures.insert(cx.waker().clone()));
         }
         false

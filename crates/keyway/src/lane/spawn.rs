@@ -12,10 +12,9 @@ use super::closures::{self, ClosureEntry, Closures};
 use super::entry::Parts;
 use super::table::{LaneCore, LaneTable};
 use super::turn::Turn;
-use crate::engine::holding::launching;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::{spawn_on, Launcher, Started, Step};
+use crate::future::{run_inline, Launcher, Parks, Started, Step};
 use crate::task::TaskHandle;
 
 /// A future's handle and lane entry.
@@ -58,8 +57,11 @@ where
 /// Rule 7 for a closure lane: starts the driver of `lane`'s activation with `fut`, the future
 /// its runner took from the head. The driver polls it in place; when it is done, the driver
 /// takes the lane's next entry under the lane lock while it is a future too, and polls that one
-/// in the same task. So a lane of futures costs one task per activation, not one per future,
-/// and no runner turn between two futures.
+/// in the same activation. Its first poll is made here, in the runner's turn, with no task
+/// (`poll_inline`): an activation whose futures complete at once costs no task at all. Only one
+/// that waits (or yields past its streak) becomes a task (`promote`), which takes over the
+/// wakes of the inline poll. So a lane of futures costs at most one task per activation, not one
+/// per future, and no runner turn between two futures.
 pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Launcher) {
     // The runner counts the entry finished once this returns; the driver holds it (and each
     // later future it takes holds its own admission) until its future is done.
@@ -68,10 +70,9 @@ pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, f
         registry: Arc::downgrade(registry),
         fut: Some(fut.start()),
         lane: lane.clone(),
-        activity: Activity::default(),
+        activity: Activity::inline(),
     };
-    let first = spawn_on(registry, driver);
-    launching(|| first.run());
+    run_inline(registry, driver);
 }
 
 impl LaneCore<Closures> {
@@ -170,6 +171,31 @@ impl Future for FutureLoop {
             Some(pool) => one_turn(pool, |turn| this.poll_turn(turn, cx)),
             None => {
                 this.cancel(None);
+                Poll::Ready(())
+            }
+        })
+    }
+}
+
+impl Parks for FutureLoop {
+    fn promoted(&mut self) {
+        self.activity.promoted();
+    }
+
+    fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let registry = self.registry.clone();
+        with_pool(&registry, |pool| match pool {
+            Some(pool) => one_turn(pool, |turn| {
+                // A cancel through its handle since the inline poll woke the slot (the handle
+                // keeps a clone of the inline waker): the task then polls instead of parking.
+                if self.activity.waits(turn, cx, false) {
+                    self.cancel(Some(&turn.pool));
+                    return Poll::Ready(());
+                }
+                Poll::Pending
+            }),
+            None => {
+                self.cancel(None);
                 Poll::Ready(())
             }
         })

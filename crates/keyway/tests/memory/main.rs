@@ -11,6 +11,7 @@ mod allocations;
 mod async_allocations;
 mod batch_allocations;
 mod idle_lanes;
+mod inline_futures;
 mod keyed_allocations;
 mod leaks;
 

@@ -1,13 +1,16 @@
 //! Typed lanes whose handler is async: `Pool::typed_lanes_async`. Each message's future holds
 //! its key until it completes (rule 7), so a per-key handler can await I/O in order.
 //!
-//! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"):
-//! an `async-task` task, monomorphised over the handler's future type, that holds the current
-//! message's future in place. When that future completes, the driver pops the lane's next
-//! message under the lane lock and polls the handler's new future at once; when the lane is
-//! empty it turns the lane idle (rule 2) and ends. So a warm lane allocates nothing per message,
-//! and a message costs one poll per real wake-up, not a launch and a lane job. A handler that
-//! owns its key's state gets it from the previous message's future through the driver, not
+//! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"),
+//! monomorphised over the handler's future type, holding the current message's future in a box
+//! of the activation (each message's future in turn, written into it in place). When that future
+//! completes, the driver pops the lane's next message under the lane lock and polls the handler's
+//! new future at once; when the lane is empty it turns the lane idle (rule 2) and ends. Its first
+//! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
+//! futures all complete at once never has one; one that waits becomes an `async-task` task then.
+//! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
+//! not a launch and a lane job. A handler that owns its key's state gets it from the previous
+//! message's future through the driver, not
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
 
@@ -20,10 +23,9 @@ use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
 use super::{AsyncHandler, Entry, Typed, TypedHandler};
-use crate::engine::holding::launching;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, spawn_on, Runtime};
+use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
 use crate::lane::activation::{hand_over, one_turn, Activity, Handover};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Turn;
@@ -182,32 +184,26 @@ where
     where
         Typed<K, M, S>: LaneKind,
     {
-        let handler = &self.0;
-        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
-        let fut = match handler.runtime.enter(|| {
-            handler
-                .call
-                .call(keyed, lane.kind.key_state(), &mut None, msg)
-        }) {
-            Ok(fut) => fut,
-            Err(report) => return Ran::Done(Err(report)),
-        };
         // The runner counts the message finished once this returns; the driver holds it (and
-        // each later message it pops holds its own admission) until its future is done.
+        // each later message it pops holds its own admission) until its future is done. Its
+        // first poll is made here, with no task (`run_inline`), and calls the handler on `msg`
+        // inside the runtime it enters once for the turn: an activation whose messages'
+        // futures complete at once costs one allocation (the box its futures are pinned in,
+        // one after another), not a task.
         registry.extend_task();
         let driver = MessageLoop {
             registry: Arc::downgrade(registry),
             handler: self.0.clone(),
             act: Activation {
-                fut: Some(fut),
+                first: Some(msg),
+                fut: Box::pin(None),
                 carried: None,
                 lane: lane.clone(),
-                activity: Activity::default(),
+                activity: Activity::inline(),
                 _types: PhantomData,
             },
         };
-        let first = spawn_on(registry, driver);
-        launching(|| first.run());
+        run_inline(registry, driver);
         Ran::Suspended
     }
 
@@ -285,8 +281,11 @@ where
     S: Send + 'static,
     C: Call<K, M, S>,
 {
-    /// The current message's future; structurally pinned, dropped in place when done.
-    fut: Option<C::Fut>,
+    /// The message the runner launched, until the driver's first poll calls the handler on it.
+    first: Option<M>,
+    /// The current message's future, pinned in the activation's box (each message's future in
+    /// turn: dropped in place when done, the next one written into the empty box).
+    fut: Pin<Box<Option<C::Fut>>>,
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
@@ -308,12 +307,14 @@ where
         if self.fut.is_none() {
             return false;
         }
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut.as_mut().set(None))) {
             tracing::error!(
                 panic = panic_message(&*p),
                 "keyway: a future's drop panicked"
             );
-            self.fut = None;
+            // Already `None` (an assignment writes its value even when the old one's drop
+            // panics); said again for the reader.
+            self.fut.as_mut().set(None);
         }
         true
     }
@@ -352,6 +353,9 @@ where
     /// The turn: the current future, then the lane's next messages while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
     fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(msg) = self.first.take() {
+            self.start(call, turn, msg);
+        }
         loop {
             if self.fut.is_some() {
                 if let Some(waits) = self.poll_fut(turn, cx) {
@@ -375,12 +379,20 @@ where
         }
     }
 
+    /// The promoted task's first poll, no wake having come since the inline poll: the wait
+    /// joins the waiting set (or is cancelled here if the pool is stopping).
+    fn park(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Poll<()> {
+        if self.activity.waits(turn, cx, false) {
+            self.cancel(Some(&turn.pool));
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
     /// Polls the current future; `None` once its message is done (completed or panicked),
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
     fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
-        let fut = self.fut.as_mut()?;
-        // SAFETY: `fut` is structurally pinned (see `MessageLoop::poll`).
-        let mut fut = unsafe { Pin::new_unchecked(fut) };
+        let mut fut = self.fut.as_mut().as_pin_mut()?;
         // A self-wake (a yield) is resumed here while the worker's streak allows.
         let polled = catch_unwind(AssertUnwindSafe(|| {
             poll_resuming(cx, || turn.pool.may_resume(), |cx| fut.as_mut().poll(cx))
@@ -411,8 +423,8 @@ where
         let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
         let spec = self.lane.kind.key_state();
         match call.call(keyed, spec, &mut self.carried, msg) {
-            // The slot is empty: the new future is pinned from here on.
-            Ok(fut) => self.fut = Some(fut),
+            // The box is empty: the new future is pinned in it from here on.
+            Ok(fut) => self.fut.as_mut().set(Some(fut)),
             Err(report) => {
                 turn.registry()
                     .report_panic_in(Some(self.lane.hash), report);
@@ -432,10 +444,7 @@ where
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `act.fut` is never moved out of the driver: it is polled in place and dropped
-        // in place (`fut = None`), and a new future is only written into an empty slot; no
-        // other field is pinned, and `act` itself is never moved.
-        let this = unsafe { self.get_unchecked_mut() };
+        let this = self.get_mut();
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
@@ -450,6 +459,40 @@ where
                     Poll::Ready(())
                 }
             })
+        })
+    }
+}
+
+// Nothing of the driver is pinned but the future, in its own box: it may move (from the
+// runner's inline poll into its task) whatever the key's state and the future are.
+impl<K, M, S, C> Unpin for MessageLoop<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+}
+
+impl<K, M, S, C> Parks for MessageLoop<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn promoted(&mut self) {
+        self.act.activity.promoted();
+    }
+
+    fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let act = &mut self.act;
+        with_pool(&self.registry, |pool| match pool {
+            Some(pool) => one_turn(pool, |turn| act.park(turn, cx)),
+            None => {
+                act.cancel(None);
+                Poll::Ready(())
+            }
         })
     }
 }
