@@ -323,13 +323,6 @@ impl<S: LaneKind> LaneTable<S> {
         self.shards[index].lock()
     }
 
-    /// Asks for shard `index`'s lock line ahead of [`lock_shard`](Self::lock_shard), so that
-    /// its miss overlaps the caller's other misses instead of following them.
-    #[inline]
-    pub(crate) fn prefetch_shard(&self, index: usize) {
-        super::keyed::prefetch_for_write(&*self.shards[index]);
-    }
-
     /// The lane of `key` in its (locked) shard `map`, created if missing. Inlined into the
     /// look-ups: nearly every call finds its lane, and the call's own frame cost about as much
     /// as the probe.

@@ -110,26 +110,6 @@ where
     Ok(out)
 }
 
-/// Asks for the cache line at `value` in the exclusive state, as a write to it would, without
-/// waiting for it: a producer's look-up takes a lock and a count on lines a worker wrote last,
-/// and each of those misses, behind an atomic instruction, waited for the one before; fetched
-/// ahead, they overlap.
-#[inline(always)]
-pub(in crate::lane) fn prefetch_for_write<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetchw` is a hint: it never faults, changes no memory, register, flag or the
-    // stack; the address is that of a live value anyway.
-    unsafe {
-        std::arch::asm!(
-            "prefetchw [{0}]",
-            in(reg) value as *const T,
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 /// `submit_many` for exactly two keys (the common case: a transfer between two accounts): the
 /// same steps on locals, no vectors.
 fn submit_two<K, T>(
@@ -154,15 +134,10 @@ where
     } else {
         ((sb, hb, b), (sa, ha, a))
     };
-    table.prefetch_shard(s2);
     let mut g1 = table.lock_shard(s1);
     let mut g2 = (s2 != s1).then(|| table.lock_shard(s2));
     let map1 = &mut *g1;
-    let l1 = match catch_key(move || {
-        let lane = table.lane_in(map1, h1, k1);
-        prefetch_for_write(&lane.state);
-        lane.clone()
-    }) {
+    let l1 = match catch_key(move || table.lane_in(map1, h1, k1).clone()) {
         Ok(lane) => lane,
         Err(e) => {
             drop_quietly(k2);
@@ -173,11 +148,7 @@ where
         Some(g) => &mut **g,
         None => &mut *g1,
     };
-    let l2 = match catch_key(move || {
-        let lane = table.lane_in(map2, h2, k2);
-        prefetch_for_write(&lane.state);
-        lane.clone()
-    }) {
+    let l2 = match catch_key(move || table.lane_in(map2, h2, k2).clone()) {
         Ok(lane) => lane,
         Err(e) => {
             // Nothing was queued: a lane the look-up created is idle again (rule 3).
