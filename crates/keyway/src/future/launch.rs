@@ -184,6 +184,23 @@ where
         unsafe { ptr::addr_of_mut!((*at.as_ptr()).handle).write(handle) };
         Launcher(Stored(at))
     }
+
+    /// Refused: the future back, its storage freed.
+    #[cold]
+    pub(crate) fn into_future(self) -> F {
+        let at = ManuallyDrop::new(self).0.as_ptr();
+        // SAFETY: L1 — the live value, moved out once; then its storage (from `alloc_recycled`
+        // with this layout, in `new`) is freed, holding nothing.
+        let Spawned { fut, .. } = unsafe {
+            let spawned = ptr::read(at);
+            free_recycled(at.cast(), Layout::new::<Spawned<F>>());
+            spawned
+        };
+        match fut {
+            Some(fut) => fut,
+            None => unreachable!("an unsent future is there until it is sent"),
+        }
+    }
 }
 
 impl<F: Future> Drop for Unsent<F> {

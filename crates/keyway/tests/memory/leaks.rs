@@ -407,3 +407,48 @@ fn values_whose_drop_panics_in_recycled_cells_leak_nothing() {
     }
     all_freed("values whose drop panics", before, SLACK);
 }
+
+/// A key whose hash panics (with no message: the panic hook stays quiet).
+#[derive(PartialEq, Eq)]
+struct PanickyKey;
+
+impl std::hash::Hash for PanickyKey {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
+        std::panic::resume_unwind(Box::new("a key's hash panicked"));
+    }
+}
+
+/// A future `execute_async_sequential` refuses comes back as it was, whole: it is written in its
+/// storage before it is submitted (so the submit path moves a pointer, not the future), and
+/// read back out of it when refused, the storage freed. Refused for a key whose hash panics and
+/// for a pool shut down; each future then runs on the caller's executor with every capture it
+/// was made with. With the storage kept when refused, the heap grows by a cell per future.
+#[test]
+fn refused_futures_come_back_whole_and_leave_nothing() {
+    use keyway::SubmitError;
+    use std::sync::atomic::AtomicU64;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = live_bytes();
+    let sum = std::sync::Arc::new(AtomicU64::new(0));
+    let make = |i: u64| {
+        let (token, pad, sum) = (Counted::new(i), [i; 24], sum.clone());
+        async move {
+            sum.fetch_add(pad.iter().sum::<u64>() + token.0, Ordering::SeqCst);
+        }
+    };
+    for _round in 0..100 {
+        let pool = fixed_pool(1);
+        match pool.execute_async_sequential(PanickyKey, make(1)) {
+            Err(SubmitError::KeyPanicked(fut)) => futures::executor::block_on(fut),
+            other => panic!("a key's hash panicked: {:?}", other.map_err(|e| e.kind())),
+        }
+        pool.shutdown();
+        match pool.execute_async_sequential(7u64, make(2)) {
+            Err(SubmitError::Shutdown(fut)) => futures::executor::block_on(fut),
+            other => panic!("the pool is shut down: {:?}", other.map_err(|e| e.kind())),
+        }
+        drop(pool);
+    }
+    assert_eq!(sum.load(Ordering::SeqCst), 100 * (25 + 50));
+    all_freed("refused futures", before, SLACK);
+}
