@@ -149,9 +149,10 @@ fn fire_and_forget_futures_allocate_no_handle() {
             },
         );
         // A handle is one allocation: one fewer per future. (A few allocations of the pool's
-        // own, a queue growing, may fall in either round: 1% of slack for them.)
+        // own, a queue growing, may fall in either round, and the recycled cells a submitter
+        // that ran ahead of the workers found none of at hand, 1.5% in one run of 10: 5% of slack.)
         assert!(
-            detached + FUTURES - FUTURES / 100 <= with_handles,
+            detached + FUTURES - FUTURES / 20 <= with_handles,
             "in_lane {in_lane}: {detached} allocations without handles, {with_handles} with"
         );
     }
