@@ -5,7 +5,7 @@ use std::hash::Hash;
 
 use super::pool::Pool;
 use crate::error::SubmitError;
-use crate::future;
+use crate::future::{self, Unsent};
 use crate::lane::{closures, keyed, spawn};
 use crate::task::TaskHandle;
 
@@ -78,7 +78,11 @@ impl Pool {
         F: Future<Output = ()> + Send + 'static,
     {
         let handle = &self.handle;
+        // Written in its storage first: the submit path moves a pointer, not the future (a
+        // large one was copied at each step); refused, it comes back as it was.
+        let fut = Unsent::new(fut);
         closures::submit_entry(&handle.registry, &handle.lanes, ctx, fut, spawn::detached)
+            .map_err(|refused| refused.map_task(Unsent::into_future))
     }
 
     /// Runs `fut` in the lane of `ctx`: it starts after every task of `ctx` submitted before it

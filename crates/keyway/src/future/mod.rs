@@ -34,7 +34,7 @@ mod wake;
 mod yield_now;
 
 pub(crate) use driver::{run_here, Release, Resume};
-pub(crate) use launch::{execute, spawn, Launcher, Started, Step};
+pub(crate) use launch::{execute, spawn, Launcher, Started, Step, Unsent};
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
 pub(crate) use wake::{run_inline, Parks};

@@ -14,7 +14,7 @@ use super::table::{LaneCore, LaneTable};
 use super::turn::Turn;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::{run_inline, Launcher, Parks, Started, Step};
+use crate::future::{run_inline, Launcher, Parks, Started, Step, Unsent};
 use crate::task::TaskHandle;
 
 /// A future's handle and lane entry.
@@ -28,13 +28,13 @@ where
     (handle, ClosureEntry::future(fut, coalescing))
 }
 
-/// A fire-and-forget future's lane entry: no handle (`Pool::execute_async_sequential`).
-pub(crate) fn detached<F>(fut: F) -> ((), ClosureEntry)
+/// A fire-and-forget future's lane entry: no handle (`Pool::execute_async_sequential`). The
+/// future is already in its storage, so the submit path moves a pointer, not the future.
+pub(crate) fn detached<F>(fut: Unsent<F>) -> ((), ClosureEntry)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let fut = Launcher::new(fut, None);
-    ((), ClosureEntry::future(fut, false))
+    ((), ClosureEntry::future(fut.into_launcher(None), false))
 }
 
 /// Runs `fut` in the lane of `ctx` (`coalescing`: it may replace, and be replaced by, the

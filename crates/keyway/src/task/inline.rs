@@ -235,6 +235,7 @@ impl<'a, const N: usize> LiveValueRef<'a, N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -294,5 +295,65 @@ mod tests {
             size_of::<InlineBox<Ops>>(),
             (WORDS + 1) * size_of::<usize>()
         );
+    }
+
+    /// 40 bytes (a recycled cell) whose drop panics after counting, as a closure's capture may.
+    struct PanicsInDrop(Arc<AtomicUsize>, [usize; 4]);
+
+    impl Drop for PanicsInDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(self.1[0], Ordering::SeqCst);
+            std::panic::resume_unwind(Box::new("a capture's drop panicked"));
+        }
+    }
+
+    /// A vtable that only drops.
+    struct Drops(fn(LiveValue<'_>));
+
+    impl VTable for Drops {
+        fn drop_value(&self, slot: LiveValue<'_>) {
+            (self.0)(slot)
+        }
+    }
+
+    impl VTableFor<PanicsInDrop> for Drops {
+        // SAFETY: rule 2 — this is `VTableFor<PanicsInDrop>::VTABLE`.
+        const VTABLE: &'static Drops = &Drops(|slot| unsafe { slot.drop_value::<PanicsInDrop>() });
+    }
+
+    /// A value in a recycled cell whose drop panics (a closure's capture) gives its cell back
+    /// all the same, dropped with its box or consumed and dropped by its vtable: it is moved
+    /// out of the cell and the cell freed before the value's drop runs, and the panic goes on to
+    /// the dropper (a lane entry's drop contains it). The next value of its class then takes
+    /// the same cell, and no cell is allocated anew.
+    #[test]
+    fn a_value_whose_drop_panics_gives_its_cell_back() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let make = || InlineBox::<Drops>::new(PanicsInDrop(drops.clone(), [1; 4]));
+        // SAFETY: the box's value is in a cell (40 bytes, more than `WORDS`), and `data` holds
+        // its pointer (rule 1).
+        let cell = |b: &InlineBox<Drops>| unsafe { b.data.as_ptr().cast::<*const u8>().read() };
+        let first = make();
+        let at = cell(&first);
+        let fresh = spill::fresh_cells();
+        assert!(catch_unwind(AssertUnwindSafe(|| drop(first))).is_err());
+        let second = make();
+        assert_eq!(
+            cell(&second),
+            at,
+            "dropped with its box: the cell went back"
+        );
+        let consumed = catch_unwind(AssertUnwindSafe(|| second.consume(|v, slot| (v.0)(slot))));
+        assert!(consumed.is_err());
+        let third = make();
+        assert_eq!(
+            cell(&third),
+            at,
+            "dropped by its vtable: the cell went back"
+        );
+        assert_eq!(spill::fresh_cells(), fresh, "no cell allocated anew");
+        assert!(catch_unwind(AssertUnwindSafe(|| drop(third))).is_err());
+        assert_eq!(drops.load(Ordering::SeqCst), 3, "each value dropped once");
+        assert_eq!(Arc::strong_count(&drops), 1, "a value leaked");
     }
 }

@@ -11,7 +11,7 @@
 //! * `inline` — the store under it (and under the scheduler's waiting jobs): a value kept in
 //!   place when small and boxed otherwise, with the numbered rules its `unsafe` code cites;
 //! * `spill` — the recycled cells the store keeps a value of up to 64 bytes in when it does not
-//!   fit in place;
+//!   fit in place, and a submitted future up to 512 bytes (`future::launch`);
 //! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
 //! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
@@ -32,7 +32,10 @@ pub(crate) use inline::{fits, WORDS};
 pub(crate) use inline::{InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
+#[cfg(test)]
+pub(crate) use spill::fresh_cells;
 pub(crate) use spill::trim_idle as trim_spilled_cells;
+pub(crate) use spill::{alloc_for as alloc_recycled, free_for as free_recycled};
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,7 +1,11 @@
-//! Recycled cells for the values an [`InlineBox`](super::InlineBox) cannot keep in place: a
-//! value of up to [`CELL_MAX`] bytes (alignment at most 16) goes to a cell of its size class
-//! (32 or 64 bytes), and a cell freed is kept for the next value instead of going back to the
-//! allocator.
+//! Recycled cells for the values a task or a lane entry cannot keep in place, and for futures:
+//! a value of up to [`LARGEST`] bytes (alignment at most 16) goes to a cell of its size class
+//! (32, 64, 128, 256 or 512 bytes), and a cell freed is kept for the next value instead of going
+//! back to the allocator. An [`InlineBox`](super::InlineBox) puts a closure of up to
+//! [`CELL_MAX`] bytes in a cell (a larger one is boxed); a submitted future is stored whole in a
+//! cell up to [`LARGEST`] bytes (`future::launch`: its state, its handle and its runtime; the
+//! actor example's future with a tokio timeout takes 232 bytes, one holding an `Arc`, a
+//! `String` and a tokio `sleep` 184, with a timeout around a `sleep` 296).
 //!
 //! Why: a task is made on the submitter's thread and run (so its value freed) on a worker, so
 //! the allocator's per-thread caches never help: the worker's fill up and its frees go to the
@@ -9,7 +13,8 @@
 //! allocation of 1 KiB or more walks and merges those lists first. A closure of 32 bytes (an
 //! `Arc` and a `String`, or a reference, an integer and a key) boxed per task cost ~450
 //! instructions of `malloc` and `free` per task in a burst of keyed tasks (callgrind,
-//! `throughput --keys 1`), against ~20 here.
+//! `throughput --keys 1`), against ~20 here; a future's box of 232 bytes ~390 per future
+//! (the `actor_per_key_tokio` example, 1,000 accounts), against ~55 here.
 //!
 //! The cells go round as in a magazine allocator. Each thread holds two lists of a class's
 //! cells, each of at most [`BATCH`]: it allocates from the first and frees onto it; when the
@@ -20,8 +25,11 @@
 //!
 //! A cell is always one allocation of its class's layout of its own, so any cell may be freed
 //! to the allocator alone (a thread that exits, a depot over its bound). What is kept is bounded:
-//! `2 * BATCH` cells per thread and class (freed when the thread exits, or given to the depot)
-//! and [`DEPOT_MAX`] lists per class in the depot, emptied when the last thread that filled it
+//! `2 * BATCH` cells per thread and class (freed when the thread exits, or given to the depot:
+//! at most 2 KiB of 32-byte cells and 32 KiB of 512-byte ones, 62 KiB for all five classes) and
+//! [`DEPOT_MAX`] lists per class in the depot, fewer for the large classes so that no depot
+//! holds more than [`DEPOT_BYTES`] (4 MiB of 32-byte cells, 8 MiB of each larger class), emptied
+//! when the last thread that filled it
 //! exits (pool workers: a process that dropped its pools holds none), and given back to the
 //! allocator by a pool's monitor once no list has gone in or out of it for [`DEPOT_IDLE`]
 //! (`trim_idle`): a burst's cells do not outlive the burst by much more than that, even while
@@ -44,15 +52,20 @@
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::UnsafeCell;
-use std::mem::{align_of, size_of};
+use std::mem::size_of;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// The largest value kept in a recycled cell (a larger one is boxed by the allocator).
+/// The largest value an [`InlineBox`](super::InlineBox) keeps in a recycled cell (a larger one is
+/// boxed by the allocator).
 pub(crate) const CELL_MAX: usize = 64;
+/// Size classes: a class `c` holds cells of `32 << c` bytes.
+const CLASSES: usize = 5;
+/// The largest value kept in any cell (the last class's size).
+pub(crate) const LARGEST: usize = 32 << (CLASSES - 1);
 /// Cells moved between a thread and the depot at once.
 const BATCH: usize = 32;
 /// Lists of cells the depot keeps per class: as many as a burst of tasks in flight needs. A
@@ -64,22 +77,49 @@ const BATCH: usize = 32;
 /// 8 MiB of 64-byte ones, what the burst itself held, and only while a thread that filled the
 /// depot lives (the allocator keeps freed memory in its own lists the same way).
 const DEPOT_MAX: usize = 4_096;
+/// The most a depot of the larger classes keeps: 8 MiB (2,048 lists of 128-byte cells, 1,024 of
+/// 256 bytes, 512 of 512 bytes: 16,384 futures of the actor example in flight).
+const DEPOT_BYTES: usize = 8 << 20;
 /// The cells' alignment.
 const ALIGN: usize = 16;
 /// How long a depot must see no list go in or out before a pool's monitor frees its cells.
 pub(crate) const DEPOT_IDLE: Duration = Duration::from_millis(500);
 
-/// True if a `T` goes to a recycled cell when it does not fit in place.
+/// True if an [`InlineBox`](super::InlineBox) puts a `T` in a recycled cell when it does not fit
+/// in place.
 pub(crate) const fn fits<T>() -> bool {
-    size_of::<T>() <= CELL_MAX && align_of::<T>() <= ALIGN && size_of::<T>() > 0
+    size_of::<T>() <= CELL_MAX && class_for(Layout::new::<T>()).is_some()
 }
 
-/// The class of a `T` (0: 32 bytes, 1: 64 bytes).
+/// The class of the cells that hold a value of `layout`, if any does (its size from 1 to
+/// [`LARGEST`] bytes, its alignment at most 16).
+pub(crate) const fn class_for(layout: Layout) -> Option<usize> {
+    let size = layout.size();
+    if size == 0 || size > LARGEST || layout.align() > ALIGN {
+        return None;
+    }
+    if size <= 32 {
+        return Some(0);
+    }
+    // The smallest `c` with `32 << c >= size`: `size - 1` has `5 + c` significant bits.
+    Some((usize::BITS - (size - 1).leading_zeros()) as usize - 5)
+}
+
+/// The class of a `T` (`fits::<T>()`).
 const fn class_of<T>() -> usize {
-    if size_of::<T>() <= 32 {
-        0
+    match class_for(Layout::new::<T>()) {
+        Some(class) => class,
+        None => panic!("a value kept in a cell has a class"),
+    }
+}
+
+/// Lists the depot of `class` keeps at most.
+const fn depot_max(class: usize) -> usize {
+    let by_bytes = DEPOT_BYTES / (BATCH * (32 << class));
+    if by_bytes < DEPOT_MAX {
+        by_bytes
     } else {
-        1
+        DEPOT_MAX
     }
 }
 
@@ -110,8 +150,8 @@ const EMPTY: List = List {
 
 /// A thread's two lists of each class.
 struct Local {
-    cur: [List; 2],
-    full: [List; 2],
+    cur: [List; CLASSES],
+    full: [List; CLASSES],
     /// This thread gave lists to the depot (it counts in `SUPPLIERS` until it exits).
     supplier: bool,
 }
@@ -129,41 +169,81 @@ struct Depot {
 // SAFETY: S1 — the depot's cells hold no value and belong to no thread.
 unsafe impl Send for Depot {}
 
-static DEPOTS: [Mutex<Depot>; 2] = [
+static DEPOTS: [Mutex<Depot>; CLASSES] = [const {
     parking_lot::const_mutex(Depot {
         top: ptr::null_mut(),
         lists: 0,
         moves: 0,
         seen: (0, None),
-    }),
-    parking_lot::const_mutex(Depot {
-        top: ptr::null_mut(),
-        lists: 0,
-        moves: 0,
-        seen: (0, None),
-    }),
-];
+    })
+}; CLASSES];
 
 /// Lists in each depot (written under its lock): a thread with no cell looks here first, so it
 /// does not take the lock while the depot is empty.
-static DEPOT_LISTS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static DEPOT_LISTS: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
 
 /// Threads that gave lists to a depot and have not exited; the last one empties the depots.
 static SUPPLIERS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static LOCAL: UnsafeCell<Local> = const {
-        UnsafeCell::new(Local { cur: [EMPTY; 2], full: [EMPTY; 2], supplier: false })
+        UnsafeCell::new(Local { cur: [EMPTY; CLASSES], full: [EMPTY; CLASSES], supplier: false })
     };
 }
 
 /// A cell for a `T` (`fits::<T>()`), uninitialised.
 #[inline]
 pub(crate) fn alloc_cell<T>() -> *mut T {
-    let class = class_of::<T>();
+    alloc_class(class_of::<T>()).cast()
+}
+
+/// Gives back the cell of a `T` (its value already moved out or dropped).
+///
+/// # Safety
+/// S2 — `cell` came from `alloc_cell::<T>()` and holds no value.
+#[inline]
+pub(crate) unsafe fn free_cell<T>(cell: *mut T) {
+    // SAFETY: S2, passed on: a cell of `T`'s class.
+    unsafe { free_class(cell.cast(), class_of::<T>()) }
+}
+
+/// Storage for a value of `layout` (its size not zero): a cell of its class if it has one
+/// ([`class_for`]), else an allocation of the allocator's own. Uninitialised.
+#[inline]
+pub(crate) fn alloc_for(layout: Layout) -> *mut u8 {
+    match class_for(layout) {
+        Some(class) => alloc_class(class),
+        None => {
+            // SAFETY: the layout is not zero-sized (the caller's condition).
+            let at = unsafe { alloc(layout) };
+            if at.is_null() {
+                handle_alloc_error(layout);
+            }
+            at
+        }
+    }
+}
+
+/// Gives back the storage of a value of `layout` (the value already moved out or dropped).
+///
+/// # Safety
+/// S2 — `at` came from `alloc_for(layout)`, with this very `layout`, and holds no value.
+#[inline]
+pub(crate) unsafe fn free_for(at: *mut u8, layout: Layout) {
+    match class_for(layout) {
+        // SAFETY: S2, passed on: a cell of `layout`'s class (as `alloc_for` chose).
+        Some(class) => unsafe { free_class(at, class) },
+        // SAFETY: the allocator's own allocation of `layout` (as `alloc_for` chose).
+        None => unsafe { dealloc(at, layout) },
+    }
+}
+
+/// A cell of `class`, uninitialised.
+#[inline]
+fn alloc_class(class: usize) -> *mut u8 {
     let got = LOCAL
         .try_with(|local| {
-            // SAFETY: the thread's own lists, borrowed only here and in `free_cell`, neither
+            // SAFETY: the thread's own lists, borrowed only here and in `free_class`, neither
             // of which calls out while holding them.
             let local = unsafe { &mut *local.get() };
             let cur = &mut local.cur[class];
@@ -223,16 +303,15 @@ fn fresh(class: usize) -> *mut Free {
     cell
 }
 
-/// Gives back the cell of a `T` (its value already moved out or dropped).
+/// Gives back a cell of `class`.
 ///
 /// # Safety
-/// S2 — `cell` came from `alloc_cell::<T>()` and holds no value.
+/// S2 — `cell` came from `alloc_class(class)` and holds no value.
 #[inline]
-pub(crate) unsafe fn free_cell<T>(cell: *mut T) {
-    let class = class_of::<T>();
+unsafe fn free_class(cell: *mut u8, class: usize) {
     let cell = cell.cast::<Free>();
     let kept = LOCAL.try_with(|local| {
-        // SAFETY: as in `alloc_cell`.
+        // SAFETY: as in `alloc_class`.
         let local = unsafe { &mut *local.get() };
         if local.cur[class].len == BATCH {
             spill(local, class);
@@ -265,7 +344,7 @@ fn spill(local: &mut Local, class: usize) {
         SUPPLIERS.fetch_add(1, Ordering::AcqRel);
     }
     let mut depot = DEPOTS[class].lock();
-    if depot.lists < DEPOT_MAX {
+    if depot.lists < depot_max(class) {
         // SAFETY: S1 — the list's first cell links the depot's stack by its second word.
         unsafe { (*full.head).next_list = depot.top };
         depot.top = full.head;
@@ -282,7 +361,7 @@ fn spill(local: &mut Local, class: usize) {
 /// `now`): a pool's monitor calls it each period, so a burst's cells go back to the allocator
 /// once the burst is over. The cells are freed after the depot's lock is let go.
 pub(crate) fn trim_idle(now: Instant) {
-    for class in 0..2 {
+    for class in 0..CLASSES {
         let lists = {
             let mut depot = DEPOTS[class].lock();
             let moves = depot.moves;
@@ -330,7 +409,7 @@ fn release(mut head: *mut Free, class: usize) {
 
 impl Drop for Local {
     fn drop(&mut self) {
-        for class in 0..2 {
+        for class in 0..CLASSES {
             release(self.cur[class].head, class);
             release(self.full[class].head, class);
         }
@@ -343,14 +422,19 @@ impl Drop for Local {
         if SUPPLIERS.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
-        let mut second = DEPOTS[1].lock();
-        for (class, depot) in [&mut *first, &mut *second].into_iter().enumerate() {
-            let list = std::mem::replace(&mut depot.top, ptr::null_mut());
-            depot.lists = 0;
-            DEPOT_LISTS[class].store(0, Ordering::Relaxed);
-            release_lists(list, class);
+        empty_depot(&mut first, 0);
+        for (class, depot) in DEPOTS.iter().enumerate().skip(1) {
+            empty_depot(&mut depot.lock(), class);
         }
     }
+}
+
+/// Frees every cell of `depot` (of `class`), its lock held.
+fn empty_depot(depot: &mut Depot, class: usize) {
+    let list = std::mem::replace(&mut depot.top, ptr::null_mut());
+    depot.lists = 0;
+    DEPOT_LISTS[class].store(0, Ordering::Relaxed);
+    release_lists(list, class);
 }
 
 #[cfg(test)]

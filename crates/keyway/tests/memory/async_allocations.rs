@@ -38,8 +38,8 @@ fn allocations_per_round(yielding: bool) -> u64 {
             }
         }
     });
-    let mut measured = 0;
-    for _round in 0..2 {
+    let mut measured = u64::MAX;
+    for round in 0..4 {
         done.store(0, Ordering::SeqCst);
         let (open, gate) = futures::channel::oneshot::channel();
         let before = common::counting::allocations();
@@ -51,7 +51,9 @@ fn allocations_per_round(yielding: bool) -> u64 {
         common::eventually("all handled", || {
             done.load(Ordering::SeqCst) as u64 == MESSAGES
         });
-        measured = common::counting::allocations() - before;
+        if round > 0 {
+            measured = measured.min(common::counting::allocations() - before);
+        }
     }
     pool.shutdown();
     measured
@@ -89,12 +91,16 @@ const FUTURES: u64 = 10_000;
 /// Allocations made while `FUTURES` futures (ready at once) are submitted and all have run: in
 /// one context (queued behind a future held by a gate, so the context's lane is activated once
 /// whatever the threads' timing) or on the pool, with a handle each (dropped at once) or none
-/// (`execute_async*`); the second of two rounds, so every buffer on the path is warm.
-fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
+/// (`execute_async*`); the least of three rounds after a first, so every buffer on the path is
+/// warm, and the submitter finds the recycled cells of the futures it needs (`task/spill.rs`)
+/// however far it ran ahead of the workers in a round. With
+/// `large`, each future holds 192 bytes more (about 240 bytes with its handle and runtime: the
+/// class of cells of the `actor_per_key_tokio` example's future, 232 bytes with a tokio timeout).
+fn allocations_per_future_round(in_lane: bool, detached: bool, large: bool) -> u64 {
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
-    let mut measured = 0;
-    for _round in 0..2 {
+    let mut measured = u64::MAX;
+    for round in 0..4 {
         done.store(0, Ordering::SeqCst);
         let (open, gate) = futures::channel::oneshot::channel::<()>();
         let before = common::counting::allocations();
@@ -104,10 +110,12 @@ fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
             })
             .unwrap();
         }
-        for _ in 0..FUTURES {
+        for i in 0..FUTURES {
             let d = done.clone();
+            let pad = [i; 24];
             let fut = async move {
-                d.fetch_add(1, Ordering::SeqCst);
+                let n = if large { 1 + (pad[0] - pad[23]) } else { 1 };
+                d.fetch_add(n as usize, Ordering::SeqCst);
             };
             match (in_lane, detached) {
                 (true, true) => pool.execute_async_sequential(7u32, fut).unwrap(),
@@ -118,7 +126,9 @@ fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
         }
         let _ = open.send(());
         common::eventually("all run", || done.load(Ordering::SeqCst) as u64 == FUTURES);
-        measured = common::counting::allocations() - before;
+        if round > 0 {
+            measured = measured.min(common::counting::allocations() - before);
+        }
     }
     pool.shutdown();
     measured
@@ -128,8 +138,8 @@ fn allocations_per_future_round(in_lane: bool, detached: bool) -> u64 {
 fn fire_and_forget_futures_allocate_no_handle() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for in_lane in [false, true] {
-        let with_handles = allocations_per_future_round(in_lane, false);
-        let detached = allocations_per_future_round(in_lane, true);
+        let with_handles = allocations_per_future_round(in_lane, false, false);
+        let detached = allocations_per_future_round(in_lane, true, false);
         println!(
             "{FUTURES} futures {}: {with_handles} allocations with handles, {detached} without",
             if in_lane {
@@ -139,23 +149,32 @@ fn fire_and_forget_futures_allocate_no_handle() {
             },
         );
         // A handle is one allocation: one fewer per future. (A few allocations of the pool's
-        // own, a queue growing, may fall in either round: 1% of slack for them.)
+        // own, a queue growing, may fall in either round, and the recycled cells a submitter
+        // that ran ahead of the workers found none of at hand, 1.5% in one run of 10: 5% of slack.)
         assert!(
-            detached + FUTURES - FUTURES / 100 <= with_handles,
+            detached + FUTURES - FUTURES / 20 <= with_handles,
             "in_lane {in_lane}: {detached} allocations without handles, {with_handles} with"
         );
     }
 }
 
+/// A future's storage (the future, its handle's completer, its runtime) is a recycled cell up to
+/// 512 bytes: the cells the workers free come back to the submitter, so a warm context's
+/// futures allocate nothing each, small or as large as the actor example's. A `Box` per future
+/// would be `FUTURES` allocations; the lane's driver task is one per activation, not per
+/// future. Slack: the gate, its wake-up, the pool's own, and the few cells still in the
+/// workers' own lists when the round begins.
 #[test]
-fn futures_queued_in_a_context_allocate_one_each() {
+fn futures_queued_in_a_context_allocate_nothing_each() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let n = allocations_per_future_round(true, true);
-    println!("{FUTURES} queued futures in one context: {n} allocations");
-    // Each future's box; the lane's driver task is one per activation, not per future (a task
-    // each would be twice as many). Slack: the gate, its wake-up, the pool's own.
-    assert!(
-        n <= FUTURES + 64,
-        "{n} allocations for {FUTURES} futures (at most one each)"
-    );
+    for large in [false, true] {
+        let n = allocations_per_future_round(true, true, large);
+        let size = if large { "large" } else { "small" };
+        println!("{FUTURES} queued {size} futures in one context: {n} allocations");
+        assert!(
+            n <= FUTURES / 100,
+            "{n} allocations for {FUTURES} {size} futures (at most {})",
+            FUTURES / 100
+        );
+    }
 }

@@ -179,37 +179,48 @@ fn shutdown_from_inside_a_pool_task_frees_everything() {
     all_freed("shutdown inside a task", before, SLACK);
 }
 
+/// Each round on a thread of its own: the futures `shutdown_now` hands back are dropped there,
+/// and their recycled cells (`task/spill.rs`) are kept by that thread (up to 64 of each class,
+/// 62 KiB, and what overflows in the process-wide depot) until it exits. So the round's thread
+/// exits before the heap is measured: what stays then is a leak.
 #[test]
 fn shutdown_now_from_outside_and_inside_frees_everything() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = live_bytes();
     for round in 0..20 {
-        let pool = fixed_pool(1);
-        let gate = Gate::new();
-        let g = gate.clone();
-        pool.execute_sequential(Counted::new(0), move || g.wait())
+        std::thread::spawn(move || shutdown_now_round(round))
+            .join()
             .unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        if round % 2 == 1 {
-            // Right behind the held task: it stops the pool while the rest still waits.
-            let p = pool.clone();
-            pool.execute_sequential(Counted::new(0), move || {
-                let _ = tx.send(p.shutdown_now());
-            })
-            .unwrap();
-        }
-        let (lane, typed) = exercise(&pool, false);
-        let back = if round % 2 == 0 {
-            common::shutdown_now_while_held(&pool, &gate)
-        } else {
-            gate.open();
-            rx.recv().unwrap()
-        };
-        assert!(!back.is_empty(), "round {round}");
-        drop(back); // handed-back tasks dropped unrun: their captures go too
-        drop((lane, typed, pool));
     }
     all_freed("shutdown_now", before, SLACK);
+}
+
+/// One round of [`shutdown_now_from_outside_and_inside_frees_everything`].
+fn shutdown_now_round(round: u32) {
+    let pool = fixed_pool(1);
+    let gate = Gate::new();
+    let g = gate.clone();
+    pool.execute_sequential(Counted::new(0), move || g.wait())
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    if round % 2 == 1 {
+        // Right behind the held task: it stops the pool while the rest still waits.
+        let p = pool.clone();
+        pool.execute_sequential(Counted::new(0), move || {
+            let _ = tx.send(p.shutdown_now());
+        })
+        .unwrap();
+    }
+    let (lane, typed) = exercise(&pool, false);
+    let back = if round % 2 == 0 {
+        common::shutdown_now_while_held(&pool, &gate)
+    } else {
+        gate.open();
+        rx.recv().unwrap()
+    };
+    assert!(!back.is_empty(), "round {round}");
+    drop(back); // handed-back tasks dropped unrun: their captures go too
+    drop((lane, typed, pool));
 }
 
 #[test]
@@ -333,4 +344,120 @@ fn shutdown_now_frees_waiting_futures() {
         drop((typed, pool));
     }
     all_freed("waiting futures", before, SLACK);
+}
+
+/// Counted like [`Counted`], and its drop panics (with no message: the panic hook stays quiet).
+struct PanicsInDrop(#[allow(dead_code)] Counted, [u64; 4]);
+
+impl Drop for PanicsInDrop {
+    fn drop(&mut self) {
+        std::panic::resume_unwind(Box::new("a capture's drop panicked"));
+    }
+}
+
+/// Closures and futures in recycled cells whose drop panics (a capture's `Drop`) leak nothing:
+/// each cell goes back (the value is moved out of it before its drop runs, or its storage freed
+/// after an unwinding drop) and the panic is contained: a closure coalesced away (its panic
+/// reported to the panic hook), a future coalesced away, a future started and cancelled at its
+/// await point by `shutdown_now`. The pool goes on: each context's last closure runs. With a
+/// cell kept when its value's drop unwinds, the heap grows by a cell per panic.
+#[test]
+fn values_whose_drop_panics_in_recycled_cells_leak_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = live_bytes();
+    // Each round on a thread of its own, which keeps the cells it freed until it exits (as in
+    // `shutdown_now_from_outside_and_inside_frees_everything`).
+    for _round in 0..10 {
+        std::thread::spawn(panicking_drops_round).join().unwrap();
+    }
+    all_freed("values whose drop panics", before, SLACK);
+}
+
+/// One round of [`values_whose_drop_panics_in_recycled_cells_leak_nothing`].
+fn panicking_drops_round() {
+    {
+        let reports = std::sync::Arc::new(AtomicUsize::new(0));
+        let r = reports.clone();
+        let pool = Pool::builder()
+            .core_threads(2)
+            .panic_hook(move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        let gate = Gate::new();
+        let g = gate.clone();
+        pool.execute_sequential(0u64, move || g.wait()).unwrap();
+        let ran = std::sync::Arc::new(AtomicUsize::new(0));
+        for i in 0..200u64 {
+            let (token, ran) = (PanicsInDrop(Counted::new(i), [i; 4]), ran.clone());
+            pool.execute_coalescing(0u64, move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                drop(token);
+            })
+            .unwrap();
+            let token = PanicsInDrop(Counted::new(i), [i; 4]);
+            let fut = async move { std::hint::black_box(&token).1[0] };
+            drop(pool.spawn_coalescing(1u64, fut).unwrap());
+            let token = PanicsInDrop(Counted::new(i), [i; 4]);
+            pool.execute_async_sequential(2 + i % 50, async move {
+                std::future::pending::<()>().await;
+                drop(token);
+            })
+            .unwrap();
+        }
+        gate.open();
+        eventually("the last closure ran", || ran.load(Ordering::SeqCst) == 1);
+        // 199 closures coalesced away, and the last one's run: each drop's panic reported.
+        eventually("every panic reported", || {
+            reports.load(Ordering::SeqCst) >= 200
+        });
+        drop(pool.shutdown_now());
+        drop(pool);
+    }
+}
+
+/// A key whose hash panics (with no message: the panic hook stays quiet).
+#[derive(PartialEq, Eq)]
+struct PanickyKey;
+
+impl std::hash::Hash for PanickyKey {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {
+        std::panic::resume_unwind(Box::new("a key's hash panicked"));
+    }
+}
+
+/// A future `execute_async_sequential` refuses comes back as it was, whole: it is written in its
+/// storage before it is submitted (so the submit path moves a pointer, not the future), and
+/// read back out of it when refused, the storage freed. Refused for a key whose hash panics and
+/// for a pool shut down; each future then runs on the caller's executor with every capture it
+/// was made with. With the storage kept when refused, the heap grows by a cell per future.
+#[test]
+fn refused_futures_come_back_whole_and_leave_nothing() {
+    use keyway::SubmitError;
+    use std::sync::atomic::AtomicU64;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = live_bytes();
+    let sum = std::sync::Arc::new(AtomicU64::new(0));
+    let make = |i: u64| {
+        let (token, pad, sum) = (Counted::new(i), [i; 24], sum.clone());
+        async move {
+            sum.fetch_add(pad.iter().sum::<u64>() + token.0, Ordering::SeqCst);
+        }
+    };
+    for _round in 0..100 {
+        let pool = fixed_pool(1);
+        match pool.execute_async_sequential(PanickyKey, make(1)) {
+            Err(SubmitError::KeyPanicked(fut)) => futures::executor::block_on(fut),
+            other => panic!("a key's hash panicked: {:?}", other.map_err(|e| e.kind())),
+        }
+        pool.shutdown();
+        match pool.execute_async_sequential(7u64, make(2)) {
+            Err(SubmitError::Shutdown(fut)) => futures::executor::block_on(fut),
+            other => panic!("the pool is shut down: {:?}", other.map_err(|e| e.kind())),
+        }
+        drop(pool);
+    }
+    assert_eq!(sum.load(Ordering::SeqCst), 100 * (25 + 50));
+    all_freed("refused futures", before, SLACK);
 }
