@@ -13,7 +13,6 @@ use parking_lot::Mutex;
 
 use super::batch::Spare;
 use super::key::{catch_key, KeyPanicked, LaneKey};
-use super::keyed::MultiTask;
 use super::queue::Queue;
 use super::runner::Chunk;
 use super::turn::Turn;
@@ -84,12 +83,10 @@ pub(crate) trait Barrier: Send + Sync + 'static {
     /// `shutdown_now`: the task, once, from whichever of its lanes is drained first (`None`
     /// from the others).
     fn hand_back(&self) -> Option<PendingTask>;
-    /// The task itself (for its own lanes' side of rule 6): a multi-key task is the one kind of
-    /// barrier, so a lane reaching one needs no type check (a downcast through `Any` cost a
-    /// type-id call and compare at every arrival).
-    fn task(&self) -> &MultiTask;
-    /// [`task`](Barrier::task), owned.
-    fn into_task(self: Arc<Self>) -> Arc<MultiTask>;
+    /// The task itself (for its own lanes' side of rule 6).
+    fn as_any(&self) -> &(dyn Any + Send + Sync);
+    /// [`as_any`](Barrier::as_any), owned.
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 /// What starting an async entry did (rule 7).

@@ -43,8 +43,7 @@ use crate::engine::{refused, NotPlain, Registry, Work};
 use crate::error::SubmitError;
 use crate::lane::entry::Parts;
 use crate::task::{drop_quietly, Runnable, Task};
-use run::Body;
-pub(crate) use run::MultiTask;
+use run::{Body, MultiTask};
 
 /// Builds a task's body, once, when its lanes are found (under their shard locks).
 type MakeBody<'a, T> = &'a mut dyn FnMut() -> (T, Body);

@@ -2,6 +2,7 @@
 //! [`Barrier`] each of its lanes parks at, the count of arrivals, and the run of a chain of
 //! ready tasks through one turn, each completion making the next one ready on the same worker.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -70,11 +71,11 @@ impl Barrier for MultiTask {
         Some(PendingTask::in_contexts(task, self.contexts()))
     }
 
-    fn task(&self) -> &MultiTask {
+    fn as_any(&self) -> &(dyn Any + Send + Sync) {
         self
     }
 
-    fn into_task(self: Arc<Self>) -> Arc<MultiTask> {
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
 }
