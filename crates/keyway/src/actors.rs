@@ -6,35 +6,37 @@
 //! Every way below handles one key's messages one at a time, in send order, while other keys go
 //! on in parallel. Measured by the `actor_per_key_tokio` example (10,000 accounts x 20
 //! deposits, each awaiting a tokio timeout; medians of 5 rounds, each round running every way
-//! once, on a 2-core machine with a load average of 1.6-3 from other work, so compare the
-//! ratios, not the milliseconds). Every way does the same work the way its users would write
-//! it: the account's state lives as long as the account (in the handler's state, in a tokio
-//! task, or in a cell per account made up front for the ways with a future per message), and
-//! the tokio way, like the held-lane row, sends through a handle it keeps per account.
+//! once, on a 2-core machine with a load average of 2-3, so compare the ratios, not the
+//! milliseconds). Every way does the same work the way its users would write it: the account's
+//! state lives as long as the account (in the handler's state, in a tokio task, or in a cell per
+//! account made up front for the ways with a future per message), and the tokio way, like the
+//! held-lane row, sends through a handle it keeps per account.
 //!
 //! | way | time | tokio's time over it | what a message costs |
 //! |---|---|---|---|
-//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 27.8 ms | 1.06× | the message queued as itself; no future |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 27.7 ms | 1.06× | a future polled in place by the key's one driver task, the state handed from one message's future to the next: no allocation per message |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 35.4 ms | 0.83× | as above, and the key's look-up in the lane table per message |
-//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 138.8 ms | 0.21× | a future per message (one allocation: its box), polled by the key's driver task while the key's futures follow one another |
-//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 225.2 ms | 0.13× | as above, and its [`TaskHandle`](crate::TaskHandle) |
-//! | tokio: a task and an mpsc channel per account (for reference) | 29.4 ms | 1.00× | a channel send; the task and channel live as long as the account |
+//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 22.1 ms | 1.11× | the message queued as itself; no future |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 27.6 ms | 0.89× | a future polled in place by the key's driver, the state handed from one message's future to the next: no allocation per message |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 29.4 ms | 0.83× | as above, and the key's look-up in the lane table per message |
+//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 66.9 ms | 0.37× | a future per message, stored in a recycled cell of its size (no allocation once the cells are warm) and polled in place by the key's driver while the key's futures follow one another |
+//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 115.3 ms | 0.21× | as above, and its [`TaskHandle`](crate::TaskHandle) |
+//! | tokio: a task and an mpsc channel per account (for reference) | 24.5 ms | 1.00× | a channel send; the task and channel live as long as the account |
 //!
-//! The ratios move between measuring windows on such a machine: in two later windows of 10
-//! rounds each, the held-lane way measured 1.08× and 1.18× of tokio's time (medians), sent by
-//! key 0.67× and 0.87×, `execute_async_sequential` 0.22× and 0.24×; in a fourth window of 5
-//! rounds (load 0.6 when it began), 0.78×, 0.77× and 0.20×. So on this machine the async typed
-//! ways are as fast as tokio's in some windows and about a quarter slower in others.
+//! The ratios move between measuring windows on such a machine: in earlier windows of 5 and 10
+//! rounds, the held-lane way measured 0.77×-1.18× of tokio's time (medians) and sent by key
+//! 0.67×-0.87×. So on this machine the async typed ways are as fast as tokio's in some windows
+//! and up to a quarter slower in others.
 //!
-//! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 or 30 deposits each):
+//! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 deposits each):
 //! tokio's way costs ~500 instructions per message, ~400 of them the timeout the handler
-//! awaits. An async typed lane with a lane kept per account costs ~680 per message, plus ~1,450
-//! per lane activation (the lane's job, a driver task, and the lane let go when idle), of which
-//! a run's interleaving makes 0.1-0.3 per message; sending by key adds the look-up (~250).
-//! `execute_async_sequential` costs ~1,640 per message: the future's box, made on the sending
-//! thread and freed on a worker (~400 in the allocator), the future moved on its way into the
-//! box (~30 a copy), and a driver task per activation (~1,000-1,150).
+//! awaits. An async typed lane with a lane kept per account costs ~600 per message (~260 of
+//! them the handler and its timeout), plus ~900 per lane activation (the lane's job, its
+//! driver, and the lane let go when idle), of which a run's interleaving makes 0.1-0.3 per
+//! message; sending by key adds the look-up (~170) and more activations. A driver is polled
+//! first in the turn that found its lane's work, with no task: it becomes a task only when a
+//! future really waits. `execute_async_sequential` costs ~1,370 per message: ~470 on the
+//! sending thread (the future written once into its cell, the key's look-up and the push; a
+//! box's `malloc` and `free` cost ~390 where the cell costs ~55), the rest polling, the
+//! timeout, and the driver per activation (~130 beyond the futures' polls).
 //!
 //! So: a handler that does not await → typed lanes; one that awaits → async typed lanes, with
 //! the key's state owned by the handler (taken by value, given back by its future); a
