@@ -207,14 +207,16 @@ pub(crate) unsafe fn free_cell<T>(cell: *mut T) {
     unsafe { free_class(cell.cast(), class_of::<T>()) }
 }
 
-/// Storage for a value of `layout` (its size not zero): a cell of its class if it has one
-/// ([`class_for`]), else an allocation of the allocator's own. Uninitialised.
+/// Storage for a value of `layout`: a cell of its class if it has one ([`class_for`]), else an
+/// allocation of the allocator's own, or, for a zero-sized layout, no allocation (a dangling,
+/// aligned pointer). Uninitialised.
 #[inline]
 pub(crate) fn alloc_for(layout: Layout) -> *mut u8 {
     match class_for(layout) {
         Some(class) => alloc_class(class),
+        None if layout.size() == 0 => ptr::without_provenance_mut(layout.align()),
         None => {
-            // SAFETY: the layout is not zero-sized (the caller's condition).
+            // SAFETY: the layout is not zero-sized (checked above).
             let at = unsafe { alloc(layout) };
             if at.is_null() {
                 handle_alloc_error(layout);
@@ -233,6 +235,8 @@ pub(crate) unsafe fn free_for(at: *mut u8, layout: Layout) {
     match class_for(layout) {
         // SAFETY: S2, passed on: a cell of `layout`'s class (as `alloc_for` chose).
         Some(class) => unsafe { free_class(at, class) },
+        // Zero-sized: `alloc_for` allocated nothing.
+        None if layout.size() == 0 => {}
         // SAFETY: the allocator's own allocation of `layout` (as `alloc_for` chose).
         None => unsafe { dealloc(at, layout) },
     }
@@ -477,5 +481,26 @@ mod tests {
             assert!(local.cur[1].len + local.full[1].len <= 2 * BATCH);
             assert!(local.supplier, "full lists went to the depot");
         });
+    }
+
+    /// Storage of any layout is sound to take and give back: a zero-sized one is an aligned,
+    /// dangling pointer (no allocation), one too large or too aligned for a cell the
+    /// allocator's own, the rest a cell.
+    #[test]
+    fn storage_of_every_layout_goes_and_comes_back() {
+        for layout in [
+            Layout::new::<()>(),
+            Layout::from_size_align(0, 64).unwrap(),
+            Layout::new::<u8>(),
+            Layout::from_size_align(LARGEST, ALIGN).unwrap(),
+            Layout::from_size_align(LARGEST + 1, 8).unwrap(),
+            Layout::from_size_align(32, 64).unwrap(),
+        ] {
+            let at = alloc_for(layout);
+            assert!(!at.is_null(), "{layout:?}");
+            assert_eq!(at as usize % layout.align(), 0, "{layout:?}");
+            // SAFETY: storage of this layout from `alloc_for`, holding no value.
+            unsafe { free_for(at, layout) };
+        }
     }
 }
