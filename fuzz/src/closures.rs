@@ -79,18 +79,24 @@ pub fn task(
         // closure, run or not.
         let mut probe = probe;
         probe.ran = true;
-        match body {
-            Body::Quick => {}
-            Body::Panic => panic!("fuzz: task panics"),
-            Body::PanicBombPayload => std::panic::panic_any(BombPayload),
-            Body::Spin(n) => spin(n),
-            Body::Shutdown => pool.shutdown(),
-            Body::ShutdownNow => {
-                let got = pool.shutdown_now();
-                back.lock().unwrap().extend(got);
-            }
-        }
+        act(body, &pool, &back);
         Out(result_bomb)
+    }
+}
+
+/// What a closure task's `body` does, on its pool; what `shutdown_now` hands back inside it
+/// goes to `back`.
+pub fn act(body: Body, pool: &Pool, back: &Mutex<Vec<PendingTask>>) {
+    match body {
+        Body::Quick => {}
+        Body::Panic => panic!("fuzz: task panics"),
+        Body::PanicBombPayload => std::panic::panic_any(BombPayload),
+        Body::Spin(n) => spin(n),
+        Body::Shutdown => pool.shutdown(),
+        Body::ShutdownNow => {
+            let got = pool.shutdown_now();
+            back.lock().unwrap().extend(got);
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::input::{FutBody, SpawnKind};
 use crate::probes::{key, Fate, FateProbe, Out, PANICKED, RETURNED};
 
 /// Pending once after waking itself (not keyway's `yield_now`: any executor's future).
-struct PendingOnce(bool);
+pub struct PendingOnce(pub bool);
 
 impl Future for PendingOnce {
     type Output = ();

@@ -1,7 +1,9 @@
 //! What a fuzz input decodes to: for `pool_api`, pool settings and a sequence of calls on
 //! closures ([`Input`], its layout fixed so that saved inputs keep decoding as they did); for
 //! `pool_mixed`, the same and a scheduler, with calls on futures, wakers and scheduled tasks
-//! among them ([`MixedInput`]).
+//! among them ([`MixedInput`]); for `pool_batches`, `pool_mixed`'s and batches among them
+//! ([`BatchInput`]: a type of its own, so that `pool_mixed`'s saved inputs keep decoding as
+//! they did).
 
 use std::time::Duration;
 
@@ -268,4 +270,173 @@ pub enum MoreOp {
     /// Join a scheduled task's handle without waiting (`Duration::ZERO`) or for a few ms.
     JoinScheduled(u8, bool),
     SetTps(Tps),
+}
+
+/// `pool_batches`'s input.
+#[derive(Arbitrary, Debug)]
+pub struct BatchInput {
+    pub settings: Settings,
+    pub scheduler: Option<SchedSettings>,
+    pub steps: Vec<BatchStep>,
+    /// Handed-back tasks: run them (true) or drop them (false).
+    pub run_handed_back: bool,
+}
+
+/// One call of `pool_batches` (and, without `Batch`, of the other targets).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum BatchStep {
+    Pool(Op),
+    More(MoreOp),
+    Batch(BatchOp),
+}
+
+impl From<Step> for BatchStep {
+    fn from(step: Step) -> Self {
+        match step {
+            Step::Pool(op) => BatchStep::Pool(op),
+            Step::More(op) => BatchStep::More(op),
+        }
+    }
+}
+
+/// The lane a batch or a single task goes to: a context of `Contexts<Key>` (the lanes of
+/// `Kind::ExecuteSequential` and `SpawnKind::Sequential`; the key may panic) or a `Lane` handle
+/// on a `u32` context (the lanes of `Kind::LaneHandle` and `SpawnKind::Lane`).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum BatchLane {
+    Context(KeySpec),
+    Lane(u8),
+}
+
+/// The closure type of a batch's tasks (one type per batch: a batch is stored as one buffer of
+/// them).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Shape {
+    /// The task's probe, body and pool.
+    Small,
+    /// And 8 bytes more.
+    Padded8,
+    /// And 24 bytes more.
+    Padded24,
+    /// And 512 bytes more.
+    Large,
+    /// Aligned to 64 bytes.
+    Aligned,
+    /// `Box<dyn FnOnce() + Send>`, of small and padded closures in turn.
+    Boxed,
+    /// A closure capturing nothing (no probe: counted by a static).
+    ZeroSized,
+}
+
+/// How many tasks or messages a batch has.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Size {
+    Empty,
+    One,
+    /// 2 to 9.
+    Few(u8),
+    /// 10 to 137 (about the default lane batch, and beyond).
+    Some(u8),
+    /// 1,020 to 1,030 (around one run of a batch entry, 1,024).
+    AroundRun(u8),
+    /// 2,045 to 2,052 (about two runs).
+    TwoRuns(u8),
+}
+
+impl Size {
+    pub fn get(self) -> usize {
+        match self {
+            Size::Empty => 0,
+            Size::One => 1,
+            Size::Few(n) => 2 + usize::from(n % 8),
+            Size::Some(n) => 10 + usize::from(n % 128),
+            Size::AroundRun(n) => 1_020 + usize::from(n % 11),
+            Size::TwoRuns(n) => 2_045 + usize::from(n % 8),
+        }
+    }
+}
+
+/// What the tasks of a batch do: task `i` does `body` if `i % (every % 8 + 1) == 0`, else
+/// returns at once; its drop panics if `bomb_every % 8 != 0` and `i % (bomb_every % 8) == 0`.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct Pattern<B> {
+    pub body: B,
+    pub every: u8,
+    pub bomb_every: u8,
+}
+
+impl<B: Copy> Pattern<B> {
+    /// Task `i`'s body (`quick` for the others), and whether its drop panics.
+    pub fn of(&self, i: usize, quick: B) -> (B, bool) {
+        let every = usize::from(self.every % 8) + 1;
+        let bomb = usize::from(self.bomb_every % 8);
+        let body = if i % every == 0 { self.body } else { quick };
+        (body, bomb != 0 && i % bomb == 0)
+    }
+}
+
+/// A typed lanes' handler: sync, or async.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Handler {
+    Sync,
+    Async,
+}
+
+/// What the handler does with a message.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum MsgBody {
+    Quick,
+    /// Panics (the async handler's future, at its first poll).
+    Panic,
+    /// The async handler panics before it makes its future (the sync one: `Panic`).
+    PanicInHandler,
+    Spin(u8),
+    /// The async handler's future yields 1 to 3 times (the sync one: returns).
+    Yield(u8),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum BatchOp {
+    /// `execute_all` (`all_or_none`: `execute_all_or_none`) of `size` tasks of `shape` on
+    /// `lane`; `iter_panics`: the iterator panics when asked for task `n % (size + 1)`.
+    ExecuteAll {
+        lane: BatchLane,
+        shape: Shape,
+        size: Size,
+        pattern: Pattern<Body>,
+        all_or_none: bool,
+        iter_panics: Option<u16>,
+    },
+    /// One task in a lane batches use: `execute_sequential` / `Lane::execute`, or their
+    /// coalescing forms.
+    Single {
+        lane: BatchLane,
+        coalescing: bool,
+        body: Body,
+        bomb: bool,
+    },
+    /// `execute_async_sequential` of a future in a context's lane; its drop panics if `bomb`
+    /// (when it completes, or when it is dropped unfinished).
+    AsyncSequential {
+        key: KeySpec,
+        body: FutBody,
+        bomb: bool,
+    },
+    /// `TypedLane::send_all` (`all_or_none`: `send_all_or_none`) on the lane of key `lane % 4`.
+    SendAll {
+        handler: Handler,
+        lane: u8,
+        size: Size,
+        pattern: Pattern<MsgBody>,
+        all_or_none: bool,
+        iter_panics: Option<u16>,
+    },
+    /// `TypedLanes::send` (or `send_coalescing`) of one message for key `key % 4`.
+    Send {
+        handler: Handler,
+        key: u8,
+        coalescing: bool,
+        body: MsgBody,
+        bomb: bool,
+    },
 }

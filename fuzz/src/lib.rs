@@ -1,5 +1,5 @@
 //! The fuzz targets' parts (`pool_api`: closures; `pool_mixed`: closures, futures, wakers, a
-//! scheduler) (fuzz/README.md says what it does and how to run it):
+//! scheduler; `pool_batches`: `pool_mixed`'s and batches) (fuzz/README.md says what it does and how to run it):
 //!
 //! * `input` — what an input decodes to;
 //! * `probes` — what goes into the pool with each task to witness its fate, and the user code
@@ -9,8 +9,13 @@
 //!   wakers;
 //! * `handles` — the handles a run keeps, and the calls on one an input picks;
 //! * `schedule` — a scheduler on the pool, its tasks and their account;
+//! * `batches` — `pool_batches`' calls: closure batches, typed `send_all`, async sequential
+//!   futures and single lane tasks beside them;
+//! * `witness` — what each of those carries, and their account (runs, drops, lane order,
+//!   refusals);
 //! * `run` — one run: the calls in order, the end, the account.
 
+pub mod batches;
 pub mod closures;
 pub mod futures;
 pub mod handles;
@@ -18,7 +23,8 @@ pub mod input;
 pub mod probes;
 pub mod run;
 pub mod schedule;
+pub mod witness;
 
-pub use input::{Input, MixedInput};
+pub use input::{BatchInput, Input, MixedInput};
 pub use probes::install_panic_hook;
-pub use run::{run, run_mixed};
+pub use run::{run, run_batches, run_mixed};

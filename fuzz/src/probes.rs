@@ -128,6 +128,18 @@ pub fn key(spec: KeySpec) -> Key {
     Key { spec }
 }
 
+impl Key {
+    /// Its id, 0 to 7.
+    pub fn id(&self) -> u8 {
+        self.spec.id
+    }
+
+    /// Whether its `Hash` or `Drop` panics.
+    pub fn panics(&self) -> bool {
+        self.spec.hash_panics || self.spec.drop_panics
+    }
+}
+
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
         self.spec.id == other.spec.id

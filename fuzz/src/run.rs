@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use keyway::{PendingTask, Pool, TaskError, TaskHandle};
 
+use crate::batches::{Batches, Env};
 use crate::closures::{self, spin};
 use crate::futures::{self, check_dropped_once, check_future, poll_once, Job, Waiter};
 use crate::handles::{Handles, Outcome};
 use crate::input::{
-    Body, Input, Kind, MixedInput, MoreOp, Op, SchedSettings, Settings, Span, SpawnKind, Step,
+    BatchInput, BatchOp, BatchStep, Body, Input, Kind, MixedInput, MoreOp, Op, SchedSettings,
+    Settings, Span, SpawnKind,
 };
 use crate::probes::{allowed, panicking_waker, Fate, FateProbe, Ledger, Out, Probe};
 use crate::schedule::{self, run_or_drop, Sched};
@@ -60,16 +62,31 @@ struct Run<'p> {
     /// its own: not once a `shutdown_now` (outside, or in a queued task) may hand tasks back.
     unbounded_join_ok: bool,
     sched: Option<Sched>,
+    /// `pool_batches`' calls and their account.
+    batches: Batches,
+    /// The pool has a capacity.
+    bounded: bool,
 }
 
 /// `pool_api`: closures only (up to 48 calls).
 pub fn run(input: Input) {
-    let steps = input.ops.into_iter().take(48).map(Step::Pool);
+    let steps = input.ops.into_iter().take(48).map(BatchStep::Pool);
     run_steps(&input.settings, None, steps, input.run_handed_back);
 }
 
 /// `pool_mixed`: closures, futures, wakers, a scheduler (up to 64 calls).
 pub fn run_mixed(input: MixedInput) {
+    let steps = input.steps.into_iter().take(64).map(BatchStep::from);
+    run_steps(
+        &input.settings,
+        input.scheduler,
+        steps,
+        input.run_handed_back,
+    );
+}
+
+/// `pool_batches`: `pool_mixed`'s calls and batches (up to 64 calls).
+pub fn run_batches(input: BatchInput) {
     let steps = input.steps.into_iter().take(64);
     run_steps(
         &input.settings,
@@ -82,7 +99,7 @@ pub fn run_mixed(input: MixedInput) {
 fn run_steps(
     settings: &Settings,
     scheduler: Option<SchedSettings>,
-    steps: impl Iterator<Item = Step>,
+    steps: impl Iterator<Item = BatchStep>,
     run_handed_back: bool,
 ) {
     // Build must never panic, whatever the settings.
@@ -104,11 +121,14 @@ fn run_steps(
         waiters: Vec::new(),
         unbounded_join_ok: true,
         sched: schedule::build(&pool, scheduler),
+        batches: Batches::new(),
+        bounded: settings.capacity.is_some(),
     };
     for step in steps {
         match step {
-            Step::Pool(op) => run.op(op),
-            Step::More(op) => run.more(op),
+            BatchStep::Pool(op) => run.op(op),
+            BatchStep::More(op) => run.more(op),
+            BatchStep::Batch(op) => run.batch(op),
         }
     }
     run.finish();
@@ -274,6 +294,18 @@ impl Run<'_> {
         }
     }
 
+    fn batch(&mut self, op: BatchOp) {
+        let env = Env {
+            pool: self.pool,
+            back: &self.inside_back,
+            bounded: self.bounded,
+        };
+        self.batches.apply(&env, op);
+        if self.batches.shutdown_now_inside {
+            self.unbounded_join_ok = false;
+        }
+    }
+
     /// Polls every pending room waiter with a quiet waker; `must_resolve`: each must be ready.
     fn poll_waiters(&mut self, must_resolve: bool) {
         for mut w in std::mem::take(&mut self.waiters) {
@@ -382,6 +414,7 @@ impl Run<'_> {
         assert!(o.ok + o.panicked <= ran);
         // Every future dropped exactly once, completed or not.
         check_dropped_once(&self.futures, "futures");
+        self.batches.check(self.run_handed_back);
         if let Some(s) = self.sched {
             // `!unbounded_join_ok`: a `Pool::shutdown_now` may have run (outside, or in a
             // task), handing back the scheduler's unreleased tasks among the pool's own.

@@ -1,0 +1,519 @@
+//! `pool_batches`' own calls, on lanes the other calls use too: closure batches
+//! (`Contexts::execute_all`, `Lane::execute_all`, their all-or-none forms) of every closure
+//! shape and size, with tasks that panic or whose drop panics and iterators that panic; single
+//! sequential and coalescing closures in the same lanes; `execute_async_sequential` futures
+//! that complete at once, wait or panic; typed lanes' `send_all` / `send_all_or_none`, `send`
+//! and `send_coalescing`, with a sync and an async handler. Each task carries a [`Token`]; the
+//! account is [`Witness::check`]'s.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use keyway::{PendingTask, Pool, SubmitError, TypedLanes};
+
+use crate::closures::{act, spin};
+use crate::futures::PendingOnce;
+use crate::input::{BatchLane, BatchOp, Body, FutBody, Handler, MsgBody, Pattern, Shape, Size};
+use crate::probes::{allowed, key, Key};
+use crate::witness::{check_kind, check_refusal, Bomb, Expect, PanicAt, Token, Witness};
+
+/// Runs of the zero-sized closures (they carry no token); reset as a run starts.
+static ZST_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the calls need of the run.
+pub struct Env<'a> {
+    pub pool: &'a Pool,
+    /// Where a task's `shutdown_now` puts what it gets back.
+    pub back: &'a Arc<Mutex<Vec<PendingTask>>>,
+    /// The pool has a capacity.
+    pub bounded: bool,
+}
+
+/// A typed lane's message.
+pub struct Msg {
+    t: Token,
+    body: MsgBody,
+    bomb: Bomb,
+}
+
+/// A batch's lane, its key made.
+enum Target {
+    Context(Key),
+    Lane(u32),
+}
+
+impl Target {
+    /// The lane, its number in the log, and whether its key may panic.
+    fn of(lane: BatchLane) -> (Target, u8, bool) {
+        match lane {
+            BatchLane::Context(spec) => {
+                let k = key(spec);
+                let (id, panics) = (k.id(), k.panics());
+                (Target::Context(k), id, panics)
+            }
+            BatchLane::Lane(id) => {
+                let id = id % 4;
+                (Target::Lane(u32::from(id)), 8 + id, false)
+            }
+        }
+    }
+}
+
+/// A batch's shape of call: how many, what they do, all or none, where the iterator panics.
+struct Call {
+    n: usize,
+    whole: bool,
+    /// The iterator panics when asked for this item.
+    at: Option<usize>,
+}
+
+impl Call {
+    fn new(size: Size, whole: bool, iter_panics: Option<u16>) -> Call {
+        let n = size.get();
+        let at = iter_panics.map(|j| usize::from(j) % (n + 1));
+        Call { n, whole, at }
+    }
+
+    /// The answer as [`Witness::settle`] takes it: an unwinding call must be the iterator's
+    /// panic; the tasks it gave before may have been accepted unless the batch was all or none.
+    fn unwound(&self, fired: bool) -> Option<(usize, usize)> {
+        let at = self.at.filter(|_| fired)?;
+        Some((at, if self.whole { 0 } else { at }))
+    }
+}
+
+/// `pool_batches`' part of a run.
+#[derive(Default)]
+pub struct Batches {
+    witness: Witness,
+    /// Zero-sized tasks surely accepted, and at most accepted.
+    zst_sure: usize,
+    zst_max: usize,
+    sync_lanes: Option<TypedLanes<u8, Msg>>,
+    async_lanes: Option<TypedLanes<u8, Msg>>,
+    /// A task that may call `shutdown_now` was submitted.
+    pub shutdown_now_inside: bool,
+}
+
+impl Batches {
+    pub fn new() -> Batches {
+        ZST_RUNS.store(0, Ordering::SeqCst);
+        Batches::default()
+    }
+
+    pub fn apply(&mut self, env: &Env<'_>, op: BatchOp) {
+        match op {
+            BatchOp::ExecuteAll {
+                lane,
+                shape,
+                size,
+                pattern,
+                all_or_none,
+                iter_panics,
+            } => {
+                let call = Call::new(size, all_or_none, iter_panics);
+                match shape {
+                    Shape::Small => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
+                        task(t, b, x, (), e)
+                    }),
+                    Shape::Padded8 => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
+                        task(t, b, x, [1u64; 1], e)
+                    }),
+                    Shape::Padded24 => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
+                        task(t, b, x, [3u64; 3], e)
+                    }),
+                    Shape::Large => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
+                        task(t, b, x, [64u64; 64], e)
+                    }),
+                    Shape::Aligned => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
+                        task(t, b, x, Aligned(7), e)
+                    }),
+                    Shape::Boxed => self.execute_all(env, lane, &call, pattern, boxed),
+                    Shape::ZeroSized => self.zero_sized(env, lane, &call),
+                }
+            }
+            BatchOp::Single {
+                lane,
+                coalescing,
+                body,
+                bomb,
+            } => self.single(env, lane, coalescing, body, bomb),
+            BatchOp::AsyncSequential { key, body, bomb } => {
+                self.async_sequential(env, key, body, bomb)
+            }
+            BatchOp::SendAll {
+                handler,
+                lane,
+                size,
+                pattern,
+                all_or_none,
+                iter_panics,
+            } => {
+                let call = Call::new(size, all_or_none, iter_panics);
+                self.send_all(env, handler, lane % 4, &call, pattern)
+            }
+            BatchOp::Send {
+                handler,
+                key,
+                coalescing,
+                body,
+                bomb,
+            } => self.send(env, handler, key % 4, coalescing, body, bomb),
+        }
+    }
+
+    /// A lane task's body, as the input's switches allow.
+    fn gate(&mut self, body: Body) -> Body {
+        match body {
+            Body::ShutdownNow if !allowed("KEYWAY_FUZZ_NO_LANE_SHUTDOWN_NOW") => Body::Quick,
+            Body::ShutdownNow => {
+                self.shutdown_now_inside = true;
+                body
+            }
+            other => other,
+        }
+    }
+
+    fn execute_all<F>(
+        &mut self,
+        env: &Env<'_>,
+        lane: BatchLane,
+        call: &Call,
+        pattern: Pattern<Body>,
+        make: impl Fn(Token, Body, bool, &Env<'_>) -> F,
+    ) where
+        F: FnOnce() + Send + 'static,
+    {
+        let (target, code, key_panics) = Target::of(lane);
+        let first = self.witness.len();
+        let mut tasks = Vec::with_capacity(call.n);
+        for i in 0..call.n {
+            let (body, bomb) = pattern.of(i, Body::Quick);
+            let body = self.gate(body);
+            let (t, _) = self.witness.token(code);
+            tasks.push(make(t, body, bomb, env));
+        }
+        let (answer, fired) = submit_all(env.pool, target, tasks, call);
+        let unwound = call.unwound(fired);
+        self.witness.settle(
+            answer,
+            first,
+            call.n,
+            unwound,
+            key_panics,
+            env.bounded,
+            call.whole,
+        );
+    }
+
+    /// A batch of closures that capture nothing: counted, not witnessed one by one.
+    fn zero_sized(&mut self, env: &Env<'_>, lane: BatchLane, call: &Call) {
+        let (target, _, key_panics) = Target::of(lane);
+        let tasks: Vec<_> = (0..call.n).map(|_| zero_sized()).collect();
+        let (answer, fired) = submit_all(env.pool, target, tasks, call);
+        let accepted = match answer {
+            Ok(Ok(())) => call.n,
+            Ok(Err(e)) => {
+                let kind = e.kind();
+                let m = e.into_inner().len();
+                check_refusal(kind, m, call.n, call.whole, key_panics, env.bounded);
+                call.n - m
+            }
+            Err(()) => {
+                let (_, kept) = call
+                    .unwound(fired)
+                    .expect("a batch call unwound, and its iterator did not");
+                self.zst_max += kept;
+                return;
+            }
+        };
+        self.zst_sure += accepted;
+        self.zst_max += accepted;
+    }
+
+    fn single(&mut self, env: &Env<'_>, lane: BatchLane, coalescing: bool, body: Body, bomb: bool) {
+        let (target, code, key_panics) = Target::of(lane);
+        let body = self.gate(body);
+        let (t, i) = self.witness.token(code);
+        let f = task(t, body, bomb, (), env);
+        let pool = env.pool;
+        let answer = catch_unwind(AssertUnwindSafe(|| match (target, coalescing) {
+            (Target::Context(k), false) => pool.contexts::<Key>().execute_sequential(k, f),
+            (Target::Context(k), true) => pool.contexts::<Key>().execute_coalescing(k, f),
+            (Target::Lane(id), false) => pool.lane(id).execute(f),
+            (Target::Lane(id), true) => pool.lane(id).execute_coalescing(f),
+        }));
+        let answer = answer.unwrap_or_else(|_| panic!("a lane submission unwound"));
+        self.settle_one(answer, i, coalescing, key_panics, env.bounded);
+    }
+
+    /// The answer to a submission of one task, the one of token `i`.
+    fn settle_one<T>(
+        &mut self,
+        answer: Result<(), SubmitError<T>>,
+        i: usize,
+        coalescing: bool,
+        key_panics: bool,
+        bounded: bool,
+    ) {
+        match answer {
+            Ok(()) if coalescing => self.witness.expect(i, Expect::Coalescible),
+            Ok(()) => self.witness.expect(i, Expect::Accepted),
+            Err(e) => {
+                check_kind(e.kind(), key_panics, bounded);
+                self.witness.handed_back(vec![e.into_inner()], i);
+            }
+        }
+    }
+
+    fn async_sequential(&mut self, env: &Env<'_>, spec: crate::input::KeySpec, body: FutBody, bomb: bool) {
+        let k = key(spec);
+        let (code, key_panics) = (k.id(), k.panics());
+        let (t, i) = self.witness.token(code);
+        let fut = future(t, body, Bomb(bomb));
+        let answer = catch_unwind(AssertUnwindSafe(|| {
+            env.pool.execute_async_sequential(k, fut)
+        }));
+        let answer = answer.unwrap_or_else(|_| panic!("execute_async_sequential unwound"));
+        self.settle_one(answer, i, false, key_panics, env.bounded);
+    }
+
+    /// The typed lanes of `handler`, made at their first use.
+    fn lanes(&mut self, pool: &Pool, handler: Handler) -> TypedLanes<u8, Msg> {
+        let lanes = match handler {
+            Handler::Sync => &mut self.sync_lanes,
+            Handler::Async => &mut self.async_lanes,
+        };
+        lanes
+            .get_or_insert_with(|| match handler {
+                Handler::Sync => pool.typed_lanes(handle),
+                Handler::Async => pool.typed_lanes_async(handle_async),
+            })
+            .clone()
+    }
+
+    fn send_all(
+        &mut self,
+        env: &Env<'_>,
+        handler: Handler,
+        key: u8,
+        call: &Call,
+        pattern: Pattern<MsgBody>,
+    ) {
+        let lanes = self.lanes(env.pool, handler);
+        let code = typed_code(handler, key);
+        let first = self.witness.len();
+        let mut msgs = Vec::with_capacity(call.n);
+        for i in 0..call.n {
+            let (body, bomb) = pattern.of(i, MsgBody::Quick);
+            let (t, _) = self.witness.token(code);
+            let bomb = Bomb(bomb);
+            msgs.push(Msg { t, body, bomb });
+        }
+        let lane = lanes.lane(key);
+        let (it, fired) = PanicAt::new(msgs.into_iter(), call.at);
+        let answer = catch_unwind(AssertUnwindSafe(|| {
+            if call.whole {
+                lane.send_all_or_none(it)
+            } else {
+                lane.send_all(it)
+            }
+        }))
+        .map_err(drop);
+        let unwound = call.unwound(fired.get());
+        self.witness.settle(
+            answer,
+            first,
+            call.n,
+            unwound,
+            false,
+            env.bounded,
+            call.whole,
+        );
+    }
+
+    fn send(
+        &mut self,
+        env: &Env<'_>,
+        handler: Handler,
+        key: u8,
+        coalescing: bool,
+        body: MsgBody,
+        bomb: bool,
+    ) {
+        let lanes = self.lanes(env.pool, handler);
+        let (t, i) = self.witness.token(typed_code(handler, key));
+        let msg = Msg {
+            t,
+            body,
+            bomb: Bomb(bomb),
+        };
+        let answer = catch_unwind(AssertUnwindSafe(|| {
+            if coalescing {
+                lanes.send_coalescing(key, msg)
+            } else {
+                lanes.send(key, msg)
+            }
+        }));
+        let answer = answer.unwrap_or_else(|_| panic!("TypedLanes::send unwound"));
+        self.settle_one(answer, i, coalescing, false, env.bounded);
+    }
+
+    /// The account, once every task ran or was handed back and run or dropped.
+    pub fn check(self, ran_handed_back: bool) {
+        // The typed lanes first: a message's token must be gone with them (nothing kept).
+        drop((self.sync_lanes, self.async_lanes));
+        self.witness.check(ran_handed_back);
+        let runs = ZST_RUNS.load(Ordering::SeqCst);
+        assert!(
+            runs <= self.zst_max,
+            "zero-sized tasks: {runs} ran, at most {} accepted",
+            self.zst_max
+        );
+        if ran_handed_back {
+            assert!(
+                runs >= self.zst_sure,
+                "zero-sized tasks: {runs} ran, {} accepted (lost)",
+                self.zst_sure
+            );
+        }
+    }
+}
+
+/// A typed lane's number in the log.
+fn typed_code(handler: Handler, key: u8) -> u8 {
+    match handler {
+        Handler::Sync => 16 + key,
+        Handler::Async => 24 + key,
+    }
+}
+
+/// Submits `tasks` as a batch in `target`'s lane, through an iterator that panics at
+/// `call.at`: the answer (`Err(())`: the call unwound) and whether the iterator panicked.
+fn submit_all<F>(
+    pool: &Pool,
+    target: Target,
+    tasks: Vec<F>,
+    call: &Call,
+) -> (Result<Result<(), SubmitError<Vec<F>>>, ()>, bool)
+where
+    F: FnOnce() + Send + 'static,
+{
+    let (it, fired) = PanicAt::new(tasks.into_iter(), call.at);
+    let answer = catch_unwind(AssertUnwindSafe(|| match target {
+        Target::Context(k) => {
+            let contexts = pool.contexts::<Key>();
+            if call.whole {
+                contexts.execute_all_or_none(k, it)
+            } else {
+                contexts.execute_all(k, it)
+            }
+        }
+        Target::Lane(id) => {
+            let lane = pool.lane(id);
+            if call.whole {
+                lane.execute_all_or_none(it)
+            } else {
+                lane.execute_all(it)
+            }
+        }
+    }))
+    .map_err(drop);
+    (answer, fired.get())
+}
+
+/// Over-aligned padding (never read: it is there for its layout).
+#[repr(align(64))]
+#[allow(dead_code)]
+struct Aligned(u8);
+
+/// A lane task: `body`, with its token and `pad` in its closure; its drop panics if `bomb`.
+fn task<P: Send + 'static>(
+    t: Token,
+    body: Body,
+    bomb: bool,
+    pad: P,
+    env: &Env<'_>,
+) -> impl FnOnce() + Send + 'static {
+    let (pool, back, bomb) = (env.pool.clone(), env.back.clone(), Bomb(bomb));
+    move || {
+        // Moved whole into the closure, and dropped at its end (or as its panic unwinds).
+        let (_bomb, t, pad) = (bomb, t, pad);
+        t.start();
+        std::hint::black_box(&pad);
+        act(body, &pool, &back);
+    }
+}
+
+/// Boxed tasks of two closure types in turn.
+fn boxed(t: Token, body: Body, bomb: bool, env: &Env<'_>) -> Box<dyn FnOnce() + Send> {
+    if t.seq() % 2 == 0 {
+        Box::new(task(t, body, bomb, (), env))
+    } else {
+        Box::new(task(t, body, bomb, [5u64; 5], env))
+    }
+}
+
+fn zero_sized() -> impl FnOnce() + Send + 'static {
+    || {
+        ZST_RUNS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A future for `execute_async_sequential`, with its token and `bomb`.
+fn future(t: Token, body: FutBody, bomb: Bomb) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        let (_bomb, t) = (bomb, t);
+        t.start();
+        match body {
+            FutBody::Ready => {}
+            FutBody::Yield(n) => {
+                for _ in 0..=n % 3 {
+                    keyway::yield_now().await;
+                }
+            }
+            FutBody::PendingOnce => PendingOnce(false).await,
+            FutBody::Panic => panic!("fuzz: future panics"),
+            FutBody::YieldThenPanic => {
+                keyway::yield_now().await;
+                panic!("fuzz: future panics after a yield");
+            }
+        }
+    }
+}
+
+/// The sync handler.
+fn handle(_: &u8, m: Msg) {
+    let Msg { t, body, bomb } = m;
+    let _bomb = bomb;
+    t.start();
+    match body {
+        MsgBody::Panic | MsgBody::PanicInHandler => panic!("fuzz: handler panics"),
+        MsgBody::Spin(n) => spin(n),
+        MsgBody::Quick | MsgBody::Yield(_) => {}
+    }
+}
+
+/// The async handler.
+fn handle_async(_: &u8, m: Msg) -> impl Future<Output = ()> + Send + 'static {
+    let Msg { t, body, bomb } = m;
+    t.start();
+    if let MsgBody::PanicInHandler = body {
+        panic!("fuzz: async handler panics");
+    }
+    async move {
+        let (_bomb, _t) = (bomb, t);
+        match body {
+            MsgBody::Panic => panic!("fuzz: handler's future panics"),
+            MsgBody::Spin(n) => spin(n),
+            MsgBody::Yield(n) => {
+                for _ in 0..=n % 3 {
+                    keyway::yield_now().await;
+                }
+            }
+            MsgBody::Quick | MsgBody::PanicInHandler => {}
+        }
+    }
+}
