@@ -15,9 +15,11 @@ use keyway::{PendingTask, Pool, SubmitError, TypedLanes};
 
 use crate::closures::{act, spin};
 use crate::futures::PendingOnce;
-use crate::input::{BatchLane, BatchOp, Body, FutBody, Handler, MsgBody, Pattern, Shape, Size};
+use crate::input::{
+    BatchLane, BatchOp, Body, FutBody, Handler, KeySpec, MsgBody, Pattern, Shape, Size,
+};
 use crate::probes::{allowed, key, Key};
-use crate::witness::{check_kind, check_refusal, Bomb, Expect, PanicAt, Token, Witness};
+use crate::witness::{check_kind, check_refusal, Answer, Bomb, Expect, PanicAt, Token, Witness};
 
 /// Runs of the zero-sized closures (they carry no token); reset as a run starts.
 static ZST_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -115,9 +117,8 @@ impl Batches {
             } => {
                 let call = Call::new(size, all_or_none, iter_panics);
                 match shape {
-                    Shape::Small => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
-                        task(t, b, x, (), e)
-                    }),
+                    Shape::Small => self
+                        .execute_all(env, lane, &call, pattern, |t, b, x, e| task(t, b, x, (), e)),
                     Shape::Padded8 => self.execute_all(env, lane, &call, pattern, |t, b, x, e| {
                         task(t, b, x, [1u64; 1], e)
                     }),
@@ -187,7 +188,7 @@ impl Batches {
         F: FnOnce() + Send + 'static,
     {
         let (target, code, key_panics) = Target::of(lane);
-        let first = self.witness.len();
+        let first = self.witness.made();
         let mut tasks = Vec::with_capacity(call.n);
         for i in 0..call.n {
             let (body, bomb) = pattern.of(i, Body::Quick);
@@ -268,7 +269,7 @@ impl Batches {
         }
     }
 
-    fn async_sequential(&mut self, env: &Env<'_>, spec: crate::input::KeySpec, body: FutBody, bomb: bool) {
+    fn async_sequential(&mut self, env: &Env<'_>, spec: KeySpec, body: FutBody, bomb: bool) {
         let k = key(spec);
         let (code, key_panics) = (k.id(), k.panics());
         let (t, i) = self.witness.token(code);
@@ -304,7 +305,7 @@ impl Batches {
     ) {
         let lanes = self.lanes(env.pool, handler);
         let code = typed_code(handler, key);
-        let first = self.witness.len();
+        let first = self.witness.made();
         let mut msgs = Vec::with_capacity(call.n);
         for i in 0..call.n {
             let (body, bomb) = pattern.of(i, MsgBody::Quick);
@@ -392,12 +393,7 @@ fn typed_code(handler: Handler, key: u8) -> u8 {
 
 /// Submits `tasks` as a batch in `target`'s lane, through an iterator that panics at
 /// `call.at`: the answer (`Err(())`: the call unwound) and whether the iterator panicked.
-fn submit_all<F>(
-    pool: &Pool,
-    target: Target,
-    tasks: Vec<F>,
-    call: &Call,
-) -> (Result<Result<(), SubmitError<Vec<F>>>, ()>, bool)
+fn submit_all<F>(pool: &Pool, target: Target, tasks: Vec<F>, call: &Call) -> (Answer<F>, bool)
 where
     F: FnOnce() + Send + 'static,
 {
@@ -449,7 +445,7 @@ fn task<P: Send + 'static>(
 
 /// Boxed tasks of two closure types in turn.
 fn boxed(t: Token, body: Body, bomb: bool, env: &Env<'_>) -> Box<dyn FnOnce() + Send> {
-    if t.seq() % 2 == 0 {
+    if t.seq().is_multiple_of(2) {
         Box::new(task(t, body, bomb, (), env))
     } else {
         Box::new(task(t, body, bomb, [5u64; 5], env))
@@ -463,23 +459,21 @@ fn zero_sized() -> impl FnOnce() + Send + 'static {
 }
 
 /// A future for `execute_async_sequential`, with its token and `bomb`.
-fn future(t: Token, body: FutBody, bomb: Bomb) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        let (_bomb, t) = (bomb, t);
-        t.start();
-        match body {
-            FutBody::Ready => {}
-            FutBody::Yield(n) => {
-                for _ in 0..=n % 3 {
-                    keyway::yield_now().await;
-                }
-            }
-            FutBody::PendingOnce => PendingOnce(false).await,
-            FutBody::Panic => panic!("fuzz: future panics"),
-            FutBody::YieldThenPanic => {
+async fn future(t: Token, body: FutBody, bomb: Bomb) {
+    let (_bomb, t) = (bomb, t);
+    t.start();
+    match body {
+        FutBody::Ready => {}
+        FutBody::Yield(n) => {
+            for _ in 0..=n % 3 {
                 keyway::yield_now().await;
-                panic!("fuzz: future panics after a yield");
             }
+        }
+        FutBody::PendingOnce => PendingOnce(false).await,
+        FutBody::Panic => panic!("fuzz: future panics"),
+        FutBody::YieldThenPanic => {
+            keyway::yield_now().await;
+            panic!("fuzz: future panics after a yield");
         }
     }
 }

@@ -370,8 +370,12 @@ impl<B: Copy> Pattern<B> {
     pub fn of(&self, i: usize, quick: B) -> (B, bool) {
         let every = usize::from(self.every % 8) + 1;
         let bomb = usize::from(self.bomb_every % 8);
-        let body = if i % every == 0 { self.body } else { quick };
-        (body, bomb != 0 && i % bomb == 0)
+        let body = if i.is_multiple_of(every) {
+            self.body
+        } else {
+            quick
+        };
+        (body, bomb != 0 && i.is_multiple_of(bomb))
     }
 }
 

@@ -53,6 +53,9 @@ impl Drop for Token {
     }
 }
 
+/// A batch submission's answer: accepted, refused (what came back), or the call unwound.
+pub type Answer<T> = Result<Result<(), SubmitError<Vec<T>>>, ()>;
+
 /// What a task's fate must be, as its submission answered.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Expect {
@@ -92,7 +95,7 @@ impl Witness {
     }
 
     /// How many tokens were made.
-    pub fn len(&self) -> usize {
+    pub fn made(&self) -> usize {
         self.tasks.len()
     }
 
@@ -102,7 +105,10 @@ impl Witness {
 
     fn seen(&self, i: usize) -> (usize, usize) {
         let s = &self.tasks[i].0;
-        (s.runs.load(Ordering::SeqCst), s.drops.load(Ordering::SeqCst))
+        (
+            s.runs.load(Ordering::SeqCst),
+            s.drops.load(Ordering::SeqCst),
+        )
     }
 
     /// The answer to a submission of the `n` tasks (or messages) whose tokens are
@@ -113,7 +119,7 @@ impl Witness {
     #[allow(clippy::too_many_arguments)]
     pub fn settle<T>(
         &mut self,
-        answer: Result<Result<(), SubmitError<Vec<T>>>, ()>,
+        answer: Answer<T>,
         first: usize,
         n: usize,
         unwound: Option<(usize, usize)>,
