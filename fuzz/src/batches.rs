@@ -6,20 +6,21 @@
 //! and `send_coalescing`, with a sync and an async handler. Each task carries a [`Token`]; the
 //! account is [`Witness::check`]'s.
 
-use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use keyway::{PendingTask, Pool, SubmitError, TypedLanes};
 
-use crate::closures::{act, spin};
+use crate::typed::Msg;
+
+use crate::closures::act;
 use crate::futures::PendingOnce;
-use crate::input::{
-    BatchLane, BatchOp, Body, FutBody, Handler, KeySpec, MsgBody, Pattern, Shape, Size,
-};
+use crate::input::{BatchLane, BatchOp, Body, FutBody, KeySpec, Pattern, Shape, Size};
 use crate::probes::{allowed, key, Key};
-use crate::witness::{check_kind, check_refusal, Answer, Bomb, Expect, PanicAt, Token, Witness};
+use crate::witness::{
+    check_back, check_kind, check_refusal, Answer, Bomb, Expect, PanicAt, Token, Witness,
+};
 
 /// Runs of the zero-sized closures (they carry no token); reset as a run starts.
 static ZST_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -31,13 +32,6 @@ pub struct Env<'a> {
     pub back: &'a Arc<Mutex<Vec<PendingTask>>>,
     /// The pool has a capacity.
     pub bounded: bool,
-}
-
-/// A typed lane's message.
-pub struct Msg {
-    t: Token,
-    body: MsgBody,
-    bomb: Bomb,
 }
 
 /// A batch's lane, its key made.
@@ -64,15 +58,15 @@ impl Target {
 }
 
 /// A batch's shape of call: how many, what they do, all or none, where the iterator panics.
-struct Call {
-    n: usize,
-    whole: bool,
+pub(crate) struct Call {
+    pub(crate) n: usize,
+    pub(crate) whole: bool,
     /// The iterator panics when asked for this item.
-    at: Option<usize>,
+    pub(crate) at: Option<usize>,
 }
 
 impl Call {
-    fn new(size: Size, whole: bool, iter_panics: Option<u16>) -> Call {
+    pub(crate) fn new(size: Size, whole: bool, iter_panics: Option<u16>) -> Call {
         let n = size.get();
         let at = iter_panics.map(|j| usize::from(j) % (n + 1));
         Call { n, whole, at }
@@ -80,7 +74,7 @@ impl Call {
 
     /// The answer as [`Witness::settle`] takes it: an unwinding call must be the iterator's
     /// panic; the tasks it gave before may have been accepted unless the batch was all or none.
-    fn unwound(&self, fired: bool) -> Option<(usize, usize)> {
+    pub(crate) fn unwound(&self, fired: bool) -> Option<(usize, usize)> {
         let at = self.at.filter(|_| fired)?;
         Some((at, if self.whole { 0 } else { at }))
     }
@@ -89,12 +83,14 @@ impl Call {
 /// `pool_batches`' part of a run.
 #[derive(Default)]
 pub struct Batches {
-    witness: Witness,
+    pub(crate) witness: Witness,
     /// Zero-sized tasks surely accepted, and at most accepted.
     zst_sure: usize,
     zst_max: usize,
-    sync_lanes: Option<TypedLanes<u8, Msg>>,
-    async_lanes: Option<TypedLanes<u8, Msg>>,
+    pub(crate) sync_lanes: Option<TypedLanes<u8, Msg>>,
+    pub(crate) async_lanes: Option<TypedLanes<u8, Msg>>,
+    /// What the nested batches' tasks found: (first token, tasks, accepted).
+    nested: Arc<Mutex<Vec<(usize, usize, usize)>>>,
     /// A task that may call `shutdown_now` was submitted.
     pub shutdown_now_inside: bool,
 }
@@ -162,6 +158,16 @@ impl Batches {
                 body,
                 bomb,
             } => self.send(env, handler, key % 4, coalescing, body, bomb),
+            BatchOp::Nested {
+                outer,
+                inner,
+                size,
+                pattern,
+                all_or_none,
+            } => {
+                let call = Call::new(size, all_or_none, None);
+                self.nested(env, outer % 4, inner, call, pattern)
+            }
         }
     }
 
@@ -251,7 +257,7 @@ impl Batches {
     }
 
     /// The answer to a submission of one task, the one of token `i`.
-    fn settle_one<T>(
+    pub(crate) fn settle_one<T>(
         &mut self,
         answer: Result<(), SubmitError<T>>,
         i: usize,
@@ -281,92 +287,75 @@ impl Batches {
         self.settle_one(answer, i, false, key_panics, env.bounded);
     }
 
-    /// The typed lanes of `handler`, made at their first use.
-    fn lanes(&mut self, pool: &Pool, handler: Handler) -> TypedLanes<u8, Msg> {
-        let lanes = match handler {
-            Handler::Sync => &mut self.sync_lanes,
-            Handler::Async => &mut self.async_lanes,
-        };
-        lanes
-            .get_or_insert_with(|| match handler {
-                Handler::Sync => pool.typed_lanes(handle),
-                Handler::Async => pool.typed_lanes_async(handle_async),
-            })
-            .clone()
-    }
-
-    fn send_all(
+    /// A task in the lane of `Lane` handle `outer` that submits a batch of `call.n` tasks to
+    /// `inner` from its pool thread and checks the refusal there, as [`Witness::settle`] does;
+    /// its tasks' expectations are set at the end from what it found (none if it never ran:
+    /// its tasks never did either).
+    fn nested(
         &mut self,
         env: &Env<'_>,
-        handler: Handler,
-        key: u8,
-        call: &Call,
-        pattern: Pattern<MsgBody>,
+        outer: u8,
+        inner: BatchLane,
+        call: Call,
+        pattern: Pattern<Body>,
     ) {
-        let lanes = self.lanes(env.pool, handler);
-        let code = typed_code(handler, key);
+        let (target, inner_code, key_panics) = Target::of(inner);
+        // Its own order: the batches of one outer lane's tasks, submitted in their order.
+        let code = 32 + outer * 16 + inner_code;
         let first = self.witness.made();
-        let mut msgs = Vec::with_capacity(call.n);
+        let (mut tasks, mut seen) = (Vec::with_capacity(call.n), Vec::with_capacity(call.n));
         for i in 0..call.n {
-            let (body, bomb) = pattern.of(i, MsgBody::Quick);
-            let (t, _) = self.witness.token(code);
-            let bomb = Bomb(bomb);
-            msgs.push(Msg { t, body, bomb });
+            let (body, bomb) = pattern.of(i, Body::Quick);
+            let body = self.gate(body);
+            let (t, j) = self.witness.token(code);
+            self.witness.expect(j, Expect::Unrun);
+            seen.push(self.witness.seen_of(j));
+            tasks.push(task(t, body, bomb, (), env));
         }
-        let lane = lanes.lane(key);
-        let (it, fired) = PanicAt::new(msgs.into_iter(), call.at);
+        let (t, i) = self.witness.token(8 + outer);
+        let (pool, bounded, found) = (env.pool.clone(), env.bounded, self.nested.clone());
+        // Boxed: a refusal's error holds it.
+        let submitter = Box::new(move || {
+            let t = t;
+            t.start();
+            let accepted = match submit_all(&pool, target, tasks, &call).0 {
+                Ok(Ok(())) => call.n,
+                Ok(Err(e)) => {
+                    let kind = e.kind();
+                    let back = e.into_inner();
+                    let m = back.len();
+                    check_refusal(kind, m, call.n, call.whole, key_panics, bounded);
+                    check_back(back, &seen[call.n - m..]);
+                    call.n - m
+                }
+                Err(()) => panic!("execute_all unwound on a pool thread"),
+            };
+            found.lock().unwrap().push((first, call.n, accepted));
+        });
+        let pool = env.pool;
         let answer = catch_unwind(AssertUnwindSafe(|| {
-            if call.whole {
-                lane.send_all_or_none(it)
-            } else {
-                lane.send_all(it)
-            }
-        }))
-        .map_err(drop);
-        let unwound = call.unwound(fired.get());
-        self.witness.settle(
-            answer,
-            first,
-            call.n,
-            unwound,
-            false,
-            env.bounded,
-            call.whole,
-        );
-    }
-
-    fn send(
-        &mut self,
-        env: &Env<'_>,
-        handler: Handler,
-        key: u8,
-        coalescing: bool,
-        body: MsgBody,
-        bomb: bool,
-    ) {
-        let lanes = self.lanes(env.pool, handler);
-        let (t, i) = self.witness.token(typed_code(handler, key));
-        let msg = Msg {
-            t,
-            body,
-            bomb: Bomb(bomb),
-        };
-        let answer = catch_unwind(AssertUnwindSafe(|| {
-            if coalescing {
-                lanes.send_coalescing(key, msg)
-            } else {
-                lanes.send(key, msg)
-            }
+            pool.lane(u32::from(outer)).execute(submitter)
         }));
-        let answer = answer.unwrap_or_else(|_| panic!("TypedLanes::send unwound"));
-        self.settle_one(answer, i, coalescing, false, env.bounded);
+        let answer = answer.unwrap_or_else(|_| panic!("a lane submission unwound"));
+        self.settle_one(answer, i, false, false, env.bounded);
     }
 
     /// The account, once every task ran or was handed back and run or dropped.
     pub fn check(self, ran_handed_back: bool) {
         // The typed lanes first: a message's token must be gone with them (nothing kept).
         drop((self.sync_lanes, self.async_lanes));
-        self.witness.check(ran_handed_back);
+        let mut witness = self.witness;
+        for &(first, n, accepted) in self.nested.lock().unwrap().iter() {
+            for j in first..first + n {
+                let e = if j < first + accepted {
+                    Expect::Accepted
+                } else {
+                    Expect::Refused
+                };
+                witness.expect(j, e);
+            }
+        }
+        witness.check(ran_handed_back);
         let runs = ZST_RUNS.load(Ordering::SeqCst);
         assert!(
             runs <= self.zst_max,
@@ -380,14 +369,6 @@ impl Batches {
                 self.zst_sure
             );
         }
-    }
-}
-
-/// A typed lane's number in the log.
-fn typed_code(handler: Handler, key: u8) -> u8 {
-    match handler {
-        Handler::Sync => 16 + key,
-        Handler::Async => 24 + key,
     }
 }
 
@@ -474,40 +455,6 @@ async fn future(t: Token, body: FutBody, bomb: Bomb) {
         FutBody::YieldThenPanic => {
             keyway::yield_now().await;
             panic!("fuzz: future panics after a yield");
-        }
-    }
-}
-
-/// The sync handler.
-fn handle(_: &u8, m: Msg) {
-    let Msg { t, body, bomb } = m;
-    let _bomb = bomb;
-    t.start();
-    match body {
-        MsgBody::Panic | MsgBody::PanicInHandler => panic!("fuzz: handler panics"),
-        MsgBody::Spin(n) => spin(n),
-        MsgBody::Quick | MsgBody::Yield(_) => {}
-    }
-}
-
-/// The async handler.
-fn handle_async(_: &u8, m: Msg) -> impl Future<Output = ()> + Send + 'static {
-    let Msg { t, body, bomb } = m;
-    t.start();
-    if let MsgBody::PanicInHandler = body {
-        panic!("fuzz: async handler panics");
-    }
-    async move {
-        let (_bomb, _t) = (bomb, t);
-        match body {
-            MsgBody::Panic => panic!("fuzz: handler's future panics"),
-            MsgBody::Spin(n) => spin(n),
-            MsgBody::Yield(n) => {
-                for _ in 0..=n % 3 {
-                    keyway::yield_now().await;
-                }
-            }
-            MsgBody::Quick | MsgBody::PanicInHandler => {}
         }
     }
 }

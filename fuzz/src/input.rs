@@ -443,4 +443,13 @@ pub enum BatchOp {
         body: MsgBody,
         bomb: bool,
     },
+    /// A task in the lane of `Lane` handle `outer % 4` that submits, from its pool thread, a
+    /// batch of `size` tasks to `inner` (`execute_all`, or `_or_none`) and checks the answer.
+    Nested {
+        outer: u8,
+        inner: BatchLane,
+        size: Size,
+        pattern: Pattern<Body>,
+        all_or_none: bool,
+    },
 }

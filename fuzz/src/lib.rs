@@ -11,6 +11,7 @@
 //! * `schedule` — a scheduler on the pool, its tasks and their account;
 //! * `batches` — `pool_batches`' calls: closure batches, typed `send_all`, async sequential
 //!   futures and single lane tasks beside them;
+//! * `typed` — `pool_batches`' typed lanes and their calls;
 //! * `witness` — what each of those carries, and their account (runs, drops, lane order,
 //!   refusals);
 //! * `run` — one run: the calls in order, the end, the account.
@@ -23,6 +24,7 @@ pub mod input;
 pub mod probes;
 pub mod run;
 pub mod schedule;
+pub mod typed;
 pub mod witness;
 
 pub use input::{BatchInput, Input, MixedInput};

@@ -19,6 +19,35 @@ pub struct Seen {
     drops: AtomicUsize,
 }
 
+impl Seen {
+    /// Runs and drops so far.
+    fn now(&self) -> (usize, usize) {
+        (
+            self.runs.load(Ordering::SeqCst),
+            self.drops.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// `back`, handed back by a refusal, must be the tasks `seen` witnesses, in order, none run, none
+/// dropped yet: each is dropped here, and the one dropped must be the one expected.
+pub fn check_back<T>(back: Vec<T>, seen: &[Arc<Seen>]) {
+    assert_eq!(back.len(), seen.len());
+    for (j, (t, s)) in back.into_iter().zip(seen).enumerate() {
+        assert_eq!(
+            s.now(),
+            (0, 0),
+            "task {j} handed back by a refusal ran or was dropped before"
+        );
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(t)));
+        assert_eq!(
+            s.now(),
+            (0, 1),
+            "task {j} handed back by a refusal is not the task expected there (order)"
+        );
+    }
+}
+
 /// Where each task started, in the order they started: its lane's number and its submission
 /// number.
 type Log = Mutex<Vec<(u8, u64)>>;
@@ -104,11 +133,7 @@ impl Witness {
     }
 
     fn seen(&self, i: usize) -> (usize, usize) {
-        let s = &self.tasks[i].0;
-        (
-            s.runs.load(Ordering::SeqCst),
-            s.drops.load(Ordering::SeqCst),
-        )
+        self.tasks[i].0.now()
     }
 
     /// The answer to a submission of the `n` tasks (or messages) whose tokens are
@@ -158,24 +183,20 @@ impl Witness {
         }
     }
 
-    /// `back`, handed back by a refusal, must be the tasks `from..` in order, none run, none
-    /// dropped yet: each is dropped here, and the one dropped must be the one expected.
+    /// `back`, handed back by a refusal, must be the tasks `from..` in order (see
+    /// [`check_back`]).
     pub fn handed_back<T>(&mut self, back: Vec<T>, from: usize) {
-        for (j, t) in back.into_iter().enumerate() {
-            let i = from + j;
-            assert_eq!(
-                self.seen(i),
-                (0, 0),
-                "task {j} handed back by a refusal ran or was dropped before"
-            );
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(t)));
-            assert_eq!(
-                self.seen(i),
-                (0, 1),
-                "task {j} handed back by a refusal is not the task expected there (order)"
-            );
+        let m = back.len();
+        let seen: Vec<Arc<Seen>> = (from..from + m).map(|i| self.seen_of(i)).collect();
+        check_back(back, &seen);
+        for i in from..from + m {
             self.expect(i, Expect::Refused);
         }
+    }
+
+    /// Task `i`'s runs and drops, to be watched elsewhere.
+    pub fn seen_of(&self, i: usize) -> Arc<Seen> {
+        self.tasks[i].0.clone()
     }
 
     /// The account: runs and drops of each task, and each lane's order.
