@@ -60,15 +60,10 @@ thread_local! {
 
 /// True if this thread is one of the threads of the pool of `registry` and lives inside the
 /// runtime the pool is bound to: a poll made here for that pool has nothing to enter.
+#[cfg(feature = "tokio")]
 #[inline]
 pub(crate) fn lives_in_runtime_of(registry: &Registry) -> bool {
-    #[cfg(feature = "tokio")]
-    return INSIDE.with(|inside| std::ptr::eq(inside.get(), registry));
-    #[cfg(not(feature = "tokio"))]
-    {
-        let _ = registry;
-        false
-    }
+    INSIDE.with(|inside| std::ptr::eq(inside.get(), registry))
 }
 
 /// A pool thread's stay inside its pool's bound runtime (nothing for an unbound pool).

@@ -92,8 +92,7 @@ impl PoolBuilder {
 impl std::fmt::Debug for PoolBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut f = f.debug_struct("PoolBuilder");
-        f
-            .field("core_threads", &self.core_threads)
+        f.field("core_threads", &self.core_threads)
             .field("max_threads", &self.max_threads)
             .field("keep_alive", &self.keep_alive)
             .field("lane_batch", &self.lane_batch)

@@ -203,7 +203,11 @@ async fn sleep_then_say_runtime() -> Option<tokio::runtime::Id> {
 fn a_bound_pool_polls_futures_from_outside_any_runtime_in_its_runtime() {
     let (runtime, pool, panics) = bound_pool();
     let bound = Some(runtime.handle().id());
-    assert_eq!(current_runtime(), None, "this test's thread is in no runtime");
+    assert_eq!(
+        current_runtime(),
+        None,
+        "this test's thread is in no runtime"
+    );
     let spawned = pool.spawn(sleep_then_say_runtime()).unwrap();
     let in_lane = pool
         .spawn_sequential("k", sleep_then_say_runtime())
@@ -236,7 +240,8 @@ fn a_bound_pool_polls_futures_from_outside_any_runtime_in_its_runtime() {
 #[test]
 fn a_future_submitted_from_another_runtime_is_polled_in_the_bound_one() {
     let (runtime, pool, _) = bound_pool();
-    let other = tokio::runtime::Builder::new_current_thread()
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
@@ -277,7 +282,10 @@ fn a_plain_task_and_the_hooks_of_a_bound_pool_are_inside_its_runtime() {
     assert_eq!(runtime.block_on(spawned).unwrap(), bound);
     pool.shutdown();
     let hooks = hooks.lock().unwrap();
-    assert!(!hooks.is_empty() && hooks.iter().all(|h| *h == bound), "{hooks:?}");
+    assert!(
+        !hooks.is_empty() && hooks.iter().all(|h| *h == bound),
+        "{hooks:?}"
+    );
 }
 
 /// A future of `spawn` handed back by `shutdown_now` and run on a thread in no runtime is still
@@ -336,9 +344,17 @@ fn a_bound_pool_outlives_its_runtime() {
     assert!(matches!(late.join(), Err(TaskError::Panicked(_))));
     lanes.send(1, 1).unwrap();
     lanes.flush(1).unwrap().join().unwrap();
-    assert_eq!(pool.submit(|| 2).unwrap().join().unwrap(), 2, "plain tasks go on");
+    assert_eq!(
+        pool.submit(|| 2).unwrap().join().unwrap(),
+        2,
+        "plain tasks go on"
+    );
     pool.shutdown();
-    assert_eq!(pool.stats().panicked_tasks, 3, "two futures and the lane's message");
+    assert_eq!(
+        pool.stats().panicked_tasks,
+        3,
+        "two futures and the lane's message"
+    );
 }
 
 /// The pool shut down first, then the runtime; and a bound pool dropped without a shutdown.
