@@ -460,9 +460,8 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    start(registry, fut, |fut| {
+    start(registry, fut, |fut, runtime| {
         let (handle, completer) = TaskHandle::for_future();
-        let runtime = Runtime::for_pool(registry);
         (handle, Launcher::new(fut, Some(completer), runtime))
     })
 }
@@ -472,21 +471,22 @@ pub(crate) fn execute<F>(registry: &Arc<Registry>, fut: F) -> Result<(), SubmitE
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    start(registry, fut, |fut| {
-        ((), Launcher::new(fut, None, Runtime::for_pool(registry)))
+    start(registry, fut, |fut, runtime| {
+        ((), Launcher::new(fut, None, runtime))
     })
 }
 
-/// Admits `fut`, then queues the launcher `wrap` makes of it as a plain job.
+/// Admits `fut`, then queues the launcher `wrap` makes of it (keeping the runtime
+/// `Runtime::for_pool` gives) as a plain job.
 fn start<F, T>(
     registry: &Arc<Registry>,
     fut: F,
-    wrap: impl FnOnce(F) -> (T, Launcher),
+    wrap: impl FnOnce(F, Runtime) -> (T, Launcher),
 ) -> Result<T, SubmitError<F>> {
     if let Err(why) = registry.admit() {
         return Err(refused(why, fut));
     }
-    let (out, launcher) = wrap(fut);
+    let (out, launcher) = wrap(fut, Runtime::for_pool(registry));
     let task = launcher.into_runnable(Arc::downgrade(registry));
     registry.schedule(Work::Task(Task::new(task)));
     Ok(out)
