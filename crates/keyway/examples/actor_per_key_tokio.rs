@@ -1,7 +1,8 @@
 //! An actor per account under tokio, with per-account state: every deposit of an account is
 //! handled in order, one at a time, by an async handler that owns the account's balance and
-//! awaits tokio (a timeout around a simulated store write) with no wrapper — keyway's `tokio`
-//! feature polls it inside the runtime it was made in.
+//! awaits tokio (a timeout around a simulated store write) with no wrapper — the pool is bound
+//! to the program's runtime (`PoolBuilder::tokio_runtime`, keyway's `tokio` feature), so its
+//! threads live inside it and every future is polled there.
 //!
 //! It then runs the same work through each of keyway's ways to keep an actor per key, and
 //! tokio's own (a task and a channel per account), and prints how long each took: the figures
@@ -77,7 +78,7 @@ async fn typed_lanes_async_with_state(
 ) -> Balances {
     let balances = Balances::default();
     let saved = balances.clone();
-    // Made inside the runtime: the handler's futures are polled inside it.
+    // The handler's futures are polled inside the pool's runtime.
     let state =
         keyway::KeyState::new(|_: &u32| Account::default()).on_idle(move |id: &u32, account| {
             saved.lock().unwrap().insert(*id, account);
@@ -227,9 +228,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     for name in ways.into_iter().filter(|name| name.contains(only.as_str())) {
         // Each account's state lasts while its lane is idle between two deposits (by default
-        // only about 4,096 idle lanes are kept, for at most a quarter of a second).
+        // only about 4,096 idle lanes are kept, for at most a quarter of a second). Bound to
+        // this runtime: a future keeps no handle of it, and a poll enters nothing.
         let pool = keyway::Pool::builder()
             .keep_idle(Duration::from_secs(60))
+            .tokio_runtime(tokio::runtime::Handle::current())
             .build()?;
         let started = Instant::now();
         let ended = match name {

@@ -100,6 +100,19 @@
 //! `execute_async_sequential` future spawned inside a runtime, and 270 → 341 ns per
 //! `typed_lanes_async` message (whose driver enters once per batch of messages).
 //!
+//! A program that runs its futures under one runtime does better to bind the pool to it,
+//! with [`PoolBuilder::tokio_runtime`](crate::PoolBuilder::tokio_runtime): the pool's threads
+//! then live inside the runtime (their tasks and hooks too: `tokio::spawn` works from a task),
+//! every future of the pool is polled in it wherever it was submitted from, and that costs
+//! nothing per future: a future keeps no handle, and a poll on the pool's threads enters
+//! nothing. Unbound, each future keeps a clone of its runtime's handle and enters it around
+//! each poll: a reference count that the submitting thread and the workers all write, for
+//! each future and each poll. Measured by the `actor_per_key_tokio` example (which binds its
+//! pools), 1,000 accounts x 20 deposits under callgrind: `execute_async_sequential` costs
+//! ~1,380 instructions per message bound against ~1,590 unbound; its wall clock (10,000 x 20,
+//! 15 interleaved rounds on a loaded 2-core machine) 68.6 ms against 73.3 ms, and the async
+//! typed lanes' held-lane way 29.5 ms against 31.3 ms.
+//!
 //! From async code, shut the pool down with
 //! [`Pool::shutdown_async`](crate::Pool::shutdown_async): its future completes once every
 //! accepted message has been handled (and every save finished), holding no runtime thread

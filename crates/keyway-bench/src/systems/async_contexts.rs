@@ -5,9 +5,12 @@
 //!
 //! * `keyway` — `Pool::typed_lanes_async`: each task is a message `seq` sent through its
 //!   context's `TypedLane` handle (like the actor's sender), handled by an async handler (like
-//!   the actor's loop body); a one-thread tokio runtime drives
-//!   the timers when the wait is a timer, keyway polls the futures;
-//! * `keyway-spawn` — `Lane::spawn(future)` on a pool lane per context, one future per task;
+//!   the actor's loop body); a one-thread tokio runtime drives the timers when the wait is a
+//!   timer, keyway polls the futures. The pool is bound to that runtime
+//!   (`PoolBuilder::tokio_runtime`): its threads live inside it, so a handler awaits tokio with
+//!   no handle, as a tokio actor's loop does;
+//! * `keyway-spawn` — `Lane::spawn(future)` on a pool lane per context, one future per task (the
+//!   pool bound to the runtime too);
 //! * `tokio-actor` — one tokio task and unbounded mpsc mailbox per context, awaiting in its loop;
 //! * `tokio-mutex` — a tokio task per message holding its context's `tokio::sync::Mutex` across
 //!   the await. Tasks of one context exclude each other, but tokio does not start them in
@@ -40,8 +43,9 @@ pub trait Wait: Send + Sync + 'static {
     const NAME: &'static str;
     /// The wait's future (a named type: it borrows nothing).
     type Fut: Future<Output = ()> + Send + 'static;
-    /// The wait, for a task polled by any executor; `rt` drives tokio timers.
-    fn wait(rt: &Handle) -> Self::Fut;
+    /// The wait, for a task polled by any executor; `rt` drives tokio timers, entered here
+    /// (`None`: the caller is inside it already, as a thread of a bound pool is).
+    fn wait(rt: Option<&Handle>) -> Self::Fut;
 }
 
 /// A single yield: the task returns `Pending` once, waking itself.
@@ -54,7 +58,7 @@ pub struct Timer;
 impl Wait for Yield {
     const NAME: &'static str = "yield";
     type Fut = keyway::YieldNow;
-    fn wait(_rt: &Handle) -> keyway::YieldNow {
+    fn wait(_rt: Option<&Handle>) -> keyway::YieldNow {
         keyway::yield_now()
     }
 }
@@ -67,7 +71,7 @@ pub struct Remote;
 impl Wait for Remote {
     const NAME: &'static str = "remote";
     type Fut = Reply;
-    fn wait(_rt: &Handle) -> Reply {
+    fn wait(_rt: Option<&Handle>) -> Reply {
         let (tx, rx) = oneshot::channel();
         // The remote thread lives as long as the process; a send cannot fail while it does.
         if remote().send(tx).is_err() {
@@ -111,8 +115,8 @@ fn remote() -> &'static crossbeam_channel::Sender<oneshot::Sender<()>> {
 impl Wait for Timer {
     const NAME: &'static str = "timer";
     type Fut = tokio::time::Sleep;
-    fn wait(rt: &Handle) -> tokio::time::Sleep {
-        let _enter = rt.enter();
+    fn wait(rt: Option<&Handle>) -> tokio::time::Sleep {
+        let _enter = rt.map(Handle::enter);
         tokio::time::sleep(TIMER)
     }
 }
@@ -134,15 +138,19 @@ pub enum TokioWait {
 impl Wait for Tokio {
     const NAME: &'static str = "tokio";
     type Fut = TokioWait;
-    fn wait(rt: &Handle) -> TokioWait {
+    fn wait(rt: Option<&Handle>) -> TokioWait {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         if NEXT.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
             return TokioWait::Timer(Box::pin(Timer::wait(rt)));
         }
         let (tx, rx) = oneshot::channel();
-        drop(rt.spawn(async move {
+        let reply = async move {
             let _ = tx.send(());
-        }));
+        };
+        drop(match rt {
+            Some(rt) => rt.spawn(reply),
+            None => tokio::spawn(reply),
+        });
         TokioWait::Reply(rx)
     }
 }
@@ -166,6 +174,15 @@ fn runtime(threads: usize) -> Result<Runtime, String> {
         .map_err(|e| format!("building the tokio runtime: {e}"))
 }
 
+/// A keyway pool of `threads` core threads bound to `timers` (its threads live inside it).
+fn bound_pool(threads: usize, timers: &Runtime) -> Result<Pool, String> {
+    Pool::builder()
+        .core_threads(threads)
+        .tokio_runtime(timers.handle().clone())
+        .build()
+        .map_err(|e| format!("building the keyway pool: {e}"))
+}
+
 /// keyway: async typed lanes, a message per task.
 pub struct KeywayAsync<W> {
     run: &'static ContextsRun,
@@ -180,15 +197,12 @@ impl<W: Wait> ContextsSystem for KeywayAsync<W> {
     const NAME: &'static str = "keyway";
 
     fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
-        let pool = Pool::builder()
-            .core_threads(threads)
-            .build()
-            .map_err(|e| format!("building the keyway pool: {e}"))?;
         let timers = runtime(1)?;
-        let rt = timers.handle().clone();
+        let pool = bound_pool(threads, &timers)?;
         let lanes = pool.typed_lanes_async(move |ctx: &usize, seq: u64| {
-            // The handler runs when the message starts: so does the wait (as in the peers).
-            let (wait, ctx) = (W::wait(&rt), *ctx);
+            // The handler runs when the message starts: so does the wait (as in the peers),
+            // inside the pool's runtime.
+            let (wait, ctx) = (W::wait(None), *ctx);
             async move {
                 wait.await;
                 context_task(run, ctx, seq);
@@ -234,27 +248,25 @@ impl<W: Wait> ContextsSystem for KeywaySpawnAsync<W> {
     const NAME: &'static str = "keyway-spawn";
 
     fn setup(run: &'static ContextsRun, threads: usize) -> Result<Self, String> {
-        let pool = Pool::builder()
-            .core_threads(threads)
-            .build()
-            .map_err(|e| format!("building the keyway pool: {e}"))?;
+        let timers = runtime(1)?;
+        let pool = bound_pool(threads, &timers)?;
         let lanes = (0..run.contexts()).map(|ctx| pool.lane(ctx)).collect();
         Ok(Self {
             run,
             pool,
             lanes,
-            timers: runtime(1)?,
+            timers,
             _wait: std::marker::PhantomData,
         })
     }
 
     fn feed(&mut self) -> Result<(), String> {
-        let (run, lanes, rt) = (self.run, &self.lanes, self.timers.handle());
+        let (run, lanes) = (self.run, &self.lanes);
         run.produce(|ctx, seq| {
-            // The wait starts when the task starts (as in the peers), not when it is queued.
-            let rt = rt.clone();
+            // The wait starts when the task starts (as in the peers), not when it is queued;
+            // it is polled inside the pool's runtime.
             let fut = async move {
-                W::wait(&rt).await;
+                W::wait(None).await;
                 context_task(run, ctx, seq);
             };
             match lanes[ctx].spawn(fut) {
@@ -296,7 +308,7 @@ impl<W: Wait> ContextsSystem for TokioActorAsync<W> {
             let rt = runtime.handle().clone();
             actors.push(runtime.spawn(async move {
                 while let Some(seq) = rx.recv().await {
-                    W::wait(&rt).await;
+                    W::wait(Some(&rt)).await;
                     context_task(run, ctx, seq);
                 }
             }));
@@ -350,7 +362,7 @@ impl<W: Wait> ContextsSystem for TokioMutexAsync<W> {
             let rt2 = rt.clone();
             drop(rt.spawn(async move {
                 let mut held = locks[ctx].lock().await;
-                W::wait(&rt2).await;
+                W::wait(Some(&rt2)).await;
                 *held += 1;
                 context_task(run, ctx, *held);
             }));

@@ -59,4 +59,8 @@ pub(crate) struct Config {
     pub(crate) admit_mask: u64,
     /// The key types printed as lane labels in snapshots (`PoolBuilder::label_keys`).
     pub(crate) labels: super::label::Labels,
+    /// `PoolBuilder::tokio_runtime`: the runtime the pool's threads live inside, and its
+    /// futures are polled in (`None`: each future is polled in the runtime it was spawned from).
+    #[cfg(feature = "tokio")]
+    pub(crate) runtime: Option<tokio::runtime::Handle>,
 }

@@ -19,6 +19,8 @@ use crossbeam_utils::Backoff;
 use super::progress::Progress;
 use super::registry::{Registry, WorkerSlot};
 pub(crate) use super::stoppers::OwnThread;
+#[cfg(feature = "tokio")]
+pub(crate) use super::threads::lives_in_runtime_of;
 use super::work::{PollTask, Work};
 use crate::task::{PanicReport, Task};
 

@@ -59,6 +59,9 @@ pub struct PoolBuilder {
     pub(super) metrics_sampling: Option<u32>,
     /// `label_keys` (`pool_metrics.rs`): the common key types and those named.
     pub(super) labels: Option<crate::engine::Labels>,
+    /// `tokio_runtime` (`builder_hooks.rs`).
+    #[cfg(feature = "tokio")]
+    pub(super) runtime: Option<tokio::runtime::Handle>,
 }
 
 impl PoolBuilder {
@@ -88,8 +91,8 @@ impl PoolBuilder {
 
 impl std::fmt::Debug for PoolBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolBuilder")
-            .field("core_threads", &self.core_threads)
+        let mut f = f.debug_struct("PoolBuilder");
+        f.field("core_threads", &self.core_threads)
             .field("max_threads", &self.max_threads)
             .field("keep_alive", &self.keep_alive)
             .field("lane_batch", &self.lane_batch)
@@ -101,7 +104,9 @@ impl std::fmt::Debug for PoolBuilder {
             .field("name", &self.name)
             .field("metrics", &self.metrics)
             .field("metrics_sampling", &self.metrics_sampling)
-            .field("labels", &self.labels)
-            .finish_non_exhaustive()
+            .field("labels", &self.labels);
+        #[cfg(feature = "tokio")]
+        f.field("tokio_runtime", &self.runtime);
+        f.finish_non_exhaustive()
     }
 }

@@ -204,6 +204,8 @@ impl PoolBuilder {
             metrics,
             admit_mask: crate::engine::meter::admit_mask(self.capacity.is_some(), metrics),
             labels: self.labels.unwrap_or_else(crate::engine::Labels::common),
+            #[cfg(feature = "tokio")]
+            runtime: self.runtime,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `PoolBuilder`'s names and hooks: the threads' name prefix and stack size, the pool's name
-//! in its tracing events, and the hooks called on panics and on each thread's start and stop.
+//! in its tracing events, the hooks called on panics and on each thread's start and stop, and
+//! the tokio runtime the threads live inside (the `tokio` feature).
 
 use std::sync::Arc;
 
@@ -141,6 +142,55 @@ impl PoolBuilder {
     #[doc(alias = "exit_handler")]
     pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.on_thread_stop = Some(Arc::new(hook));
+        self
+    }
+
+    /// Binds the pool to a tokio runtime (the `tokio` feature). Each thread of the pool that
+    /// runs tasks enters `runtime` as it starts, before
+    /// [`on_thread_start`](Self::on_thread_start), and leaves it as it exits, after
+    /// [`on_thread_stop`](Self::on_thread_stop): its hooks, tasks and futures all run inside
+    /// it, so `tokio::spawn`, `Handle::current` and the runtime's timers and sockets work there
+    /// with no wrapper. Every future of the pool (`spawn*`, `execute_async*`,
+    /// [`Lane::spawn`](crate::Lane::spawn), async typed lanes) is polled in this runtime,
+    /// whichever runtime (or none) it was submitted from. A future handed back by
+    /// [`shutdown_now`](crate::Pool::shutdown_now) and run by the caller is polled on the
+    /// caller's thread: inside this runtime if it came from `spawn` or `execute_async` and the
+    /// pool still exists; else (a future of a lane) inside the runtime the caller is in.
+    ///
+    /// It is the cheaper way to run futures under tokio: a future submitted to a bound pool
+    /// keeps no runtime handle, and a poll on the pool's threads enters nothing. An unbound pool
+    /// keeps, in each future, a clone of the handle of the runtime it was spawned from and
+    /// enters it around each poll: a reference count that the submitting thread and the
+    /// workers all write, for each future and each poll (see [`actors`](crate::actors),
+    /// "Under tokio", for what that costs).
+    ///
+    /// Unbound is the default, also for a pool built inside a runtime: binding it changes
+    /// which runtime every future is polled in, and a pool may outlive the runtime it was
+    /// built in (a test's, say). If the bound runtime shuts down first, what uses it fails as
+    /// tokio makes it fail (a timer panics, contained by the pool: the future's handle reports
+    /// the panic, or the [`panic_hook`](Self::panic_hook) gets it), and everything else goes on.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// let pool = keyway::Pool::builder()
+    ///     .tokio_runtime(runtime.handle().clone())
+    ///     .build()
+    ///     .unwrap();
+    /// // A future submitted from outside any runtime awaits the bound runtime's timer.
+    /// let slept = pool.spawn(async {
+    ///     tokio::time::sleep(Duration::from_millis(1)).await;
+    ///     7
+    /// });
+    /// assert_eq!(slept.unwrap().join().unwrap(), 7);
+    /// // A plain task spawns onto the runtime.
+    /// let task = pool.submit(|| tokio::spawn(async { 6 * 7 })).unwrap();
+    /// assert_eq!(runtime.block_on(task.join().unwrap()).unwrap(), 42);
+    /// # pool.shutdown();
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn tokio_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
         self
     }
 }

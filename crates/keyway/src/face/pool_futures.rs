@@ -5,7 +5,7 @@ use std::hash::Hash;
 
 use super::pool::Pool;
 use crate::error::SubmitError;
-use crate::future::{self, Unsent};
+use crate::future::{self, Runtime, Unsent};
 use crate::lane::{closures, keyed, spawn};
 use crate::task::TaskHandle;
 
@@ -80,7 +80,7 @@ impl Pool {
         let handle = &self.handle;
         // Written in its storage first: the submit path moves a pointer, not the future (a
         // large one was copied at each step); refused, it comes back as it was.
-        let fut = Unsent::new(fut);
+        let fut = Unsent::new(fut, Runtime::for_pool(&handle.registry));
         closures::submit_entry(&handle.registry, &handle.lanes, ctx, fut, spawn::detached)
             .map_err(|refused| refused.map_task(Unsent::into_future))
     }
@@ -176,7 +176,7 @@ impl Pool {
             &self.handle.lanes,
             keys,
             fut,
-            |fut| spawn::entry(fut, false),
+            |fut| spawn::entry_keeping(Runtime::for_pool(&self.handle.registry), fut, false),
         )
     }
 }

@@ -53,7 +53,8 @@ struct Finish<T> {
 pub(crate) struct PoolFuture<F: Future> {
     /// Structurally pinned; set to `None` (dropped in place) when done.
     fut: Option<F>,
-    /// The tokio runtime it was spawned from, entered around each poll (`tokio` feature).
+    /// The tokio runtime it was spawned from (`tokio` feature; none for a bound pool), entered
+    /// around each poll.
     runtime: Runtime,
     finish: Option<Finish<F::Output>>,
 }
@@ -137,9 +138,13 @@ impl<F: Future> Future for PoolFuture<F> {
                     pool.is_some_and(|p| p.may_resume())
                 })
         };
-        let runtime = &this.runtime;
+        let (runtime, registry) = (&this.runtime, &finish.registry);
+        let poll = || poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx));
         match catch_unwind(AssertUnwindSafe(|| {
-            runtime.enter(|| poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx)))
+            with_pool(registry, |pool| match pool {
+                Some(pool) => runtime.enter_in(pool.registry, poll),
+                None => runtime.enter(poll),
+            })
         })) {
             Ok((Poll::Ready(value), _)) => {
                 this.done(Some(Ok(value)), None);

@@ -55,20 +55,25 @@ trait Launch: Send {
     /// # Safety
     /// L2: the value is moved out; the caller neither uses nor drops it afterwards.
     unsafe fn launch(&mut self, registry: &Arc<Registry>, release: Release);
-    /// Runs the future to completion on the calling thread.
+    /// Runs the future to completion on the calling thread (inside the runtime of `pool`, if
+    /// it still exists and is bound to one).
     ///
     /// # Safety
     /// As for `launch`.
-    unsafe fn run_here(&mut self) -> Result<(), PanicReport>;
+    unsafe fn run_here(&mut self, pool: Option<&Registry>) -> Result<(), PanicReport>;
     /// Drops the future unstarted, telling its handle why.
     ///
     /// # Safety
     /// As for `launch`.
     unsafe fn abandon(&mut self, why: Abandon);
-    /// One poll in place, in a driver that polls the futures of a lane one after another
-    /// ([`Started`]).
-    fn poll_step(self: Pin<&mut Self>, cx: &mut Context<'_>, may_resume: &dyn Fn() -> bool)
-        -> Step;
+    /// One poll in place, in a driver of the pool of `pool` that polls the futures of a lane
+    /// one after another ([`Started`]).
+    fn poll_step(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        may_resume: &dyn Fn() -> bool,
+        pool: &Registry,
+    ) -> Step;
     /// Dropped at its await point (or before its first poll), its handle told it was cancelled.
     fn cancel(self: Pin<&mut Self>);
 }
@@ -77,7 +82,8 @@ struct Spawned<F: Future> {
     /// Structurally pinned once started in place ([`Started`]); `None` once done.
     fut: Option<F>,
     handle: Option<Completer<F::Output>>,
-    /// The tokio runtime current at spawn (`tokio` feature), entered around each poll.
+    /// The tokio runtime current at spawn (`tokio` feature; none for a bound pool), entered
+    /// around each poll.
     runtime: Runtime,
 }
 
@@ -128,11 +134,16 @@ impl Started {
         unsafe { Pin::new_unchecked(&mut *self.0 .0.as_ptr()) }
     }
 
-    /// Polls it (inside the runtime it was spawned from); a self-wake is resumed in place while
-    /// `may_resume` allows.
+    /// Polls it for the pool of `pool` (inside the runtime it belongs in: `Runtime::enter_in`);
+    /// a self-wake is resumed in place while `may_resume` allows.
     #[inline]
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, may_resume: &dyn Fn() -> bool) -> Step {
-        self.pinned().poll_step(cx, may_resume)
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        may_resume: &dyn Fn() -> bool,
+        pool: &Registry,
+    ) -> Step {
+        self.pinned().poll_step(cx, may_resume, pool)
     }
 
     /// Cancels it at its await point (`shutdown_now`, or the pool is gone).
@@ -159,12 +170,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    /// Stores `fut` with the runtime current here, each field written in place (not into a
-    /// `Spawned` on the stack and then into the storage).
+    /// Stores `fut` with the runtime it keeps (`Runtime::for_pool`), each field written in
+    /// place (not into a `Spawned` on the stack and then into the storage).
     #[inline]
-    pub(crate) fn new(fut: F) -> Self {
+    pub(crate) fn new(fut: F, runtime: Runtime) -> Self {
         const { assert!(size_of::<Spawned<F>>() > 0, "a Spawned is never zero-sized") };
-        let runtime = Runtime::current();
         let at = alloc_recycled(Layout::new::<Spawned<F>>()).cast::<Spawned<F>>();
         // SAFETY: `at` is storage of a `Spawned<F>`'s layout, ours alone (S2 of the cells, or
         // the allocator's); each field is written once, with nothing between the writes that
@@ -284,13 +294,17 @@ where
         }
     }
 
-    unsafe fn run_here(&mut self) -> Result<(), PanicReport> {
+    unsafe fn run_here(&mut self, pool: Option<&Registry>) -> Result<(), PanicReport> {
         // SAFETY: as in `launch`.
         let Spawned {
             fut,
             handle,
             runtime,
         } = unsafe { ptr::read(self) };
+        let runtime = match pool {
+            Some(pool) => runtime.in_pool(pool),
+            None => runtime,
+        };
         match fut {
             Some(fut) => driver::run_here(fut, handle, &runtime),
             None => Ok(()),
@@ -307,6 +321,7 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         may_resume: &dyn Fn() -> bool,
+        pool: &Registry,
     ) -> Step {
         // SAFETY: `fut` is never moved once started: it is polled in place and dropped in place
         // (`fut = None`); no other field is pinned.
@@ -330,7 +345,9 @@ where
         let may_resume = || handle.as_ref().is_none_or(Completer::is_live) && may_resume();
         let runtime = &this.runtime;
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            runtime.enter(|| poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx)))
+            runtime.enter_in(pool, || {
+                poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx))
+            })
         }));
         match polled {
             Ok((Poll::Pending, woke_itself)) => Step::Waits { woke_itself },
@@ -364,12 +381,13 @@ where
 }
 
 impl Launcher {
-    pub(crate) fn new<F>(fut: F, handle: Option<Completer<F::Output>>) -> Self
+    /// `fut` with its handle's completer, keeping `runtime` (`Runtime::for_pool`).
+    pub(crate) fn new<F>(fut: F, handle: Option<Completer<F::Output>>, runtime: Runtime) -> Self
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Unsent::new(fut).into_launcher(handle)
+        Unsent::new(fut, runtime).into_launcher(handle)
     }
 
     /// Started in place, in the driver of its lane (its first poll is the driver's to make).
@@ -384,10 +402,11 @@ impl Launcher {
             .consume(|fut| unsafe { fut.launch(registry, release) })
     }
 
-    /// Runs the future to completion on the calling thread (the pool is gone).
-    fn run_here(self) -> Result<(), PanicReport> {
+    /// Runs the future to completion on the calling thread (the pool is stopping, or gone:
+    /// `pool` is `None`).
+    fn run_here(self, pool: Option<&Registry>) -> Result<(), PanicReport> {
         // SAFETY: as in `launch`.
-        self.0.consume(|fut| unsafe { fut.run_here() })
+        self.0.consume(|fut| unsafe { fut.run_here(pool) })
     }
 
     /// Drops the future unstarted, telling its handle why (its drop may panic: the caller
@@ -418,17 +437,13 @@ impl Runnable for LaunchTask {
         let LaunchTask { launcher, registry } = self;
         // On the pool (a worker that took the job just as `shutdown_now` began included: it is
         // then cancelled at its first await), or run to completion here.
-        let started = with_pool(&registry, |pool| match pool {
+        with_pool(&registry, |pool| match pool {
             Some(pool) if pool.may_start_future() => {
                 launcher.launch(pool.registry, Release::None);
-                None
+                Ok(())
             }
-            _ => Some(launcher),
-        });
-        match started {
-            None => Ok(()),
-            Some(launcher) => launcher.run_here(),
-        }
+            pool => launcher.run_here(pool.map(|pool| &**pool.registry)),
+        })
     }
 
     fn abandon(self, why: Abandon) {
@@ -445,9 +460,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    start(registry, fut, |fut| {
+    start(registry, fut, |fut, runtime| {
         let (handle, completer) = TaskHandle::for_future();
-        (handle, Launcher::new(fut, Some(completer)))
+        (handle, Launcher::new(fut, Some(completer), runtime))
     })
 }
 
@@ -456,19 +471,22 @@ pub(crate) fn execute<F>(registry: &Arc<Registry>, fut: F) -> Result<(), SubmitE
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    start(registry, fut, |fut| ((), Launcher::new(fut, None)))
+    start(registry, fut, |fut, runtime| {
+        ((), Launcher::new(fut, None, runtime))
+    })
 }
 
-/// Admits `fut`, then queues the launcher `wrap` makes of it as a plain job.
+/// Admits `fut`, then queues the launcher `wrap` makes of it (keeping the runtime
+/// `Runtime::for_pool` gives) as a plain job.
 fn start<F, T>(
     registry: &Arc<Registry>,
     fut: F,
-    wrap: impl FnOnce(F) -> (T, Launcher),
+    wrap: impl FnOnce(F, Runtime) -> (T, Launcher),
 ) -> Result<T, SubmitError<F>> {
     if let Err(why) = registry.admit() {
         return Err(refused(why, fut));
     }
-    let (out, launcher) = wrap(fut);
+    let (out, launcher) = wrap(fut, Runtime::for_pool(registry));
     let task = launcher.into_runnable(Arc::downgrade(registry));
     registry.schedule(Work::Task(Task::new(task)));
     Ok(out)
@@ -523,9 +541,9 @@ mod tests {
             drops: drops.clone(),
             panics: false,
         };
-        let small = Launcher::new(future::<8>(token()), None);
-        let example = Launcher::new(future::<200>(token()), None);
-        let large = Launcher::new(future::<1_000>(token()), None);
+        let small = Launcher::new(future::<8>(token()), None, Runtime::default());
+        let example = Launcher::new(future::<200>(token()), None, Runtime::default());
+        let large = Launcher::new(future::<1_000>(token()), None, Runtime::default());
         let sizes = [&small, &example, &large].map(|l| layout(l).size());
         assert!(
             sizes[0] < sizes[1] && sizes[1] <= 512 && sizes[2] > 512,
@@ -534,8 +552,8 @@ mod tests {
         let fresh = fresh_cells();
         drop((small, example, large));
         let (small, example) = (
-            Launcher::new(future::<8>(token()), None),
-            Launcher::new(future::<200>(token()), None),
+            Launcher::new(future::<8>(token()), None, Runtime::default()),
+            Launcher::new(future::<200>(token()), None, Runtime::default()),
         );
         assert_eq!(fresh_cells(), fresh, "both cells came back");
         drop((small, example));
@@ -556,6 +574,7 @@ mod tests {
                     panics: true,
                 }),
                 None,
+                Runtime::default(),
             )
         };
         let first = make();
@@ -569,12 +588,14 @@ mod tests {
         assert_eq!(address(&third), cell, "abandoned: the cell went back");
         let mut started = third.start();
         let mut cx = Context::from_waker(std::task::Waker::noop());
+        let pool = crate::Pool::builder().core_threads(1).build().unwrap();
         assert!(matches!(
-            started.poll(&mut cx, &|| false),
+            started.poll(&mut cx, &|| false, pool.registry()),
             Step::Waits { .. }
         ));
         started.cancel();
         drop(started);
+        pool.shutdown();
         let fourth = make();
         assert_eq!(
             address(&fourth),

@@ -1,9 +1,19 @@
-//! The tokio runtime a future was spawned from (the `tokio` feature): captured at spawn, entered
-//! around each of the future's polls, so its timers and sockets find their reactor with no
-//! wrapper. Without the feature a [`Runtime`] is a zero-sized type and `enter` is a plain call.
+//! The tokio runtime a future is polled in (the `tokio` feature), so that its timers and sockets
+//! find their reactor with no wrapper. Without the feature a [`Runtime`] is a zero-sized type and
+//! entering it is a plain call.
+//!
+//! * A pool bound to a runtime (`PoolBuilder::tokio_runtime`): its futures are polled in that
+//!   one. Its threads live inside it (`engine::threads`), so a poll there enters nothing, and a
+//!   future submitted to it keeps nothing; a poll on any other thread enters the pool's runtime.
+//! * Any other pool: a future keeps the runtime current where it was spawned (a handle, that is
+//!   an `Arc` clone), entered around each of its polls.
 
-/// The runtime current where a future was spawned, if any (always none without the `tokio`
-/// feature).
+#[cfg(feature = "tokio")]
+use crate::engine::worker::lives_in_runtime_of;
+use crate::engine::Registry;
+
+/// The runtime a future was spawned from, if it keeps one (always none without the `tokio`
+/// feature, and for a future of a bound pool).
 #[derive(Clone, Default)]
 pub(crate) struct Runtime {
     #[cfg(feature = "tokio")]
@@ -20,7 +30,52 @@ impl Runtime {
         }
     }
 
-    /// Runs `f` (a poll, or a handler making its future) inside the captured runtime.
+    /// What a future submitted from here to the pool of `pool` keeps: nothing if the pool is
+    /// bound to a runtime (its polls enter that one), else the runtime current here.
+    #[inline]
+    pub(crate) fn for_pool(pool: &Registry) -> Self {
+        #[cfg(feature = "tokio")]
+        if pool.config.runtime.is_some() {
+            return Runtime::default();
+        }
+        #[cfg(not(feature = "tokio"))]
+        let _ = pool;
+        Runtime::current()
+    }
+
+    /// The runtime a future of the pool of `pool` runs in when it is run to completion on the
+    /// calling thread: the pool's bound runtime if it has one (a clone), else `self`.
+    pub(crate) fn in_pool(self, pool: &Registry) -> Self {
+        #[cfg(feature = "tokio")]
+        if let Some(bound) = &pool.config.runtime {
+            return Runtime {
+                handle: Some(bound.clone()),
+            };
+        }
+        #[cfg(not(feature = "tokio"))]
+        let _ = pool;
+        self
+    }
+
+    /// Runs `f` (a poll made for the pool of `pool`, or a handler making its future) inside the
+    /// runtime it belongs in: the pool's bound runtime (nothing to enter on the pool's own
+    /// threads), else the one kept.
+    #[inline]
+    pub(crate) fn enter_in<R>(&self, pool: &Registry, f: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "tokio")]
+        if let Some(bound) = &pool.config.runtime {
+            if lives_in_runtime_of(pool) {
+                return f();
+            }
+            let _entered = bound.enter();
+            return f();
+        }
+        #[cfg(not(feature = "tokio"))]
+        let _ = pool;
+        self.enter(f)
+    }
+
+    /// Runs `f` inside the runtime kept, with no pool to ask (a poll on the calling thread).
     #[inline]
     pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
         #[cfg(feature = "tokio")]

@@ -14,17 +14,31 @@ use super::table::{LaneCore, LaneTable};
 use super::turn::Turn;
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::{run_inline, Launcher, Parks, Started, Step, Unsent};
+use crate::future::{run_inline, Launcher, Parks, Runtime, Started, Step, Unsent};
 use crate::task::TaskHandle;
 
-/// A future's handle and lane entry.
+/// A future's handle and lane entry, keeping the runtime current here.
 pub(crate) fn entry<F>(fut: F, coalescing: bool) -> (TaskHandle<F::Output>, ClosureEntry)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    entry_keeping(Runtime::current(), fut, coalescing)
+}
+
+/// A future's handle and lane entry, keeping `runtime` (`Runtime::for_pool`: nothing for a pool
+/// bound to a runtime).
+pub(crate) fn entry_keeping<F>(
+    runtime: Runtime,
+    fut: F,
+    coalescing: bool,
+) -> (TaskHandle<F::Output>, ClosureEntry)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     let (handle, completer) = TaskHandle::for_future();
-    let fut = Launcher::new(fut, Some(completer));
+    let fut = Launcher::new(fut, Some(completer), runtime);
     (handle, ClosureEntry::future(fut, coalescing))
 }
 
@@ -51,7 +65,10 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    closures::submit_entry(registry, lanes, ctx, fut, |fut| entry(fut, coalescing))
+    let runtime = Runtime::for_pool(registry);
+    closures::submit_entry(registry, lanes, ctx, fut, |fut| {
+        entry_keeping(runtime, fut, coalescing)
+    })
 }
 
 /// Rule 7 for a closure lane: starts the driver of `lane`'s activation with `fut`, the future
@@ -124,7 +141,7 @@ impl FutureLoop {
         loop {
             if let Some(fut) = &mut self.fut {
                 let may_resume = || turn.pool.may_resume();
-                match fut.poll(cx, &may_resume) {
+                match fut.poll(cx, &may_resume, turn.pool.registry) {
                     Step::Waits { woke_itself } => {
                         if self.activity.waits(turn, cx, woke_itself) {
                             self.cancel(Some(&turn.pool));

@@ -1,7 +1,8 @@
 //! tokio inside keyway futures with no wrapper (the `tokio` feature, on in keyway's own tests):
 //! a future spawned from inside a tokio runtime, and an async typed lane made there, use that
 //! runtime's timers and sockets; one that uses tokio outside any runtime gets a report saying
-//! what to do; a typed lane's handler panic reaches the panic hook.
+//! what to do; a typed lane's handler panic reaches the panic hook. A pool bound to a runtime
+//! polls every future in it, runs its tasks and hooks inside it, and outlives it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -164,4 +165,209 @@ fn a_typed_lanes_async_handler_panic_reaches_the_panic_hook_with_its_key() {
         assert!(report.message().contains(HINT), "{}", report.message());
     }
     assert_eq!(pool.stats().panicked_tasks, 3);
+}
+
+// A pool bound to a runtime (`PoolBuilder::tokio_runtime`): its threads live inside it, and
+// every future of the pool is polled in it, wherever it was submitted from.
+
+/// A multi-thread runtime with its timers, and a pool of two threads bound to it.
+fn bound_pool() -> (tokio::runtime::Runtime, Pool, Arc<Mutex<Vec<PanicReport>>>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let pool = Pool::builder()
+        .core_threads(2)
+        .tokio_runtime(runtime.handle().clone())
+        .panic_hook(move |r| sink.lock().unwrap().push(r.clone()))
+        .build()
+        .unwrap();
+    (runtime, pool, seen)
+}
+
+/// The runtime the calling thread is inside of, if any.
+fn current_runtime() -> Option<tokio::runtime::Id> {
+    tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+}
+
+/// A future that sleeps on tokio's timer, then says which runtime it was polled in.
+async fn sleep_then_say_runtime() -> Option<tokio::runtime::Id> {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    current_runtime()
+}
+
+#[test]
+fn a_bound_pool_polls_futures_from_outside_any_runtime_in_its_runtime() {
+    let (runtime, pool, panics) = bound_pool();
+    let bound = Some(runtime.handle().id());
+    assert_eq!(
+        current_runtime(),
+        None,
+        "this test's thread is in no runtime"
+    );
+    let spawned = pool.spawn(sleep_then_say_runtime()).unwrap();
+    let in_lane = pool
+        .spawn_sequential("k", sleep_then_say_runtime())
+        .unwrap();
+    let in_keys = pool
+        .spawn_keyed(["a", "b"], sleep_then_say_runtime())
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let detached = tx.clone();
+    pool.execute_async_sequential("k", async move {
+        detached.send(sleep_then_say_runtime().await).unwrap();
+    })
+    .unwrap();
+    let lanes = pool.typed_lanes_async(move |_: &u32, _: u32| {
+        let tx = tx.clone();
+        async move { tx.send(sleep_then_say_runtime().await).unwrap() }
+    });
+    lanes.send(1, 0).unwrap();
+    assert_eq!(spawned.join().unwrap(), bound);
+    assert_eq!(in_lane.join().unwrap(), bound);
+    assert_eq!(in_keys.join().unwrap(), bound);
+    assert_eq!(rx.recv().unwrap(), bound, "execute_async_sequential");
+    assert_eq!(rx.recv().unwrap(), bound, "an async typed lane's handler");
+    assert!(panics.lock().unwrap().is_empty());
+    pool.shutdown();
+}
+
+/// A future submitted from inside another runtime is polled in the pool's, not in the one it
+/// came from (which an unbound pool would poll it in).
+#[test]
+fn a_future_submitted_from_another_runtime_is_polled_in_the_bound_one() {
+    let (runtime, pool, _) = bound_pool();
+    let other = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (spawned, in_lane) = other.block_on(async {
+        (
+            pool.spawn(sleep_then_say_runtime()).unwrap(),
+            pool.spawn_sequential(3, sleep_then_say_runtime()).unwrap(),
+        )
+    });
+    let bound = Some(runtime.handle().id());
+    assert_ne!(bound, Some(other.handle().id()));
+    assert_eq!(spawned.join().unwrap(), bound);
+    assert_eq!(in_lane.join().unwrap(), bound);
+    pool.shutdown();
+}
+
+/// A plain task and the thread hooks run inside the bound runtime too: `tokio::spawn` works
+/// from a task.
+#[test]
+fn a_plain_task_and_the_hooks_of_a_bound_pool_are_inside_its_runtime() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let hooks = Arc::new(Mutex::new(Vec::new()));
+    let (start, stop) = (hooks.clone(), hooks.clone());
+    let pool = Pool::builder()
+        .core_threads(1)
+        .tokio_runtime(runtime.handle().clone())
+        .on_thread_start(move || start.lock().unwrap().push(current_runtime()))
+        .on_thread_stop(move || stop.lock().unwrap().push(current_runtime()))
+        .build()
+        .unwrap();
+    let bound = Some(runtime.handle().id());
+    assert_eq!(pool.submit(current_runtime).unwrap().join().unwrap(), bound);
+    let spawned = pool
+        .submit(|| tokio::spawn(async { current_runtime() }))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(runtime.block_on(spawned).unwrap(), bound);
+    pool.shutdown();
+    let hooks = hooks.lock().unwrap();
+    assert!(
+        !hooks.is_empty() && hooks.iter().all(|h| *h == bound),
+        "{hooks:?}"
+    );
+}
+
+/// A future of `spawn` handed back by `shutdown_now` and run on a thread in no runtime is still
+/// polled in the pool's runtime.
+#[test]
+fn a_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .tokio_runtime(runtime.handle().clone())
+        .build()
+        .unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    pool.execute(move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap(); // the only worker is busy: the future waits in the queue
+    let handed_back = pool.spawn(sleep_then_say_runtime()).unwrap();
+    let stopper = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.shutdown_now())
+    };
+    while !pool.is_shutdown() {
+        std::thread::yield_now();
+    }
+    release.send(()).unwrap();
+    let pending = stopper.join().unwrap();
+    assert_eq!(pending.len(), 1);
+    for task in pending {
+        task.run().unwrap();
+    }
+    assert_eq!(handed_back.join().unwrap(), Some(runtime.handle().id()));
+}
+
+/// The runtime dropped first: a future awaiting its timer fails with a typed error (tokio's
+/// panic, contained), work that does not use tokio goes on, and the pool shuts down.
+#[test]
+fn a_bound_pool_outlives_its_runtime() {
+    let (runtime, pool, _) = bound_pool();
+    let waiting = pool
+        .spawn(async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        })
+        .unwrap();
+    let lanes = pool.typed_lanes_async(|_: &u32, _: u32| async move {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    });
+    assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
+    drop(runtime);
+    assert!(matches!(waiting.join(), Err(TaskError::Panicked(_))));
+    let late = pool.spawn(sleep_then_say_runtime()).unwrap();
+    assert!(matches!(late.join(), Err(TaskError::Panicked(_))));
+    lanes.send(1, 1).unwrap();
+    lanes.flush(1).unwrap().join().unwrap();
+    assert_eq!(
+        pool.submit(|| 2).unwrap().join().unwrap(),
+        2,
+        "plain tasks go on"
+    );
+    pool.shutdown();
+    assert_eq!(
+        pool.stats().panicked_tasks,
+        3,
+        "two futures and the lane's message"
+    );
+}
+
+/// The pool shut down first, then the runtime; and a bound pool dropped without a shutdown.
+#[test]
+fn a_bound_pool_shut_down_before_its_runtime() {
+    let (runtime, pool, panics) = bound_pool();
+    let slept = pool.spawn(sleep_then_say_runtime()).unwrap();
+    pool.shutdown();
+    assert_eq!(slept.join().unwrap(), Some(runtime.handle().id()));
+    drop(runtime);
+    let (runtime, dropped, _) = bound_pool();
+    dropped.execute_async(async {}).unwrap();
+    drop(dropped);
+    drop(runtime);
+    assert!(panics.lock().unwrap().is_empty());
 }

@@ -449,16 +449,17 @@ where
             return Poll::Ready(());
         }
         let (act, handler) = (&mut this.act, &*this.handler);
-        // Inside the runtime the table was made in (`tokio` feature): the polls, and the
-        // handler making the next messages' futures.
-        handler.runtime.enter(|| {
-            with_pool(&this.registry, |pool| match pool {
-                Some(pool) => one_turn(pool, |turn| act.poll_turn(&handler.call, turn, cx)),
-                None => {
-                    act.cancel(None);
-                    Poll::Ready(())
-                }
-            })
+        // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
+        // feature): the polls, and the handler making the next messages' futures.
+        let runtime = &handler.runtime;
+        with_pool(&this.registry, |pool| match pool {
+            Some(pool) => runtime.enter_in(pool.registry, || {
+                one_turn(pool, |turn| act.poll_turn(&handler.call, turn, cx))
+            }),
+            None => runtime.enter(|| {
+                act.cancel(None);
+                Poll::Ready(())
+            }),
         })
     }
 }
