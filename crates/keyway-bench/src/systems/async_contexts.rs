@@ -305,10 +305,10 @@ impl<W: Wait> ContextsSystem for TokioActorAsync<W> {
         let mut actors = Vec::with_capacity(run.contexts());
         for ctx in 0..run.contexts() {
             let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-            let rt = runtime.handle().clone();
             actors.push(runtime.spawn(async move {
                 while let Some(seq) = rx.recv().await {
-                    W::wait(Some(&rt)).await;
+                    // A tokio task is inside its runtime: nothing to enter.
+                    W::wait(None).await;
                     context_task(run, ctx, seq);
                 }
             }));
@@ -359,10 +359,9 @@ impl<W: Wait> ContextsSystem for TokioMutexAsync<W> {
         let (run, rt) = (self.run, self.runtime.handle());
         self.run.produce(|ctx, _seq| {
             let locks = self.locks.clone();
-            let rt2 = rt.clone();
             drop(rt.spawn(async move {
                 let mut held = locks[ctx].lock().await;
-                W::wait(Some(&rt2)).await;
+                W::wait(None).await;
                 *held += 1;
                 context_task(run, ctx, *held);
             }));

@@ -264,7 +264,8 @@ fn is_no_runtime(message: &str) -> bool {
 /// What a future that panicked for want of a tokio runtime should do.
 pub(crate) const NO_RUNTIME_HINT: &str = "keyway: this future used tokio outside a tokio runtime; \
      turn on keyway's `tokio` cargo feature and spawn it (or make the typed lanes) from inside a \
-     tokio runtime, so that keyway polls it inside that runtime";
+     tokio runtime, so that keyway polls it inside that runtime, or bind the pool to a runtime \
+     (`PoolBuilder::tokio_runtime`)";
 
 impl fmt::Display for TaskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
