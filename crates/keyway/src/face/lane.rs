@@ -321,7 +321,7 @@ impl<K: 'static> Lane<K> {
             &self.pool.handle.lanes,
             &self.core,
             fut,
-            |fut| spawn::entry(fut, false),
+            |fut| spawn::entry(&self.pool.handle.registry, fut, false),
         )
     }
 
@@ -343,7 +343,7 @@ impl<K: 'static> Lane<K> {
             &self.pool.handle.lanes,
             &self.core,
             fut,
-            |fut| spawn::entry(fut, true),
+            |fut| spawn::entry(&self.pool.handle.registry, fut, true),
         )
     }
 }

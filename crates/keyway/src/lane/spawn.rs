@@ -17,13 +17,18 @@ use crate::error::SubmitError;
 use crate::future::{run_inline, Launcher, Parks, Runtime, Started, Step, Unsent};
 use crate::task::TaskHandle;
 
-/// A future's handle and lane entry, keeping the runtime current here.
-pub(crate) fn entry<F>(fut: F, coalescing: bool) -> (TaskHandle<F::Output>, ClosureEntry)
+/// A future's handle and lane entry for the pool of `registry`, keeping what
+/// [`Runtime::for_pool`] says (the runtime current here, or nothing for a bound pool).
+pub(crate) fn entry<F>(
+    registry: &Registry,
+    fut: F,
+    coalescing: bool,
+) -> (TaskHandle<F::Output>, ClosureEntry)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    entry_keeping(Runtime::current(), fut, coalescing)
+    entry_keeping(Runtime::for_pool(registry), fut, coalescing)
 }
 
 /// A future's handle and lane entry, keeping `runtime` (`Runtime::for_pool`: nothing for a pool

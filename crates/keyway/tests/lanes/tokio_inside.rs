@@ -245,16 +245,19 @@ fn a_future_submitted_from_another_runtime_is_polled_in_the_bound_one() {
         .enable_all()
         .build()
         .unwrap();
-    let (spawned, in_lane) = other.block_on(async {
+    let lane = pool.lane("held");
+    let (spawned, in_lane, in_held_lane) = other.block_on(async {
         (
             pool.spawn(sleep_then_say_runtime()).unwrap(),
             pool.spawn_sequential(3, sleep_then_say_runtime()).unwrap(),
+            lane.spawn(sleep_then_say_runtime()).unwrap(),
         )
     });
     let bound = Some(runtime.handle().id());
     assert_ne!(bound, Some(other.handle().id()));
     assert_eq!(spawned.join().unwrap(), bound);
     assert_eq!(in_lane.join().unwrap(), bound);
+    assert_eq!(in_held_lane.join().unwrap(), bound, "Lane::spawn");
     pool.shutdown();
 }
 
