@@ -4,12 +4,12 @@
 //! activation's place in the pool's waiting set, its end, one poll as one turn of the lane, and
 //! how the lane is handed on when its head is no longer the driver's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::table::{LaneCore, LaneKind, LaneTable};
 use super::turn::{Again, Turn};
-use crate::engine::{OnPool, Registry};
+use crate::engine::{with_pool, OnPool, Registry};
 
 /// An activation's bookkeeping besides its current future.
 #[derive(Default)]
@@ -81,14 +81,64 @@ impl Activity {
     }
 }
 
-/// One poll of a driver on `pool`: one turn of its lane, registered as held while its futures
-/// run (a `shutdown_now` called from one of them counts the entries this turn finished).
+/// A driver as the steps both drivers share see it: its activation's bookkeeping, and how it
+/// is cancelled.
+pub(super) trait Driver {
+    fn activity(&mut self) -> &mut Activity;
+
+    /// Cancelled (`shutdown_now`, or the pool is gone): the current future is dropped at its
+    /// await point and counted finished (on `pool`, if it is still there), and the activation
+    /// ends; the lane is not resumed (the drain turned it off).
+    fn cancel(&mut self, pool: Option<&OnPool<'_>>);
+}
+
+/// One poll of `driver` on the pool `registry` points to: `turn_`, one turn of its lane,
+/// registered as held while its futures run (a `shutdown_now` called from one of them counts
+/// the entries this turn finished). The pool gone, the driver is cancelled.
 #[inline]
-pub(super) fn one_turn(pool: OnPool<'_>, turn_: impl FnOnce(&Turn<'_>) -> Poll<()>) -> Poll<()> {
-    let turn = Turn::new(pool, ());
-    let polled = turn.holding(|| turn_(&turn));
-    turn.flush();
-    polled
+pub(super) fn poll_on<D: Driver>(
+    registry: &Weak<Registry>,
+    driver: &mut D,
+    turn_: impl FnOnce(&mut D, &Turn<'_>) -> Poll<()>,
+) -> Poll<()> {
+    with_pool(registry, |pool| match pool {
+        Some(pool) => {
+            let turn = Turn::new(pool, ());
+            let polled = turn.holding(|| turn_(driver, &turn));
+            turn.flush();
+            polled
+        }
+        None => {
+            driver.cancel(None);
+            Poll::Ready(())
+        }
+    })
+}
+
+/// The driver's current future returned `Pending` (`woke_itself`: by waking itself, its task
+/// already queued again): it waits, or it is cancelled at this await point if the pool is
+/// stopping (`Activity::waits`).
+#[inline]
+pub(super) fn wait<D: Driver>(
+    driver: &mut D,
+    turn: &Turn<'_>,
+    cx: &Context<'_>,
+    woke_itself: bool,
+) -> Poll<()> {
+    if driver.activity().waits(turn, cx, woke_itself) {
+        driver.cancel(Some(&turn.pool));
+        return Poll::Ready(());
+    }
+    Poll::Pending
+}
+
+/// `Parks::park` of either driver: the promoted task's first poll, no wake having come since
+/// the inline poll. Its wait joins the waiting set, now with the task's waker; or it is
+/// cancelled, if the pool is stopping or gone. (A cancel through a future's handle since the
+/// inline poll woke the slot, the handle keeping a clone of the inline waker: the task then
+/// polls instead of parking.)
+pub(super) fn park<D: Driver>(registry: &Weak<Registry>, driver: &mut D, cx: &Context<'_>) -> Poll<()> {
+    poll_on(registry, driver, |driver, turn| wait(driver, turn, cx, false))
 }
 
 /// What a driver finds at its lane's head once its current future is done, besides an entry

@@ -26,7 +26,7 @@ use super::{AsyncHandler, Entry, Typed, TypedHandler};
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
-use crate::lane::activation::{hand_over, one_turn, Activity, Handover};
+use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Turn;
 use crate::task::{drop_quietly, PanicReport};
@@ -338,18 +338,6 @@ where
         }
     }
 
-    /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
-    /// await point and counted finished; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
-        self.put_back();
-        if self.drop_fut() {
-            if let Some(pool) = pool {
-                pool.finished(1);
-            }
-        }
-        self.activity.end(pool.map(|p| &**p.registry));
-    }
-
     /// The turn: the current future, then the lane's next messages while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
     fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
@@ -379,16 +367,6 @@ where
         }
     }
 
-    /// The promoted task's first poll, no wake having come since the inline poll: the wait
-    /// joins the waiting set (or is cancelled here if the pool is stopping).
-    fn park(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Poll<()> {
-        if self.activity.waits(turn, cx, false) {
-            self.cancel(Some(&turn.pool));
-            return Poll::Ready(());
-        }
-        Poll::Pending
-    }
-
     /// Polls the current future; `None` once its message is done (completed or panicked),
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
     fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
@@ -398,13 +376,7 @@ where
             poll_resuming(cx, || turn.pool.may_resume(), |cx| fut.as_mut().poll(cx))
         }));
         match polled {
-            Ok((Poll::Pending, queued)) => {
-                if self.activity.waits(turn, cx, queued) {
-                    self.cancel(Some(&turn.pool));
-                    return Some(Poll::Ready(()));
-                }
-                Some(Poll::Pending)
-            }
+            Ok((Poll::Pending, queued)) => Some(wait(self, turn, cx, queued)),
             Ok((Poll::Ready(out), _)) => {
                 self.carried = C::done(out);
                 self.message_done(turn, None);
@@ -434,6 +406,28 @@ where
     }
 }
 
+impl<K, M, S, C> Driver for Activation<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn activity(&mut self) -> &mut Activity {
+        &mut self.activity
+    }
+
+    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
+        self.put_back();
+        if self.drop_fut() {
+            if let Some(pool) = pool {
+                pool.finished(1);
+            }
+        }
+        self.activity.end(pool.map(|p| &**p.registry));
+    }
+}
+
 impl<K, M, S, C> Future for MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -452,12 +446,8 @@ where
         // Inside the runtime the table was made in (`tokio` feature): the polls, and the
         // handler making the next messages' futures.
         handler.runtime.enter(|| {
-            with_pool(&this.registry, |pool| match pool {
-                Some(pool) => one_turn(pool, |turn| act.poll_turn(&handler.call, turn, cx)),
-                None => {
-                    act.cancel(None);
-                    Poll::Ready(())
-                }
+            poll_on(&this.registry, act, |act, turn| {
+                act.poll_turn(&handler.call, turn, cx)
             })
         })
     }
@@ -486,14 +476,7 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let act = &mut self.act;
-        with_pool(&self.registry, |pool| match pool {
-            Some(pool) => one_turn(pool, |turn| act.park(turn, cx)),
-            None => {
-                act.cancel(None);
-                Poll::Ready(())
-            }
-        })
+        activation::park(&self.registry, &mut self.act, cx)
     }
 }
 
