@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::table::{LaneCore, LaneKind, LaneTable};
-use super::turn::{Again, Turn};
+use super::turn::{Again, Holds, Turn};
 use crate::engine::{with_pool, OnPool, Registry};
 
 /// An activation's bookkeeping besides its current future.
@@ -55,7 +55,11 @@ impl Activity {
     /// batch is used up: the driver wakes itself and yields its thread (fairness, then back
     /// through the queue).
     #[inline]
-    pub(super) fn pause(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Option<Poll<()>> {
+    pub(super) fn pause<H: Holds>(
+        &mut self,
+        turn: &Turn<'_, H>,
+        cx: &Context<'_>,
+    ) -> Option<Poll<()>> {
         if turn.stopping() {
             self.end(Some(turn.registry()));
             return Some(Poll::Ready(()));
@@ -70,7 +74,12 @@ impl Activity {
     /// The current future returned `Pending`. True if the pool is stopping: `shutdown_now` may
     /// have cancelled the waiting set already, so this await point is where the caller cancels
     /// it. Else a real wait (not `woke_itself`) joins the waiting set, once per activation.
-    pub(super) fn waits(&mut self, turn: &Turn<'_>, cx: &Context<'_>, woke_itself: bool) -> bool {
+    pub(super) fn waits<H: Holds>(
+        &mut self,
+        turn: &Turn<'_, H>,
+        cx: &Context<'_>,
+        woke_itself: bool,
+    ) -> bool {
         if turn.stopping() {
             return true;
         }
@@ -82,34 +91,37 @@ impl Activity {
 }
 
 /// A driver as the steps both drivers share see it: its activation's bookkeeping, and how it
-/// is cancelled.
-pub(super) trait Driver {
+/// is cancelled. `H`: what its turns hold besides their count (the typed driver's lane and the
+/// messages it took from it; nothing for the closure lane's).
+pub(super) trait Driver<H: Holds = ()> {
     fn activity(&mut self) -> &mut Activity;
 
     /// Cancelled (`shutdown_now`, or the pool is gone): the current future is dropped at its
     /// await point and counted finished (on `pool`, if it is still there), and the activation
     /// ends; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>);
+    fn cancel(&mut self, held: &H, pool: Option<&OnPool<'_>>);
 }
 
-/// One poll of `driver` on the pool `registry` points to: `turn_`, one turn of its lane,
-/// registered as held while its futures run (a `shutdown_now` called from one of them counts
-/// the entries this turn finished). The pool gone, the driver is cancelled.
+/// One poll of `driver` on the pool `registry` points to: `turn_`, one turn of its lane holding
+/// `held`, registered as held while its futures run (a `shutdown_now` called from one of them
+/// puts back what the turn holds and counts the entries it finished). The pool gone, the driver
+/// is cancelled.
 #[inline]
-pub(super) fn poll_on<D: Driver>(
+pub(super) fn poll_on<H: Holds, D: Driver<H>>(
     registry: &Weak<Registry>,
     driver: &mut D,
-    turn_: impl FnOnce(&mut D, &Turn<'_>) -> Poll<()>,
+    held: H,
+    turn_: impl FnOnce(&mut D, &Turn<'_, H>) -> Poll<()>,
 ) -> Poll<()> {
     with_pool(registry, |pool| match pool {
         Some(pool) => {
-            let turn = Turn::new(pool, ());
+            let turn = Turn::new(pool, held);
             let polled = turn.holding(|| turn_(driver, &turn));
             turn.flush();
             polled
         }
         None => {
-            driver.cancel(None);
+            driver.cancel(&held, None);
             Poll::Ready(())
         }
     })
@@ -119,14 +131,14 @@ pub(super) fn poll_on<D: Driver>(
 /// already queued again): it waits, or it is cancelled at this await point if the pool is
 /// stopping (`Activity::waits`).
 #[inline]
-pub(super) fn wait<D: Driver>(
+pub(super) fn wait<H: Holds, D: Driver<H>>(
     driver: &mut D,
-    turn: &Turn<'_>,
+    turn: &Turn<'_, H>,
     cx: &Context<'_>,
     woke_itself: bool,
 ) -> Poll<()> {
     if driver.activity().waits(turn, cx, woke_itself) {
-        driver.cancel(Some(&turn.pool));
+        driver.cancel(&turn.held, Some(&turn.pool));
         return Poll::Ready(());
     }
     Poll::Pending
@@ -137,8 +149,15 @@ pub(super) fn wait<D: Driver>(
 /// cancelled, if the pool is stopping or gone. (A cancel through a future's handle since the
 /// inline poll woke the slot, the handle keeping a clone of the inline waker: the task then
 /// polls instead of parking.)
-pub(super) fn park<D: Driver>(registry: &Weak<Registry>, driver: &mut D, cx: &Context<'_>) -> Poll<()> {
-    poll_on(registry, driver, |driver, turn| wait(driver, turn, cx, false))
+pub(super) fn park<H: Holds, D: Driver<H>>(
+    registry: &Weak<Registry>,
+    driver: &mut D,
+    held: H,
+    cx: &Context<'_>,
+) -> Poll<()> {
+    poll_on(registry, driver, held, |driver, turn| {
+        wait(driver, turn, cx, false)
+    })
 }
 
 /// What a driver finds at its lane's head once its current future is done, besides an entry
@@ -153,10 +172,10 @@ pub(super) enum Handover<S: LaneKind> {
 }
 
 /// The activation ends on `next`, its lane handed on as it says.
-pub(super) fn hand_over<S: LaneKind>(
+pub(super) fn hand_over<S: LaneKind, H: Holds>(
     activity: &mut Activity,
     lane: &Arc<LaneCore<S>>,
-    turn: &Turn<'_>,
+    turn: &Turn<'_, H>,
     next: Handover<S>,
 ) {
     activity.end(Some(turn.registry()));

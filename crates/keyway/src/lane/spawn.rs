@@ -110,7 +110,7 @@ impl Driver for FutureLoop {
         &mut self.activity
     }
 
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
+    fn cancel(&mut self, (): &(), pool: Option<&OnPool<'_>>) {
         if let Some(mut fut) = self.fut.take() {
             fut.cancel();
             if let Some(pool) = pool {
@@ -165,7 +165,7 @@ impl Future for FutureLoop {
             return Poll::Ready(());
         }
         let registry = this.registry.clone();
-        poll_on(&registry, this, |this, turn| this.poll_turn(turn, cx))
+        poll_on(&registry, this, (), |this, turn| this.poll_turn(turn, cx))
     }
 }
 
@@ -176,7 +176,7 @@ impl Parks for FutureLoop {
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let registry = self.registry.clone();
-        activation::park(&registry, self, cx)
+        activation::park(&registry, self, (), cx)
     }
 }
 
@@ -186,7 +186,7 @@ impl Drop for FutureLoop {
         // between two futures) or is gone. The lane is not resumed: the drain turned it off.
         if !self.activity.is_over() {
             let registry = self.registry.clone();
-            with_pool(&registry, |pool| self.cancel(pool.as_ref()));
+            with_pool(&registry, |pool| self.cancel(&(), pool.as_ref()));
         }
     }
 }

@@ -4,8 +4,10 @@
 //! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"),
 //! monomorphised over the handler's future type, holding the current message's future in a box
 //! of the activation (each message's future in turn, written into it in place). When that future
-//! completes, the driver pops the lane's next message under the lane lock and polls the handler's
-//! new future at once; when the lane is empty it turns the lane idle (rule 2) and ends. Its first
+//! completes, the driver starts the lane's next message and polls the handler's new future at
+//! once, taking the lane's messages as a runner takes its chunk: all of them under one lane lock
+//! (those its turn does not start go back in front of the lane before it waits or yields); when
+//! the lane is empty it turns the lane idle (rule 2) and ends. Its first
 //! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
 //! futures all complete at once never has one; one that waits becomes an `async-task` task then.
 //! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
@@ -14,6 +16,7 @@
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,8 +30,9 @@ use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
 use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
+use crate::lane::queue::Queue;
 use crate::lane::table::{LaneCore, LaneKind, Ran};
-use crate::lane::turn::Turn;
+use crate::lane::turn::{Holds, Turn};
 use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
@@ -198,9 +202,13 @@ where
                 first: Some(msg),
                 fut: Box::pin(None),
                 carried: None,
-                lane: lane.clone(),
+                waited: false,
                 activity: Activity::inline(),
                 _types: PhantomData,
+            },
+            taken: Taken {
+                lane: lane.clone(),
+                chunk: RefCell::new(Queue::new()),
             },
         };
         run_inline(registry, driver);
@@ -229,32 +237,112 @@ where
 /// How an async typed lane is handed on when its driver is done with it.
 type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
 
-impl<K, M, S> LaneCore<Typed<K, M, S>>
+/// A typed driver's turn: it holds the driver's lane and the messages taken from it.
+type DriverTurn<'a, 'b, K, M, S> = Turn<'a, &'b Taken<K, M, S>>;
+
+/// A driver's lane, and the messages its turn took from the lane's head under one lock and has
+/// not started (oldest first; empty between two turns). The turn holds it: a `shutdown_now`
+/// called from one of its futures puts those messages back in front of the lane.
+struct Taken<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    lane: Arc<LaneCore<Typed<K, M, S>>>,
+    chunk: RefCell<Queue<Entry<M>>>,
+}
+
+impl<K, M, S> Taken<K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
     /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
-    /// on (a flush next: back to a runner), under the lane lock. A message at the head is the
-    /// very next to run, so taking it keeps rule 5. An empty queue turns the lane idle unless
-    /// the driver `carries` the key's state: then `Err(None)`, the lane still held, for the
-    /// state to go back to its slot before a new activation can look for it there.
-    fn next_message(&self, carries: bool) -> Result<M, Option<TypedHandover<K, M, S>>> {
-        let mut st = self.state.lock();
+    /// on (a flush next: back to a runner). The turn's messages taken come first; once they are
+    /// all started, the lane's head is popped under the lane lock, or with `max` above one the
+    /// lane's messages are taken as a runner takes its chunk (rule 5: at most `max` of them, or
+    /// the whole blocks that hold them; a coalescing message last in the queue stays there,
+    /// where a push may still replace it, unless it is the very next to run). An empty queue
+    /// turns the lane idle unless the driver `carries` the key's state: then `Err(None)`, the
+    /// lane still held, for the state to go back to its slot before a new activation can look
+    /// for it there.
+    fn next_message(&self, carries: bool, max: usize) -> Result<M, Option<TypedHandover<K, M, S>>> {
+        let mut chunk = self.chunk.borrow_mut();
+        match chunk.pop_front() {
+            Some(Entry::Message { msg, .. }) => return Ok(msg),
+            Some(flush) => {
+                chunk.push_front(flush);
+                self.lane.state.lock().give_back(&mut chunk);
+                return Err(Some(Handover::Other));
+            }
+            None => {}
+        }
+        let mut guard = self.lane.state.lock();
+        let st = &mut *guard;
+        st.queue.reclaim(&mut chunk);
         if st.table.is_none() {
             return Err(Some(Handover::Drained));
         }
         match st.queue.front() {
-            None if carries => Err(None),
-            None => Err(Some(Handover::Idle(st.turn_idle(self.pinned())))),
-            Some(Entry::Message { .. }) => match st.queue.pop_front() {
-                Some(Entry::Message { msg, .. }) => Ok(msg),
-                _ => unreachable!("the head was just seen"),
-            },
-            Some(Entry::Flush(_)) => Err(Some(Handover::Other)),
+            None if carries => return Err(None),
+            None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
+            Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
+            Some(Entry::Message { .. }) if max <= 1 => {
+                return match st.queue.pop_front() {
+                    Some(Entry::Message { msg, .. }) => Ok(msg),
+                    _ => unreachable!("the head was just seen to be a message"),
+                };
+            }
+            Some(Entry::Message { .. }) => {}
+        }
+        st.queue.take_into(&mut chunk, max);
+        if st.queue.is_empty()
+            && chunk.len() > 1
+            && chunk.back().is_some_and(|e| {
+                matches!(
+                    e,
+                    Entry::Message {
+                        coalescing: true,
+                        ..
+                    }
+                )
+            })
+        {
+            if let Some(last) = chunk.pop_back() {
+                st.queue.push_back(last);
+            }
+        }
+        // As a runner's: what the turn holds past its batch still counts in the lane's length.
+        debug_assert_eq!(st.held, 0);
+        if chunk.len() > max {
+            st.held = chunk.len() - max;
+        }
+        match chunk.pop_front() {
+            Some(Entry::Message { msg, .. }) => Ok(msg),
+            _ => unreachable!("the head was just seen to be a message"),
         }
     }
+}
+
+impl<K, M, S> Holds for &Taken<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// The messages taken and not started go back in front of the lane, in order (rule 5).
+    #[inline]
+    fn put_back(&self) {
+        let mut chunk = self.chunk.borrow_mut();
+        if !chunk.is_empty() {
+            self.lane.state.lock().give_back(&mut chunk);
+        }
+    }
+
+    /// As the closure lane's driver: a driver whose poll unwound is dropped, cancelled.
+    fn unwound(&self, _pool: &OnPool<'_>) {}
 }
 
 /// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
@@ -270,10 +358,12 @@ where
     /// Borrowed by each poll (not counted again: the count is shared by every lane's driver).
     handler: Arc<Handler<C>>,
     act: Activation<K, M, S, C>,
+    /// Its lane; what each turn holds.
+    taken: Taken<K, M, S>,
 }
 
-/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`) and its
-/// handler.
+/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`), its
+/// handler and its lane (the turn's: `Taken`).
 struct Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -289,7 +379,10 @@ where
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
-    lane: Arc<LaneCore<Typed<K, M, S>>>,
+    /// The current message's future waited: the next message is popped alone (a handler that
+    /// waits would give back, at its wait, what the driver took with it), not taken with the
+    /// lane's others.
+    waited: bool,
     activity: Activity,
     _types: PhantomData<fn(M)>,
 }
@@ -321,26 +414,45 @@ where
 
     /// The current message is done (completed, or panicked with `report`): counted finished by
     /// the turn.
-    fn message_done(&mut self, turn: &Turn<'_>, report: Option<PanicReport>) {
+    fn message_done(&mut self, turn: &DriverTurn<'_, '_, K, M, S>, report: Option<PanicReport>) {
         self.drop_fut();
         if let Some(report) = report {
             turn.registry()
-                .report_panic_in(Some(self.lane.hash), report);
+                .report_panic_in(Some(turn.held.lane.hash), report);
         }
         turn.done(1);
     }
 
-    /// The carried state back to the key's slot.
-    fn put_back(&mut self) {
+    /// The carried state back to the key's slot (of `lane`, the driver's).
+    fn put_back(&mut self, lane: &LaneCore<Typed<K, M, S>>) {
         if let Some(state) = self.carried.take() {
-            let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-            keyed.put_state(self.lane.kind.key_state(), state);
+            let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+            keyed.put_state(lane.kind.key_state(), state);
         }
     }
 
     /// The turn: the current future, then the lane's next messages while they complete at once
-    /// (at most the turn's batch of them: fairness, then back through the queue).
-    fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+    /// (at most the turn's batch of them: fairness, then back through the queue). The messages
+    /// it took and did not start go back in front of the lane as it ends: no message waits in
+    /// a driver while its future waits or its task is queued, only in the lane.
+    fn poll_turn(
+        &mut self,
+        call: &C,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let polled = self.run_turn(call, turn, cx);
+        turn.held.put_back();
+        polled
+    }
+
+    fn run_turn(
+        &mut self,
+        call: &C,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let lane = &turn.held.lane;
         if let Some(msg) = self.first.take() {
             self.start(call, turn, msg);
         }
@@ -351,16 +463,17 @@ where
                 }
             }
             if let Some(polled) = self.activity.pause(turn, cx) {
-                self.put_back();
+                self.put_back(lane);
                 return polled;
             }
-            match self.lane.next_message(self.carried.is_some()) {
+            let max = if self.waited { 1 } else { turn.left() };
+            match turn.held.next_message(self.carried.is_some(), max) {
                 Ok(msg) => self.start(call, turn, msg),
                 // Empty: the state goes back, then the queue is looked at again.
-                Err(None) => self.put_back(),
+                Err(None) => self.put_back(lane),
                 Err(Some(next)) => {
-                    self.put_back();
-                    hand_over(&mut self.activity, &self.lane, turn, next);
+                    self.put_back(lane);
+                    hand_over(&mut self.activity, lane, turn, next);
                     return Poll::Ready(());
                 }
             }
@@ -369,14 +482,21 @@ where
 
     /// Polls the current future; `None` once its message is done (completed or panicked),
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
-    fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
+    fn poll_fut(
+        &mut self,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<()>> {
         let mut fut = self.fut.as_mut().as_pin_mut()?;
         // A self-wake (a yield) is resumed here while the worker's streak allows.
         let polled = catch_unwind(AssertUnwindSafe(|| {
             poll_resuming(cx, || turn.pool.may_resume(), |cx| fut.as_mut().poll(cx))
         }));
         match polled {
-            Ok((Poll::Pending, queued)) => Some(wait(self, turn, cx, queued)),
+            Ok((Poll::Pending, queued)) => {
+                self.waited = true;
+                Some(wait(self, turn, cx, queued))
+            }
             Ok((Poll::Ready(out), _)) => {
                 self.carried = C::done(out);
                 self.message_done(turn, None);
@@ -391,22 +511,23 @@ where
 
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
-    fn start(&mut self, call: &C, turn: &Turn<'_>, msg: M) {
-        let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-        let spec = self.lane.kind.key_state();
+    fn start(&mut self, call: &C, turn: &DriverTurn<'_, '_, K, M, S>, msg: M) {
+        let lane = &turn.held.lane;
+        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+        let spec = lane.kind.key_state();
+        self.waited = false;
         match call.call(keyed, spec, &mut self.carried, msg) {
             // The box is empty: the new future is pinned in it from here on.
             Ok(fut) => self.fut.as_mut().set(Some(fut)),
             Err(report) => {
-                turn.registry()
-                    .report_panic_in(Some(self.lane.hash), report);
+                turn.registry().report_panic_in(Some(lane.hash), report);
                 turn.done(1);
             }
         }
     }
 }
 
-impl<K, M, S, C> Driver for Activation<K, M, S, C>
+impl<'t, K, M, S, C> Driver<&'t Taken<K, M, S>> for Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
@@ -417,8 +538,8 @@ where
         &mut self.activity
     }
 
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
-        self.put_back();
+    fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
+        self.put_back(&taken.lane);
         if self.drop_fut() {
             if let Some(pool) = pool {
                 pool.finished(1);
@@ -442,11 +563,11 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let (act, handler) = (&mut this.act, &*this.handler);
+        let (act, handler, taken) = (&mut this.act, &*this.handler, &this.taken);
         // Inside the runtime the table was made in (`tokio` feature): the polls, and the
         // handler making the next messages' futures.
         handler.runtime.enter(|| {
-            poll_on(&this.registry, act, |act, turn| {
+            poll_on(&this.registry, act, taken, |act, turn| {
                 act.poll_turn(&handler.call, turn, cx)
             })
         })
@@ -476,7 +597,7 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        activation::park(&self.registry, &mut self.act, cx)
+        activation::park(&self.registry, &mut self.act, &self.taken, cx)
     }
 }
 
@@ -491,8 +612,8 @@ where
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.activity.is_over() {
-            let act = &mut self.act;
-            with_pool(&self.registry, |pool| act.cancel(pool.as_ref()));
+            let (act, taken) = (&mut self.act, &self.taken);
+            with_pool(&self.registry, |pool| act.cancel(&taken, pool.as_ref()));
         }
     }
 }
