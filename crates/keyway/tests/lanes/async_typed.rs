@@ -516,10 +516,11 @@ fn a_keys_order_holds_while_drivers_take_batches_under_contention() {
     const KEYS: u32 = 4;
     const PRODUCERS: u32 = 3;
     const EACH: u32 = 2_000;
+    /// Per key, the (producer, number) of each message handled, in order.
+    type KeyLogs = Arc<Vec<Mutex<Vec<(u32, u32)>>>>;
     for seed in 0..20u64 {
         let pool = fixed_pool(2);
-        let logs: Arc<Vec<Mutex<Vec<(u32, u32)>>>> =
-            Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
+        let logs: KeyLogs = Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
         // Wakes each waiting message from its own thread (until told to stop: `None`).
         type Wake = Option<futures::channel::oneshot::Sender<()>>;
         let (waker_tx, waker_rx) = std::sync::mpsc::channel::<Wake>();
