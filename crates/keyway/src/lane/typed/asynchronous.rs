@@ -16,7 +16,6 @@
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -25,14 +24,14 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
-use super::{AsyncHandler, Entry, Typed, TypedHandler};
+use super::taken::{DriverTurn, Taken};
+use super::{AsyncHandler, Typed, TypedHandler};
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
-use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
-use crate::lane::queue::Queue;
+use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
-use crate::lane::turn::{Holds, Turn};
+use crate::lane::turn::Holds;
 use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
@@ -206,10 +205,7 @@ where
                 activity: Activity::inline(),
                 _types: PhantomData,
             },
-            taken: Taken {
-                lane: lane.clone(),
-                chunk: RefCell::new(Queue::new()),
-            },
+            taken: Taken::new(lane.clone()),
         };
         run_inline(registry, driver);
         Ran::Suspended
@@ -232,117 +228,6 @@ where
         };
         run_here(done, None, &handler.runtime)
     }
-}
-
-/// How an async typed lane is handed on when its driver is done with it.
-type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
-
-/// A typed driver's turn: it holds the driver's lane and the messages taken from it.
-type DriverTurn<'a, 'b, K, M, S> = Turn<'a, &'b Taken<K, M, S>>;
-
-/// A driver's lane, and the messages its turn took from the lane's head under one lock and has
-/// not started (oldest first; empty between two turns). The turn holds it: a `shutdown_now`
-/// called from one of its futures puts those messages back in front of the lane.
-struct Taken<K, M, S>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    lane: Arc<LaneCore<Typed<K, M, S>>>,
-    chunk: RefCell<Queue<Entry<M>>>,
-}
-
-impl<K, M, S> Taken<K, M, S>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
-    /// on (a flush next: back to a runner). The turn's messages taken come first; once they are
-    /// all started, the lane's head is popped under the lane lock, or with `max` above one the
-    /// lane's messages are taken as a runner takes its chunk (rule 5: at most `max` of them, or
-    /// the whole blocks that hold them; a coalescing message last in the queue stays there,
-    /// where a push may still replace it, unless it is the very next to run). An empty queue
-    /// turns the lane idle unless the driver `carries` the key's state: then `Err(None)`, the
-    /// lane still held, for the state to go back to its slot before a new activation can look
-    /// for it there.
-    fn next_message(&self, carries: bool, max: usize) -> Result<M, Option<TypedHandover<K, M, S>>> {
-        let mut chunk = self.chunk.borrow_mut();
-        match chunk.pop_front() {
-            Some(Entry::Message { msg, .. }) => return Ok(msg),
-            Some(flush) => {
-                chunk.push_front(flush);
-                self.lane.state.lock().give_back(&mut chunk);
-                return Err(Some(Handover::Other));
-            }
-            None => {}
-        }
-        let mut guard = self.lane.state.lock();
-        let st = &mut *guard;
-        st.queue.reclaim(&mut chunk);
-        if st.table.is_none() {
-            return Err(Some(Handover::Drained));
-        }
-        match st.queue.front() {
-            None if carries => return Err(None),
-            None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
-            Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
-            Some(Entry::Message { .. }) if max <= 1 => {
-                return match st.queue.pop_front() {
-                    Some(Entry::Message { msg, .. }) => Ok(msg),
-                    _ => unreachable!("the head was just seen to be a message"),
-                };
-            }
-            Some(Entry::Message { .. }) => {}
-        }
-        st.queue.take_into(&mut chunk, max);
-        if st.queue.is_empty()
-            && chunk.len() > 1
-            && chunk.back().is_some_and(|e| {
-                matches!(
-                    e,
-                    Entry::Message {
-                        coalescing: true,
-                        ..
-                    }
-                )
-            })
-        {
-            if let Some(last) = chunk.pop_back() {
-                st.queue.push_back(last);
-            }
-        }
-        // As a runner's: what the turn holds past its batch still counts in the lane's length.
-        debug_assert_eq!(st.held, 0);
-        if chunk.len() > max {
-            st.held = chunk.len() - max;
-        }
-        match chunk.pop_front() {
-            Some(Entry::Message { msg, .. }) => Ok(msg),
-            _ => unreachable!("the head was just seen to be a message"),
-        }
-    }
-}
-
-impl<K, M, S> Holds for &Taken<K, M, S>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    /// The messages taken and not started go back in front of the lane, in order (rule 5).
-    #[inline]
-    fn put_back(&self) {
-        let mut chunk = self.chunk.borrow_mut();
-        if !chunk.is_empty() {
-            self.lane.state.lock().give_back(&mut chunk);
-        }
-    }
-
-    /// As the closure lane's driver: a driver whose poll unwound is dropped, cancelled.
-    fn unwound(&self, _pool: &OnPool<'_>) {}
 }
 
 /// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
