@@ -4,12 +4,12 @@
 //! activation's place in the pool's waiting set, its end, one poll as one turn of the lane, and
 //! how the lane is handed on when its head is no longer the driver's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::table::{LaneCore, LaneKind, LaneTable};
-use super::turn::{Again, Turn};
-use crate::engine::{OnPool, Registry};
+use super::turn::{Again, Holds, Turn};
+use crate::engine::{with_pool, OnPool, Registry};
 
 /// An activation's bookkeeping besides its current future.
 #[derive(Default)]
@@ -55,7 +55,11 @@ impl Activity {
     /// batch is used up: the driver wakes itself and yields its thread (fairness, then back
     /// through the queue).
     #[inline]
-    pub(super) fn pause(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Option<Poll<()>> {
+    pub(super) fn pause<H: Holds>(
+        &mut self,
+        turn: &Turn<'_, H>,
+        cx: &Context<'_>,
+    ) -> Option<Poll<()>> {
         if turn.stopping() {
             self.end(Some(turn.registry()));
             return Some(Poll::Ready(()));
@@ -70,7 +74,12 @@ impl Activity {
     /// The current future returned `Pending`. True if the pool is stopping: `shutdown_now` may
     /// have cancelled the waiting set already, so this await point is where the caller cancels
     /// it. Else a real wait (not `woke_itself`) joins the waiting set, once per activation.
-    pub(super) fn waits(&mut self, turn: &Turn<'_>, cx: &Context<'_>, woke_itself: bool) -> bool {
+    pub(super) fn waits<H: Holds>(
+        &mut self,
+        turn: &Turn<'_, H>,
+        cx: &Context<'_>,
+        woke_itself: bool,
+    ) -> bool {
         if turn.stopping() {
             return true;
         }
@@ -81,14 +90,74 @@ impl Activity {
     }
 }
 
-/// One poll of a driver on `pool`: one turn of its lane, registered as held while its futures
-/// run (a `shutdown_now` called from one of them counts the entries this turn finished).
+/// A driver as the steps both drivers share see it: its activation's bookkeeping, and how it
+/// is cancelled. `H`: what its turns hold besides their count (the typed driver's lane and the
+/// messages it took from it; nothing for the closure lane's).
+pub(super) trait Driver<H: Holds = ()> {
+    fn activity(&mut self) -> &mut Activity;
+
+    /// Cancelled (`shutdown_now`, or the pool is gone): the current future is dropped at its
+    /// await point and counted finished (on `pool`, if it is still there), and the activation
+    /// ends; the lane is not resumed (the drain turned it off).
+    fn cancel(&mut self, held: &H, pool: Option<&OnPool<'_>>);
+}
+
+/// One poll of `driver` on the pool `registry` points to: `turn_`, one turn of its lane holding
+/// `held`, registered as held while its futures run (a `shutdown_now` called from one of them
+/// puts back what the turn holds and counts the entries it finished). The pool gone, the driver
+/// is cancelled.
 #[inline]
-pub(super) fn one_turn(pool: OnPool<'_>, turn_: impl FnOnce(&Turn<'_>) -> Poll<()>) -> Poll<()> {
-    let turn = Turn::new(pool, ());
-    let polled = turn.holding(|| turn_(&turn));
-    turn.flush();
-    polled
+pub(super) fn poll_on<H: Holds, D: Driver<H>>(
+    registry: &Weak<Registry>,
+    driver: &mut D,
+    held: H,
+    turn_: impl FnOnce(&mut D, &Turn<'_, H>) -> Poll<()>,
+) -> Poll<()> {
+    with_pool(registry, |pool| match pool {
+        Some(pool) => {
+            let turn = Turn::new(pool, held);
+            let polled = turn.holding(|| turn_(driver, &turn));
+            turn.flush();
+            polled
+        }
+        None => {
+            driver.cancel(&held, None);
+            Poll::Ready(())
+        }
+    })
+}
+
+/// The driver's current future returned `Pending` (`woke_itself`: by waking itself, its task
+/// already queued again): it waits, or it is cancelled at this await point if the pool is
+/// stopping (`Activity::waits`).
+#[inline]
+pub(super) fn wait<H: Holds, D: Driver<H>>(
+    driver: &mut D,
+    turn: &Turn<'_, H>,
+    cx: &Context<'_>,
+    woke_itself: bool,
+) -> Poll<()> {
+    if driver.activity().waits(turn, cx, woke_itself) {
+        driver.cancel(&turn.held, Some(&turn.pool));
+        return Poll::Ready(());
+    }
+    Poll::Pending
+}
+
+/// `Parks::park` of either driver: the promoted task's first poll, no wake having come since
+/// the inline poll. Its wait joins the waiting set, now with the task's waker; or it is
+/// cancelled, if the pool is stopping or gone. (A cancel through a future's handle since the
+/// inline poll woke the slot, the handle keeping a clone of the inline waker: the task then
+/// polls instead of parking.)
+pub(super) fn park<H: Holds, D: Driver<H>>(
+    registry: &Weak<Registry>,
+    driver: &mut D,
+    held: H,
+    cx: &Context<'_>,
+) -> Poll<()> {
+    poll_on(registry, driver, held, |driver, turn| {
+        wait(driver, turn, cx, false)
+    })
 }
 
 /// What a driver finds at its lane's head once its current future is done, besides an entry
@@ -103,10 +172,10 @@ pub(super) enum Handover<S: LaneKind> {
 }
 
 /// The activation ends on `next`, its lane handed on as it says.
-pub(super) fn hand_over<S: LaneKind>(
+pub(super) fn hand_over<S: LaneKind, H: Holds>(
     activity: &mut Activity,
     lane: &Arc<LaneCore<S>>,
-    turn: &Turn<'_>,
+    turn: &Turn<'_, H>,
     next: Handover<S>,
 ) {
     activity.end(Some(turn.registry()));

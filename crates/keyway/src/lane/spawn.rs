@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::activation::{hand_over, one_turn, Activity, Handover};
+use super::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
 use super::closures::{self, ClosureEntry, Closures};
 use super::entry::Parts;
 use super::table::{LaneCore, LaneTable};
@@ -127,10 +127,12 @@ struct FutureLoop {
     activity: Activity,
 }
 
-impl FutureLoop {
-    /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
-    /// await point and counted finished; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
+impl Driver for FutureLoop {
+    fn activity(&mut self) -> &mut Activity {
+        &mut self.activity
+    }
+
+    fn cancel(&mut self, (): &(), pool: Option<&OnPool<'_>>) {
         if let Some(mut fut) = self.fut.take() {
             fut.cancel();
             if let Some(pool) = pool {
@@ -139,7 +141,9 @@ impl FutureLoop {
         }
         self.activity.end(pool.map(|p| &**p.registry));
     }
+}
 
+impl FutureLoop {
     /// The turn: the current future, then the lane's next futures while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
     fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
@@ -147,13 +151,7 @@ impl FutureLoop {
             if let Some(fut) = &mut self.fut {
                 let may_resume = || turn.pool.may_resume();
                 match fut.poll(cx, &may_resume, turn.pool.registry) {
-                    Step::Waits { woke_itself } => {
-                        if self.activity.waits(turn, cx, woke_itself) {
-                            self.cancel(Some(&turn.pool));
-                            return Poll::Ready(());
-                        }
-                        return Poll::Pending;
-                    }
+                    Step::Waits { woke_itself } => return wait(self, turn, cx, woke_itself),
                     Step::Done(report) => {
                         // Counted finished by the turn; a panic reported in the lane's context.
                         self.fut = None;
@@ -189,13 +187,7 @@ impl Future for FutureLoop {
             return Poll::Ready(());
         }
         let registry = this.registry.clone();
-        with_pool(&registry, |pool| match pool {
-            Some(pool) => one_turn(pool, |turn| this.poll_turn(turn, cx)),
-            None => {
-                this.cancel(None);
-                Poll::Ready(())
-            }
-        })
+        poll_on(&registry, this, (), |this, turn| this.poll_turn(turn, cx))
     }
 }
 
@@ -206,21 +198,7 @@ impl Parks for FutureLoop {
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let registry = self.registry.clone();
-        with_pool(&registry, |pool| match pool {
-            Some(pool) => one_turn(pool, |turn| {
-                // A cancel through its handle since the inline poll woke the slot (the handle
-                // keeps a clone of the inline waker): the task then polls instead of parking.
-                if self.activity.waits(turn, cx, false) {
-                    self.cancel(Some(&turn.pool));
-                    return Poll::Ready(());
-                }
-                Poll::Pending
-            }),
-            None => {
-                self.cancel(None);
-                Poll::Ready(())
-            }
-        })
+        activation::park(&registry, self, (), cx)
     }
 }
 
@@ -230,7 +208,7 @@ impl Drop for FutureLoop {
         // between two futures) or is gone. The lane is not resumed: the drain turned it off.
         if !self.activity.is_over() {
             let registry = self.registry.clone();
-            with_pool(&registry, |pool| self.cancel(pool.as_ref()));
+            with_pool(&registry, |pool| self.cancel(&(), pool.as_ref()));
         }
     }
 }

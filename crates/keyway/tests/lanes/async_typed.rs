@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{fixed_pool, Latch};
+use common::{fixed_pool, Gate, Latch};
 
 enum Msg {
     /// Holds the lane until the test opens it, so the messages behind it queue up and one
@@ -394,4 +394,202 @@ fn shutdown_now_between_two_messages_hands_the_carried_state_to_on_idle() {
     assert_eq!(logs.lock().unwrap()[&7], vec![0, 1, 2, 3]);
     assert_eq!(inits.load(Ordering::SeqCst), 1);
     drop(stopper);
+}
+
+/// What the batch tests send: a gate that holds the lane until the test opens it (so that the
+/// messages behind it queue up and the driver takes them together), a message whose future
+/// blocks its thread until the test says so, or a plain one.
+enum Step {
+    Gate(futures::channel::oneshot::Receiver<()>),
+    Hold(u32, Latch, Gate),
+    N(u32),
+}
+
+/// The driver takes its lane's queued messages together: a coalescing message sent while one of
+/// them runs replaces the lane's last pending coalescing message (kept in the lane, not taken
+/// with the others), and one sent while a coalescing message runs (the very next, taken alone)
+/// replaces nothing.
+#[test]
+fn a_coalescing_message_sent_while_a_drivers_batch_runs_replaces_only_a_pending_one() {
+    let pool = fixed_pool(1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    let lanes = pool.typed_lanes_async(move |_: &u32, step: Step| {
+        let sink = sink.clone();
+        async move {
+            match step {
+                Step::Gate(open) => drop(open.await),
+                Step::Hold(n, started, go) => {
+                    started.count_down();
+                    go.wait();
+                    sink.lock().unwrap().push(n);
+                }
+                Step::N(n) => sink.lock().unwrap().push(n),
+            }
+        }
+    });
+    let (open, gate) = futures::channel::oneshot::channel();
+    lanes.send(1, Step::Gate(gate)).unwrap();
+    let (started, go) = (Latch::new(1), Gate::new());
+    lanes
+        .send(1, Step::Hold(1, started.clone(), go.clone()))
+        .ok()
+        .unwrap();
+    lanes.send(1, Step::N(2)).ok().unwrap();
+    lanes.send_coalescing(1, Step::N(10)).ok().unwrap();
+    open.send(()).unwrap();
+    started.wait();
+    // 1 runs, 2 was taken with it, 10 is pending: 11 replaces it, and 12 replaces 11.
+    lanes.send_coalescing(1, Step::N(11)).ok().unwrap();
+    let (started, again) = (Latch::new(1), Gate::new());
+    lanes
+        .send_coalescing(1, Step::Hold(12, started.clone(), again.clone()))
+        .ok()
+        .unwrap();
+    go.open();
+    // 12 runs (taken alone, the very next): 13 is queued behind it.
+    started.wait();
+    lanes.send_coalescing(1, Step::N(13)).ok().unwrap();
+    again.open();
+    lanes.flush(1).unwrap().join().unwrap();
+    assert_eq!(*log.lock().unwrap(), vec![1, 2, 12, 13]);
+    pool.shutdown();
+}
+
+/// `shutdown_now` called from a message's future while its driver holds the messages it took
+/// with it: exactly those come back, in order, and none of them runs.
+#[test]
+fn shutdown_now_from_inside_a_drivers_batch_hands_back_the_messages_it_took() {
+    let pool = fixed_pool(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(Some(tx));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (p, sink) = (pool.clone(), log.clone());
+    let lanes = pool.typed_lanes_async(move |_: &u32, step: Step| {
+        let (p, sink) = (p.clone(), sink.clone());
+        let tx = match step {
+            Step::N(3) => tx.lock().unwrap().take(),
+            _ => None,
+        };
+        async move {
+            match step {
+                Step::Gate(open) => drop(open.await),
+                Step::N(n) => {
+                    if let Some(tx) = tx {
+                        tx.send(p.shutdown_now()).unwrap();
+                    }
+                    sink.lock().unwrap().push(n);
+                }
+                Step::Hold(..) => unreachable!("not sent"),
+            }
+        }
+    });
+    let (open, gate) = futures::channel::oneshot::channel();
+    lanes.send(1, Step::Gate(gate)).ok().unwrap();
+    for n in 0..10 {
+        lanes.send(1, Step::N(n)).ok().unwrap();
+    }
+    open.send(()).unwrap();
+    let back: Vec<u32> = rx
+        .recv_timeout(common::HANG)
+        .expect("shutdown_now inside a driver's message hung")
+        .into_iter()
+        .map(|p| match p.into_message::<Step>() {
+            Ok(Step::N(n)) => n,
+            _ => panic!("not a plain message of the lane"),
+        })
+        .collect();
+    assert_eq!(back, (4..10).collect::<Vec<_>>());
+    common::eventually("the message that stopped the pool is done", || {
+        log.lock().unwrap().len() == 4
+    });
+    assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3]);
+}
+
+/// Three producers send to four keys, with flushes between, while the drivers take their
+/// lanes' messages together and some messages wait (woken from another thread) or yield, so
+/// that drivers give back what they took while producers push: 20 seeds, each producer's
+/// messages to a key are handled once each, in the order sent.
+#[test]
+fn a_keys_order_holds_while_drivers_take_batches_under_contention() {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    const KEYS: u32 = 4;
+    const PRODUCERS: u32 = 3;
+    const EACH: u32 = 2_000;
+    /// Per key, the (producer, number) of each message handled, in order.
+    type KeyLogs = Arc<Vec<Mutex<Vec<(u32, u32)>>>>;
+    for seed in 0..20u64 {
+        let pool = fixed_pool(2);
+        let logs: KeyLogs = Arc::new((0..KEYS).map(|_| Mutex::new(Vec::new())).collect());
+        // Wakes each waiting message from its own thread (until told to stop: `None`).
+        type Wake = Option<futures::channel::oneshot::Sender<()>>;
+        let (waker_tx, waker_rx) = std::sync::mpsc::channel::<Wake>();
+        let waker = std::thread::spawn(move || {
+            while let Ok(Some(wake)) = waker_rx.recv() {
+                let _ = wake.send(());
+            }
+        });
+        let stop = waker_tx.clone();
+        let waker_tx = Mutex::new(waker_tx);
+        let sink = logs.clone();
+        let lanes = pool.typed_lanes_async(move |key: &u32, (producer, n, how): (u32, u32, u8)| {
+            let (sink, key) = (sink.clone(), *key);
+            let woken = (how == 2).then(|| {
+                let (tx, rx) = futures::channel::oneshot::channel();
+                waker_tx.lock().unwrap().send(Some(tx)).unwrap();
+                rx
+            });
+            async move {
+                match woken {
+                    Some(rx) => drop(rx.await),
+                    None if how == 1 => keyway::yield_now().await,
+                    None => {}
+                }
+                sink[key as usize].lock().unwrap().push((producer, n));
+            }
+        });
+        std::thread::scope(|s| {
+            for producer in 0..PRODUCERS {
+                let lanes = &lanes;
+                s.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(seed * 16 + u64::from(producer));
+                    for n in 0..EACH {
+                        let key = rng.gen_range(0..KEYS);
+                        let how = [0, 0, 0, 0, 0, 1, 2][rng.gen_range(0..7)];
+                        lanes.send(key, (producer, n, how)).unwrap();
+                        if rng.gen_ratio(1, 50) {
+                            drop(lanes.flush(key).unwrap());
+                        }
+                    }
+                });
+            }
+        });
+        for key in 0..KEYS {
+            lanes.flush(key).unwrap().join().unwrap();
+        }
+        let mut total = 0;
+        for (key, log) in logs.iter().enumerate() {
+            let log = log.lock().unwrap();
+            total += log.len();
+            for producer in 0..PRODUCERS {
+                let sent: Vec<u32> = log
+                    .iter()
+                    .filter(|(p, _)| *p == producer)
+                    .map(|(_, n)| *n)
+                    .collect();
+                assert!(
+                    sent.windows(2).all(|w| w[0] < w[1]),
+                    "seed {seed}: key {key}, producer {producer} out of order"
+                );
+            }
+        }
+        assert_eq!(
+            total,
+            (PRODUCERS * EACH) as usize,
+            "seed {seed}: a message lost or twice"
+        );
+        pool.shutdown();
+        stop.send(None).unwrap();
+        waker.join().unwrap();
+    }
 }

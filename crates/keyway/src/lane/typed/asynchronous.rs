@@ -4,8 +4,10 @@
 //! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"),
 //! monomorphised over the handler's future type, holding the current message's future in a box
 //! of the activation (each message's future in turn, written into it in place). When that future
-//! completes, the driver pops the lane's next message under the lane lock and polls the handler's
-//! new future at once; when the lane is empty it turns the lane idle (rule 2) and ends. Its first
+//! completes, the driver starts the lane's next message and polls the handler's new future at
+//! once, taking the lane's messages as a runner takes its chunk: all of them under one lane lock
+//! (those its turn does not start go back in front of the lane before it waits or yields); when
+//! the lane is empty it turns the lane idle (rule 2) and ends. Its first
 //! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
 //! futures all complete at once never has one; one that waits becomes an `async-task` task then.
 //! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
@@ -22,13 +24,14 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
-use super::{AsyncHandler, Entry, Typed, TypedHandler};
+use super::taken::{DriverTurn, Taken};
+use super::{AsyncHandler, Typed, TypedHandler};
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
-use crate::lane::activation::{hand_over, one_turn, Activity, Handover};
+use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
-use crate::lane::turn::Turn;
+use crate::lane::turn::Holds;
 use crate::task::{drop_quietly, PanicReport};
 
 impl<K, M> TypedHandler<K, M, ()>
@@ -198,10 +201,11 @@ where
                 first: Some(msg),
                 fut: Box::pin(None),
                 carried: None,
-                lane: lane.clone(),
+                waited: false,
                 activity: Activity::inline(),
                 _types: PhantomData,
             },
+            taken: Taken::new(lane.clone()),
         };
         run_inline(registry, driver);
         Ran::Suspended
@@ -226,37 +230,6 @@ where
     }
 }
 
-/// How an async typed lane is handed on when its driver is done with it.
-type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
-
-impl<K, M, S> LaneCore<Typed<K, M, S>>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
-    /// on (a flush next: back to a runner), under the lane lock. A message at the head is the
-    /// very next to run, so taking it keeps rule 5. An empty queue turns the lane idle unless
-    /// the driver `carries` the key's state: then `Err(None)`, the lane still held, for the
-    /// state to go back to its slot before a new activation can look for it there.
-    fn next_message(&self, carries: bool) -> Result<M, Option<TypedHandover<K, M, S>>> {
-        let mut st = self.state.lock();
-        if st.table.is_none() {
-            return Err(Some(Handover::Drained));
-        }
-        match st.queue.front() {
-            None if carries => Err(None),
-            None => Err(Some(Handover::Idle(st.turn_idle(self.pinned())))),
-            Some(Entry::Message { .. }) => match st.queue.pop_front() {
-                Some(Entry::Message { msg, .. }) => Ok(msg),
-                _ => unreachable!("the head was just seen"),
-            },
-            Some(Entry::Flush(_)) => Err(Some(Handover::Other)),
-        }
-    }
-}
-
 /// One activation of an async typed lane: it holds the lane (scheduled, no job) from the
 /// runner's launch until the lane is empty, handling its messages one future at a time.
 struct MessageLoop<K, M, S, C>
@@ -270,10 +243,12 @@ where
     /// Borrowed by each poll (not counted again: the count is shared by every lane's driver).
     handler: Arc<Handler<C>>,
     act: Activation<K, M, S, C>,
+    /// Its lane; what each turn holds.
+    taken: Taken<K, M, S>,
 }
 
-/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`) and its
-/// handler.
+/// A driver's state but its pool (borrowed from the worker polling it: `with_pool`), its
+/// handler and its lane (the turn's: `Taken`).
 struct Activation<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -289,7 +264,10 @@ where
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
-    lane: Arc<LaneCore<Typed<K, M, S>>>,
+    /// The current message's future waited: the next message is popped alone (a handler that
+    /// waits would give back, at its wait, what the driver took with it), not taken with the
+    /// lane's others.
+    waited: bool,
     activity: Activity,
     _types: PhantomData<fn(M)>,
 }
@@ -321,38 +299,45 @@ where
 
     /// The current message is done (completed, or panicked with `report`): counted finished by
     /// the turn.
-    fn message_done(&mut self, turn: &Turn<'_>, report: Option<PanicReport>) {
+    fn message_done(&mut self, turn: &DriverTurn<'_, '_, K, M, S>, report: Option<PanicReport>) {
         self.drop_fut();
         if let Some(report) = report {
             turn.registry()
-                .report_panic_in(Some(self.lane.hash), report);
+                .report_panic_in(Some(turn.held.lane.hash), report);
         }
         turn.done(1);
     }
 
-    /// The carried state back to the key's slot.
-    fn put_back(&mut self) {
+    /// The carried state back to the key's slot (of `lane`, the driver's).
+    fn put_back(&mut self, lane: &LaneCore<Typed<K, M, S>>) {
         if let Some(state) = self.carried.take() {
-            let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-            keyed.put_state(self.lane.kind.key_state(), state);
+            let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+            keyed.put_state(lane.kind.key_state(), state);
         }
-    }
-
-    /// Cancelled (`shutdown_now`, or the pool is gone): the started future is dropped at its
-    /// await point and counted finished; the lane is not resumed (the drain turned it off).
-    fn cancel(&mut self, pool: Option<&OnPool<'_>>) {
-        self.put_back();
-        if self.drop_fut() {
-            if let Some(pool) = pool {
-                pool.finished(1);
-            }
-        }
-        self.activity.end(pool.map(|p| &**p.registry));
     }
 
     /// The turn: the current future, then the lane's next messages while they complete at once
-    /// (at most the turn's batch of them: fairness, then back through the queue).
-    fn poll_turn(&mut self, call: &C, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
+    /// (at most the turn's batch of them: fairness, then back through the queue). The messages
+    /// it took and did not start go back in front of the lane as it ends: no message waits in
+    /// a driver while its future waits or its task is queued, only in the lane.
+    fn poll_turn(
+        &mut self,
+        call: &C,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let polled = self.run_turn(call, turn, cx);
+        turn.held.put_back();
+        polled
+    }
+
+    fn run_turn(
+        &mut self,
+        call: &C,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let lane = &turn.held.lane;
         if let Some(msg) = self.first.take() {
             self.start(call, turn, msg);
         }
@@ -363,35 +348,30 @@ where
                 }
             }
             if let Some(polled) = self.activity.pause(turn, cx) {
-                self.put_back();
+                self.put_back(lane);
                 return polled;
             }
-            match self.lane.next_message(self.carried.is_some()) {
+            let max = if self.waited { 1 } else { turn.left() };
+            match turn.held.next_message(self.carried.is_some(), max) {
                 Ok(msg) => self.start(call, turn, msg),
                 // Empty: the state goes back, then the queue is looked at again.
-                Err(None) => self.put_back(),
+                Err(None) => self.put_back(lane),
                 Err(Some(next)) => {
-                    self.put_back();
-                    hand_over(&mut self.activity, &self.lane, turn, next);
+                    self.put_back(lane);
+                    hand_over(&mut self.activity, lane, turn, next);
                     return Poll::Ready(());
                 }
             }
         }
     }
 
-    /// The promoted task's first poll, no wake having come since the inline poll: the wait
-    /// joins the waiting set (or is cancelled here if the pool is stopping).
-    fn park(&mut self, turn: &Turn<'_>, cx: &Context<'_>) -> Poll<()> {
-        if self.activity.waits(turn, cx, false) {
-            self.cancel(Some(&turn.pool));
-            return Poll::Ready(());
-        }
-        Poll::Pending
-    }
-
     /// Polls the current future; `None` once its message is done (completed or panicked),
     /// else what the driver's poll returns (it waits, or it was cancelled at this await point).
-    fn poll_fut(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Option<Poll<()>> {
+    fn poll_fut(
+        &mut self,
+        turn: &DriverTurn<'_, '_, K, M, S>,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<()>> {
         let mut fut = self.fut.as_mut().as_pin_mut()?;
         // A self-wake (a yield) is resumed here while the worker's streak allows.
         let polled = catch_unwind(AssertUnwindSafe(|| {
@@ -399,11 +379,8 @@ where
         }));
         match polled {
             Ok((Poll::Pending, queued)) => {
-                if self.activity.waits(turn, cx, queued) {
-                    self.cancel(Some(&turn.pool));
-                    return Some(Poll::Ready(()));
-                }
-                Some(Poll::Pending)
+                self.waited = true;
+                Some(wait(self, turn, cx, queued))
             }
             Ok((Poll::Ready(out), _)) => {
                 self.carried = C::done(out);
@@ -419,18 +396,41 @@ where
 
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
-    fn start(&mut self, call: &C, turn: &Turn<'_>, msg: M) {
-        let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-        let spec = self.lane.kind.key_state();
+    fn start(&mut self, call: &C, turn: &DriverTurn<'_, '_, K, M, S>, msg: M) {
+        let lane = &turn.held.lane;
+        let keyed = Typed::<K, M, S>::keyed(lane.key.get());
+        let spec = lane.kind.key_state();
+        self.waited = false;
         match call.call(keyed, spec, &mut self.carried, msg) {
             // The box is empty: the new future is pinned in it from here on.
             Ok(fut) => self.fut.as_mut().set(Some(fut)),
             Err(report) => {
-                turn.registry()
-                    .report_panic_in(Some(self.lane.hash), report);
+                turn.registry().report_panic_in(Some(lane.hash), report);
                 turn.done(1);
             }
         }
+    }
+}
+
+impl<'t, K, M, S, C> Driver<&'t Taken<K, M, S>> for Activation<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn activity(&mut self) -> &mut Activity {
+        &mut self.activity
+    }
+
+    fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
+        self.put_back(&taken.lane);
+        if self.drop_fut() {
+            if let Some(pool) = pool {
+                pool.finished(1);
+            }
+        }
+        self.activity.end(pool.map(|p| &**p.registry));
     }
 }
 
@@ -448,18 +448,12 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let (act, handler) = (&mut this.act, &*this.handler);
+        let (act, handler, taken) = (&mut this.act, &*this.handler, &this.taken);
         // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
         // feature): the polls, and the handler making the next messages' futures.
         let runtime = &handler.runtime;
-        with_pool(&this.registry, |pool| match pool {
-            Some(pool) => runtime.enter_in(pool.registry, || {
-                one_turn(pool, |turn| act.poll_turn(&handler.call, turn, cx))
-            }),
-            None => runtime.enter(|| {
-                act.cancel(None);
-                Poll::Ready(())
-            }),
+        poll_on(&this.registry, act, taken, |act, turn| {
+            runtime.enter_in(turn.pool.registry, || act.poll_turn(&handler.call, turn, cx))
         })
     }
 }
@@ -487,14 +481,7 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let act = &mut self.act;
-        with_pool(&self.registry, |pool| match pool {
-            Some(pool) => one_turn(pool, |turn| act.park(turn, cx)),
-            None => {
-                act.cancel(None);
-                Poll::Ready(())
-            }
-        })
+        activation::park(&self.registry, &mut self.act, &self.taken, cx)
     }
 }
 
@@ -509,8 +496,8 @@ where
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.activity.is_over() {
-            let act = &mut self.act;
-            with_pool(&self.registry, |pool| act.cancel(pool.as_ref()));
+            let (act, taken) = (&mut self.act, &self.taken);
+            with_pool(&self.registry, |pool| act.cancel(&taken, pool.as_ref()));
         }
     }
 }

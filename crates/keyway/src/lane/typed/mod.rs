@@ -6,6 +6,7 @@
 //!   sending to a key's lane;
 //! * `state` — a typed lane's state per key, owned by the key's lane: [`KeyState`];
 //! * `asynchronous` — async handlers: one driver per lane activation;
+//! * `taken` — what such a driver's turn holds: its lane, and the messages it took together;
 //! * `loaded` — state per key loaded and saved by futures: [`AsyncKeyState`].
 
 use std::any::{Any, TypeId};
@@ -20,6 +21,7 @@ mod asynchronous;
 mod loaded;
 mod send_all;
 mod state;
+mod taken;
 #[cfg(test)]
 mod test;
 

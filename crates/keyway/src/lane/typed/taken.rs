@@ -1,0 +1,135 @@
+//! What an async typed lane's driver holds in its turn: its lane, and the messages it took from
+//! the lane together and has not started (`asynchronous.rs`).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::{Entry, Typed};
+use crate::engine::OnPool;
+use crate::lane::activation::Handover;
+use crate::lane::queue::Queue;
+use crate::lane::table::LaneCore;
+use crate::lane::turn::{Holds, Turn};
+
+/// How an async typed lane is handed on when its driver is done with it.
+pub(super) type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
+
+/// A typed driver's turn: it holds the driver's lane and the messages taken from it.
+pub(super) type DriverTurn<'a, 'b, K, M, S> = Turn<'a, &'b Taken<K, M, S>>;
+
+/// A driver's lane, and the messages its turn took from the lane's head under one lock and has
+/// not started (oldest first; empty between two turns). The turn holds it: a `shutdown_now`
+/// called from one of its futures puts those messages back in front of the lane.
+pub(super) struct Taken<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    pub(super) lane: Arc<LaneCore<Typed<K, M, S>>>,
+    pub(super) chunk: RefCell<Queue<Entry<M>>>,
+}
+
+impl<K, M, S> Taken<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// `lane`'s, nothing taken yet.
+    pub(super) fn new(lane: Arc<LaneCore<Typed<K, M, S>>>) -> Self {
+        Taken {
+            lane,
+            chunk: RefCell::new(Queue::new()),
+        }
+    }
+
+    /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
+    /// on (a flush next: back to a runner). The turn's messages taken come first; once they are
+    /// all started, the lane's head is popped under the lane lock, or with `max` above one the
+    /// lane's messages are taken as a runner takes its chunk (rule 5: at most `max` of them, or
+    /// the whole blocks that hold them; a coalescing message last in the queue stays there,
+    /// where a push may still replace it, unless it is the very next to run). An empty queue
+    /// turns the lane idle unless the driver `carries` the key's state: then `Err(None)`, the
+    /// lane still held, for the state to go back to its slot before a new activation can look
+    /// for it there.
+    pub(super) fn next_message(
+        &self,
+        carries: bool,
+        max: usize,
+    ) -> Result<M, Option<TypedHandover<K, M, S>>> {
+        let mut chunk = self.chunk.borrow_mut();
+        match chunk.pop_front() {
+            Some(Entry::Message { msg, .. }) => return Ok(msg),
+            Some(flush) => {
+                chunk.push_front(flush);
+                self.lane.state.lock().give_back(&mut chunk);
+                return Err(Some(Handover::Other));
+            }
+            None => {}
+        }
+        let mut guard = self.lane.state.lock();
+        let st = &mut *guard;
+        st.queue.reclaim(&mut chunk);
+        if st.table.is_none() {
+            return Err(Some(Handover::Drained));
+        }
+        match st.queue.front() {
+            None if carries => return Err(None),
+            None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
+            Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
+            Some(Entry::Message { .. }) if max <= 1 => {
+                return match st.queue.pop_front() {
+                    Some(Entry::Message { msg, .. }) => Ok(msg),
+                    _ => unreachable!("the head was just seen to be a message"),
+                };
+            }
+            Some(Entry::Message { .. }) => {}
+        }
+        st.queue.take_into(&mut chunk, max);
+        if st.queue.is_empty()
+            && chunk.len() > 1
+            && chunk.back().is_some_and(|e| {
+                matches!(
+                    e,
+                    Entry::Message {
+                        coalescing: true,
+                        ..
+                    }
+                )
+            })
+        {
+            if let Some(last) = chunk.pop_back() {
+                st.queue.push_back(last);
+            }
+        }
+        // As a runner's: what the turn holds past its batch still counts in the lane's length.
+        debug_assert_eq!(st.held, 0);
+        if chunk.len() > max {
+            st.held = chunk.len() - max;
+        }
+        match chunk.pop_front() {
+            Some(Entry::Message { msg, .. }) => Ok(msg),
+            _ => unreachable!("the head was just seen to be a message"),
+        }
+    }
+}
+
+impl<K, M, S> Holds for &Taken<K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+    /// The messages taken and not started go back in front of the lane, in order (rule 5).
+    #[inline]
+    fn put_back(&self) {
+        let mut chunk = self.chunk.borrow_mut();
+        if !chunk.is_empty() {
+            self.lane.state.lock().give_back(&mut chunk);
+        }
+    }
+
+    /// As the closure lane's driver: a driver whose poll unwound is dropped, cancelled.
+    fn unwound(&self, _pool: &OnPool<'_>) {}
+}
