@@ -83,7 +83,8 @@
 //! ## Async ([`Pool::spawn_sequential`], [`Pool::spawn_keyed`], [`Lane::spawn`], [`Pool::typed_lanes_async`])
 //! Futures on the same lanes: a context's future holds the context until it completes, awaits
 //! included, without holding a thread; woken futures are polled on the pool. They may await any
-//! runtime's timers and I/O (tokio's with the `tokio` feature). Handles are awaitable, and
+//! runtime's timers and I/O (tokio's with the `tokio` feature; a pool bound to one runtime with
+//! `PoolBuilder::tokio_runtime` runs all its work inside it, at less cost). Handles are awaitable, and
 //! cancelling one drops its started future at its next await; `execute_async*` futures have
 //! none. Which API for an actor per key, state that lasts (or loads and saves by futures:
 //! [`Pool::typed_lanes_async_loaded`]) and memory: [`actors`].
