@@ -176,7 +176,7 @@ impl Pool {
             &self.handle.lanes,
             keys,
             fut,
-            |fut| spawn::entry_keeping(Runtime::for_pool(&self.handle.registry), fut, false),
+            |fut| spawn::entry(&self.handle.registry, fut, false),
         )
     }
 }

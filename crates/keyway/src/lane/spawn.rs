@@ -28,20 +28,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    entry_keeping(Runtime::for_pool(registry), fut, coalescing)
-}
-
-/// A future's handle and lane entry, keeping `runtime` (`Runtime::for_pool`: nothing for a pool
-/// bound to a runtime).
-pub(crate) fn entry_keeping<F>(
-    runtime: Runtime,
-    fut: F,
-    coalescing: bool,
-) -> (TaskHandle<F::Output>, ClosureEntry)
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
+    let runtime = Runtime::for_pool(registry);
     let (handle, completer) = TaskHandle::for_future();
     let fut = Launcher::new(fut, Some(completer), runtime);
     (handle, ClosureEntry::future(fut, coalescing))
@@ -70,9 +57,8 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let runtime = Runtime::for_pool(registry);
     closures::submit_entry(registry, lanes, ctx, fut, |fut| {
-        entry_keeping(runtime, fut, coalescing)
+        entry(registry, fut, coalescing)
     })
 }
 

@@ -453,7 +453,9 @@ where
         // feature): the polls, and the handler making the next messages' futures.
         let runtime = &handler.runtime;
         poll_on(&this.registry, act, taken, |act, turn| {
-            runtime.enter_in(turn.pool.registry, || act.poll_turn(&handler.call, turn, cx))
+            runtime.enter_in(turn.pool.registry, || {
+                act.poll_turn(&handler.call, turn, cx)
+            })
         })
     }
 }
