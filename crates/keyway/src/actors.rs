@@ -101,7 +101,7 @@
 //! `typed_lanes_async` message (whose driver enters once per batch of messages).
 //!
 //! A program that runs its futures under one runtime does better to bind the pool to it,
-//! with [`PoolBuilder::tokio_runtime`](crate::PoolBuilder::tokio_runtime): the pool's threads
+//! with `PoolBuilder::tokio_runtime` (the `tokio` feature): the pool's threads
 //! then live inside the runtime (their tasks and hooks too: `tokio::spawn` works from a task),
 //! every future of the pool is polled in it wherever it was submitted from, and that costs
 //! nothing per future: a future keeps no handle, and a poll on the pool's threads enters
