@@ -59,18 +59,23 @@ where
         max: usize,
     ) -> Result<M, Option<TypedHandover<K, M, S>>> {
         let mut chunk = self.chunk.borrow_mut();
-        match chunk.pop_front() {
-            Some(Entry::Message { msg, .. }) => return Ok(msg),
-            Some(flush) => {
-                chunk.push_front(flush);
-                self.lane.state.lock().give_back(&mut chunk);
-                return Err(Some(Handover::Other));
+        let taken = !chunk.is_empty();
+        if taken {
+            match chunk.pop_front() {
+                Some(Entry::Message { msg, .. }) => return Ok(msg),
+                Some(flush) => {
+                    chunk.push_front(flush);
+                    self.lane.state.lock().give_back(&mut chunk);
+                    return Err(Some(Handover::Other));
+                }
+                None => {}
             }
-            None => {}
         }
         let mut guard = self.lane.state.lock();
         let st = &mut *guard;
-        st.queue.reclaim(&mut chunk);
+        if taken || max > 1 {
+            st.queue.reclaim(&mut chunk);
+        }
         if st.table.is_none() {
             return Err(Some(Handover::Drained));
         }
