@@ -37,5 +37,5 @@ pub(crate) use driver::{run_here, Release, Resume};
 pub(crate) use launch::{execute, spawn, Launcher, Started, Step, Unsent};
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
-pub(crate) use wake::{run_inline, Parks};
+pub(crate) use wake::{poll_inline, promote, run_inline, Parks};
 pub use yield_now::{yield_now, YieldNow};

@@ -216,7 +216,7 @@ pub(crate) fn run_inline<D: Parks>(registry: &Arc<Registry>, mut driver: D) {
 /// `driver`, polled inline and not finished, becomes a task of the pool of `registry`: queued
 /// at once if it woke itself, else parked (its first poll joins the waiting set), woken
 /// through its slot from then on.
-fn promote<D: Parks>(registry: &Arc<Registry>, driver: D, left: Left) {
+pub(crate) fn promote<D: Parks>(registry: &Arc<Registry>, driver: D, left: Left) {
     let woken = left.woken;
     let first = spawn_on(
         registry,

@@ -45,10 +45,7 @@ impl LaneKind for Closures {
         entry: ClosureEntry,
     ) -> Ran {
         match entry.into_parts() {
-            Parts::Launch(fut) => {
-                super::spawn::launch(lane, registry, fut);
-                Ran::Suspended
-            }
+            Parts::Launch(fut) => super::spawn::launch(lane, registry, fut),
             Parts::Task(task) => Ran::Done(task.run()),
             // Never launched: a runner stops at barriers (rule 6).
             Parts::Many(_) => Ran::Done(Ok(())),

@@ -10,11 +10,11 @@ use std::task::{Context, Poll};
 use super::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
 use super::closures::{self, ClosureEntry, Closures};
 use super::entry::Parts;
-use super::table::{LaneCore, LaneTable};
+use super::table::{LaneCore, LaneTable, Ran};
 use super::turn::Turn;
-use crate::engine::{with_pool, OnPool, Registry};
+use crate::engine::{on_pool, with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::{run_inline, Launcher, Parks, Runtime, Started, Step, Unsent};
+use crate::future::{poll_inline, promote, Launcher, Parks, Runtime, Started, Step, Unsent};
 use crate::task::TaskHandle;
 
 /// A future's handle and lane entry for the pool of `registry`, keeping what
@@ -62,25 +62,46 @@ where
     })
 }
 
-/// Rule 7 for a closure lane: starts the driver of `lane`'s activation with `fut`, the future
-/// its runner took from the head. The driver polls it in place; when it is done, the driver
-/// takes the lane's next entry under the lane lock while it is a future too, and polls that one
-/// in the same activation. Its first poll is made here, in the runner's turn, with no task
-/// (`poll_inline`): an activation whose futures complete at once costs no task at all. Only one
-/// that waits (or yields past its streak) becomes a task (`promote`), which takes over the
-/// wakes of the inline poll. So a lane of futures costs at most one task per activation, not one
-/// per future, and no runner turn between two futures.
-pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Launcher) {
-    // The runner counts the entry finished once this returns; the driver holds it (and each
-    // later future it takes holds its own admission) until its future is done.
-    registry.extend_task();
-    let driver = FutureLoop {
-        registry: Arc::downgrade(registry),
-        fut: Some(fut.start()),
-        lane: lane.clone(),
-        activity: Activity::inline(),
-    };
-    run_inline(registry, driver);
+/// Rule 7 for a closure lane: starts `fut`, the future `lane`'s runner took from the head.
+/// Its first poll is made here, in the runner's turn, with no driver and no task
+/// (`poll_inline`): a future that completes at once is an entry like any other, counted
+/// finished by the runner (a panic reported in the lane's context by it too), which goes on
+/// with the lane (`Ran::Done`). During that poll the thread holds the entry's admission only,
+/// as for a closure entry. Only a future that waits (or yields past its streak) gets a driver
+/// (`FutureLoop`), which holds one more admission (`extend_task`) and becomes a task
+/// (`promote`), taking over the wakes of the inline poll; it polls the future in place, and when
+/// it is done takes the lane's next entry under the lane lock while it is a future too, and
+/// polls that one in the same activation. So a lane of futures costs no task while they
+/// complete at once, and at most one per activation, not one per future.
+pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Launcher) -> Ran {
+    let mut fut = fut.start();
+    on_pool(registry, |pool| {
+        let may_resume = || pool.may_resume();
+        let (step, left) = poll_inline(|cx| fut.poll(cx, &may_resume, registry));
+        match step {
+            Step::Done(report) => Ran::Done(report.map_or(Ok(()), Err)),
+            // `shutdown_now` began: this await point is where the future is cancelled.
+            Step::Waits { .. } if pool.stopping() => {
+                fut.cancel();
+                Ran::Done(Ok(()))
+            }
+            Step::Waits { .. } => {
+                // The runner counts the entry finished once this returns; the driver holds the
+                // future's admission (and each later future it takes holds its own) until its
+                // future is done.
+                registry.extend_task();
+                let mut driver = FutureLoop {
+                    registry: Arc::downgrade(registry),
+                    fut: Some(fut),
+                    lane: lane.clone(),
+                    activity: Activity::inline(),
+                };
+                driver.promoted();
+                promote(registry, driver, left);
+                Ran::Suspended
+            }
+        }
+    })
 }
 
 impl LaneCore<Closures> {
