@@ -34,6 +34,11 @@ impl<E> Queue<E> {
             // SAFETY: Q1, Q2 — a chain holding no entry is one emptied head.
             unsafe { self.drop_empty_head() };
         }
+        if self.spare_cap as usize <= keep {
+            // Within the bound already: no block is read (a lane that goes idle after every
+            // entry comes here at each activation, and its spare blocks are cold by then).
+            return;
+        }
         let mut stack = std::mem::replace(&mut self.spare, ptr::null_mut());
         self.spare_cap = 0;
         while !stack.is_null() {
