@@ -1206,3 +1206,104 @@ fn shutdown_now_cancels_futures_waiting_in_promoted_drivers() {
     assert!(handed_back.is_empty());
     common::eventually("both cancelled", || drops.live() == 0);
 }
+
+/// `execute_async_sequential` under contention (two producers, eight keys, two workers): each
+/// future panics at its first poll, panics after a wait, completes at once or completes after a
+/// wait woken from another thread. Every panic is reported once, in its own context's hash; each
+/// key's futures start in submission order, a panicking one included, and none starts before
+/// the one before it is done.
+#[test]
+fn detached_lane_futures_report_panics_in_their_context_and_keep_order_under_contention() {
+    let _s = serial();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let r = reports.clone();
+    let pool = Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .panic_hook(move |report: &keyway::PanicReport| {
+            r.lock()
+                .unwrap()
+                .push((report.context_hash(), report.message().to_owned()));
+        })
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..8).map(|_| AtomicBool::new(false)).collect());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let producers: Vec<_> = (0..2u32)
+        .map(|producer| {
+            let (pool, log) = (pool.clone(), log.clone());
+            let (busy, overlaps) = (busy.clone(), overlaps.clone());
+            std::thread::spawn(move || {
+                for i in 0..2_000u32 {
+                    let key = (i * 7 + producer) % 8;
+                    let (log, busy, overlaps) = (log.clone(), busy.clone(), overlaps.clone());
+                    let started = move || {
+                        if busy[key as usize].swap(true, Ordering::SeqCst) {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        log.lock().unwrap().push((key, producer, i));
+                        move || busy[key as usize].store(false, Ordering::SeqCst)
+                    };
+                    let fut: Pin<Box<dyn Future<Output = ()> + Send>> = match i % 4 {
+                        0 => Box::pin(async move {
+                            started()();
+                            panic!("first poll: key {key}");
+                        }),
+                        1 => Box::pin(async move {
+                            let done = started();
+                            Script::new(vec![waits(later(Duration::from_micros(20))), ready(0)])
+                                .await;
+                            done();
+                            panic!("after a wait: key {key}");
+                        }),
+                        2 => Box::pin(async move { started()() }),
+                        _ => Box::pin(async move {
+                            let done = started();
+                            Script::new(vec![waits(|w| w.wake()), ready(0)]).await;
+                            done();
+                        }),
+                    };
+                    pool.execute_async_sequential(key, fut).unwrap();
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.join().unwrap();
+    }
+    pool.shutdown();
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a key's futures overlapped"
+    );
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len(), 2 * 1_000, "one report per panicking future");
+    for (hash, message) in reports.iter() {
+        let key: u32 = message.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(
+            *hash,
+            Some(pool.context_hash(&key)),
+            "{message}: reported in its context"
+        );
+    }
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 2 * 2_000, "every future started");
+    for key in 0..8 {
+        for producer in 0..2 {
+            let seen: Vec<u32> = log
+                .iter()
+                .filter(|e| e.0 == key && e.1 == producer)
+                .map(|e| e.2)
+                .collect();
+            let want: Vec<u32> = (0..2_000)
+                .filter(|i| (i * 7 + producer) % 8 == key)
+                .collect();
+            assert_eq!(
+                seen, want,
+                "key {key}, producer {producer}: in submission order"
+            );
+        }
+    }
+}

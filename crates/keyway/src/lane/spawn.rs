@@ -73,7 +73,11 @@ where
 /// it is done takes the lane's next entry under the lane lock while it is a future too, and
 /// polls that one in the same activation. So a lane of futures costs no task while they
 /// complete at once, and at most one per activation, not one per future.
-pub(super) fn launch(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Launcher) -> Ran {
+pub(super) fn launch(
+    lane: &Arc<LaneCore<Closures>>,
+    registry: &Arc<Registry>,
+    fut: Launcher,
+) -> Ran {
     let mut fut = fut.start();
     on_pool(registry, |pool| {
         let may_resume = || pool.may_resume();
