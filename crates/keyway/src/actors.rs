@@ -5,26 +5,28 @@
 //!
 //! Every way below handles one key's messages one at a time, in send order, while other keys go
 //! on in parallel. Measured by the `actor_per_key_tokio` example (10,000 accounts x 20
-//! deposits, each awaiting a tokio timeout; medians of 5 rounds, each round running every way
-//! once, on a 2-core machine with a load average of 2-3, so compare the ratios, not the
-//! milliseconds). Every way does the same work the way its users would write it: the account's
-//! state lives as long as the account (in the handler's state, in a tokio task, or in a cell per
-//! account made up front for the ways with a future per message), and the tokio way, like the
-//! held-lane row, sends through a handle it keeps per account.
+//! deposits, each awaiting a tokio timeout; every pool bound to the runtime; medians of 24
+//! rounds, each round running every way once, on a 2-core machine with a load average of
+//! 2-2.5, so compare the ratios, not the milliseconds; the ratio is the median of the rounds'
+//! ratios, with their interquartile range). Every way does the same work the way its users
+//! would write it: the account's state lives as long as the account (in the handler's state,
+//! in a tokio task, or in a cell per account made up front for the ways with a future per
+//! message), and the tokio way, like the held-lane row, sends through a handle it keeps per
+//! account.
 //!
 //! | way | time | tokio's time over it | what a message costs |
 //! |---|---|---|---|
-//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 22.1 ms | 1.11× | the message queued as itself; no future |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 27.6 ms | 0.89× | a future polled in place by the key's driver, the state handed from one message's future to the next: no allocation per message |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 29.4 ms | 0.83× | as above, and the key's look-up in the lane table per message |
-//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 66.9 ms | 0.37× | a future per message, stored in a recycled cell of its size (no allocation once the cells are warm) and polled in place by the key's driver while the key's futures follow one another |
-//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 115.3 ms | 0.21× | as above, and its [`TaskHandle`](crate::TaskHandle) |
-//! | tokio: a task and an mpsc channel per account (for reference) | 24.5 ms | 1.00× | a channel send; the task and channel live as long as the account |
+//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 27.5 ms | 0.96× (0.79-1.22) | the message queued as itself; no future |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 24.6 ms | 1.07× (0.98-1.23) | a future polled in place by the key's driver, the state handed from one message's future to the next: no allocation per message |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 34.3 ms | 0.77× (0.70-0.95) | as above, and the key's look-up in the lane table per message |
+//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 57.0 ms | 0.45× (0.40-0.55) | a future per message, stored in a recycled cell of its size (no allocation once the cells are warm) and polled in place by the key's driver while the key's futures follow one another |
+//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 92.7 ms | 0.30× (0.26-0.33) | as above, and its [`TaskHandle`](crate::TaskHandle) |
+//! | tokio: a task and an mpsc channel per account (for reference) | 26.6 ms | 1.00× | a channel send; the task and channel live as long as the account |
 //!
-//! The ratios move between measuring windows on such a machine: in earlier windows of 5 and 10
-//! rounds, the held-lane way measured 0.77×-1.18× of tokio's time (medians) and sent by key
-//! 0.67×-0.87×. So on this machine the async typed ways are as fast as tokio's in some windows
-//! and up to a quarter slower in others.
+//! The ratios move between measuring windows on such a machine (the sync way measured 1.07×-1.12×
+//! in other windows): in earlier windows of 5 to 40 rounds, the held-lane way measured
+//! 0.83×-1.05× of tokio's time (medians) and sent by key 0.67×-0.87×. So on this machine the
+//! held-lane way is about as fast as tokio's, and sending by key up to a quarter slower.
 //!
 //! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 deposits each):
 //! tokio's way costs ~500 instructions per message, ~400 of them the timeout the handler

@@ -11,8 +11,9 @@
 //!
 //! The probe is a waker on the poll's stack frame. It can be reached only through the `&Waker`
 //! of the poll's `Context` (the borrow cannot outlive the poll): `clone` hands out a clone of the
-//! real waker (boxed), so nothing that outlives the poll ever refers to the probe. A future that
-//! keeps its waker (a real wait) thus keeps the real one, and a wake through it queues the task.
+//! real waker itself (its data and vtable: no box, no allocation), so nothing that outlives the
+//! poll ever refers to the probe. A future that keeps its waker (a real wait) thus keeps the real
+//! one, and a wake through it queues the task.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
@@ -34,7 +35,11 @@ unsafe fn probe<'a>(data: *const ()) -> &'a Probe<'a> {
 
 unsafe fn clone(data: *const ()) -> RawWaker {
     // SAFETY: a probe waker is only used during its poll (module doc).
-    boxed(unsafe { probe(data) }.inner.clone())
+    let real = unsafe { probe(data) }.inner.clone();
+    // The clone is the real waker itself (its data and vtable), owned by the caller from here.
+    let raw = RawWaker::new(real.data(), real.vtable());
+    std::mem::forget(real);
+    raw
 }
 
 unsafe fn wake(data: *const ()) {
@@ -50,36 +55,6 @@ unsafe fn wake_by_ref(data: *const ()) {
 }
 
 unsafe fn drop_probe(_: *const ()) {}
-
-/// A clone of the probe: the real waker, boxed (`Waker::data` and `Waker::vtable`, which would
-/// hand out the real waker as is, need Rust 1.83, above this crate's MSRV). Only a future that
-/// keeps its waker (a real wait) clones it.
-static BOXED: RawWakerVTable =
-    RawWakerVTable::new(boxed_clone, boxed_wake, boxed_wake_by_ref, boxed_drop);
-
-fn boxed(waker: Waker) -> RawWaker {
-    RawWaker::new(Box::into_raw(Box::new(waker)) as *const (), &BOXED)
-}
-
-unsafe fn boxed_clone(data: *const ()) -> RawWaker {
-    // SAFETY: `data` is the `Box<Waker>` of a boxed raw waker, alive until its `boxed_drop`.
-    boxed(unsafe { &*(data as *const Waker) }.clone())
-}
-
-unsafe fn boxed_wake(data: *const ()) {
-    // SAFETY: as `boxed_clone`; waking by value consumes the raw waker (and its box).
-    unsafe { Box::from_raw(data as *mut Waker) }.wake();
-}
-
-unsafe fn boxed_wake_by_ref(data: *const ()) {
-    // SAFETY: as `boxed_clone`.
-    unsafe { &*(data as *const Waker) }.wake_by_ref();
-}
-
-unsafe fn boxed_drop(data: *const ()) {
-    // SAFETY: as `boxed_wake`: the raw waker is dropped, and its box with it.
-    drop(unsafe { Box::from_raw(data as *mut Waker) });
-}
 
 /// Runs `poll` once with a context whose waker is a probe over `cx`'s; returns its result and
 /// whether the future woke itself through the probe (a wake the caller must act on).
@@ -213,6 +188,10 @@ mod tests {
         assert_eq!((out, queued), (Poll::Pending, false));
         // The clone outlives the poll: it is the real waker, and a wake through it reaches it.
         let kept = kept.unwrap();
+        assert!(
+            kept.will_wake(&real),
+            "the clone is the real waker itself (no box around it, no allocation)"
+        );
         let again = kept.clone();
         assert_eq!(
             Arc::strong_count(&count),

@@ -374,3 +374,50 @@ fn a_bound_pool_shut_down_before_its_runtime() {
     drop(runtime);
     assert!(panics.lock().unwrap().is_empty());
 }
+
+/// Says, when dropped, which runtime its drop ran in, and whether `tokio::spawn` worked there
+/// (a future's drop that hands its clean-up to a tokio task).
+struct SaysWhereDropped(std::sync::mpsc::Sender<(Option<tokio::runtime::Id>, bool)>);
+
+impl Drop for SaysWhereDropped {
+    fn drop(&mut self) {
+        let spawned = std::panic::catch_unwind(|| drop(tokio::spawn(async {}))).is_ok();
+        let _ = self.0.send((current_runtime(), spawned));
+    }
+}
+
+/// An async typed lane's future waiting when `shutdown_now` is called from a thread in no
+/// runtime is cancelled there, and dropped inside the pool's runtime: its drop may use tokio.
+#[test]
+fn an_async_typed_lane_cancelled_by_shutdown_now_drops_its_future_in_the_bound_runtime() {
+    let (runtime, pool, panics) = bound_pool();
+    let (dropped_tx, dropped) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let dropped_tx = Mutex::new(dropped_tx);
+    let lanes = pool.typed_lanes_async(move |_: &u32, _: u32| {
+        let says = SaysWhereDropped(dropped_tx.lock().unwrap().clone());
+        let started = started_tx.clone();
+        async move {
+            let _says = says;
+            let _ = started.send(());
+            std::future::pending::<()>().await;
+        }
+    });
+    lanes.send(1, 0).unwrap();
+    started.recv().unwrap();
+    // The worker that polled the future is idle only once its driver waits in the pool's
+    // waiting set: `shutdown_now` then cancels it from this thread.
+    while pool.stats().idle_threads < 2 {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        current_runtime(),
+        None,
+        "this test's thread is in no runtime"
+    );
+    assert!(pool.shutdown_now().is_empty());
+    let (dropped_in, spawned) = dropped.recv().unwrap();
+    assert_eq!(dropped_in, Some(runtime.handle().id()));
+    assert!(spawned, "tokio::spawn from the future's drop");
+    assert!(panics.lock().unwrap().is_empty());
+}

@@ -434,6 +434,45 @@ where
     }
 }
 
+/// A driver's activation with the runtime its futures are polled in (its handler's, or the
+/// pool's bound one): a cancel drops the current future inside that runtime, as its polls ran,
+/// wherever the cancel happens (the thread of a `shutdown_now` caller, or whichever thread
+/// dropped the last waker of a driver whose pool is gone), so that a future's drop may use
+/// tokio. Within a turn the activation is its own driver: the turn is inside the runtime.
+struct InRuntime<'a, K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    act: &'a mut Activation<K, M, S, C>,
+    runtime: &'a Runtime,
+}
+
+impl<'t, K, M, S, C> Driver<&'t Taken<K, M, S>> for InRuntime<'_, K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn activity(&mut self) -> &mut Activity {
+        &mut self.act.activity
+    }
+
+    fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
+        let act = &mut *self.act;
+        match pool {
+            Some(on) => self
+                .runtime
+                .enter_in(on.registry, || act.cancel(taken, pool)),
+            // The pool gone, its bound runtime is out of reach: the handler's, if any.
+            None => self.runtime.enter(|| act.cancel(taken, None)),
+        }
+    }
+}
+
 impl<K, M, S, C> Future for MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -452,9 +491,10 @@ where
         // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
         // feature): the polls, and the handler making the next messages' futures.
         let runtime = &handler.runtime;
-        poll_on(&this.registry, act, taken, |act, turn| {
+        let mut driver = InRuntime { act, runtime };
+        poll_on(&this.registry, &mut driver, taken, |driver, turn| {
             runtime.enter_in(turn.pool.registry, || {
-                act.poll_turn(&handler.call, turn, cx)
+                driver.act.poll_turn(&handler.call, turn, cx)
             })
         })
     }
@@ -483,7 +523,11 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        activation::park(&self.registry, &mut self.act, &self.taken, cx)
+        let mut driver = InRuntime {
+            act: &mut self.act,
+            runtime: &self.handler.runtime,
+        };
+        activation::park(&self.registry, &mut driver, &self.taken, cx)
     }
 }
 
@@ -498,8 +542,12 @@ where
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.activity.is_over() {
-            let (act, taken) = (&mut self.act, &self.taken);
-            with_pool(&self.registry, |pool| act.cancel(&taken, pool.as_ref()));
+            let taken = &self.taken;
+            let mut driver = InRuntime {
+                act: &mut self.act,
+                runtime: &self.handler.runtime,
+            };
+            with_pool(&self.registry, |pool| driver.cancel(&taken, pool.as_ref()));
         }
     }
 }
