@@ -309,3 +309,84 @@ fn typed_flush_handed_back_by_shutdown_now() {
     drop(flush_task);
     assert!(matches!(flush.join(), Err(TaskError::Rejected)));
 }
+
+/// A key of a typed lane that counts its live copies (the lane stores one for as long as it
+/// lives).
+struct CountedKey {
+    id: u64,
+    _token: Token,
+}
+
+impl std::hash::Hash for CountedKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for CountedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for CountedKey {}
+
+/// A pinned lane that goes idle keeps the reference its runner held for its next activation;
+/// once its last handle goes, nothing keeps it: whatever the interleaving of the handles' drops
+/// with the runners turning their lanes idle (four producers, each pinning its keys again and
+/// again), every lane is freed with the pool, and every key with it.
+#[test]
+fn pinned_lanes_are_freed_once_their_handles_go_whatever_their_runners_do() {
+    const KEYS: u64 = 32;
+    const ROUNDS: u64 = 50;
+    let keys = DropCount::default();
+    let ran = Arc::new(AtomicU64::new(0));
+    let pool = keyway::Pool::builder().core_threads(2).build().unwrap();
+    let counted = ran.clone();
+    let lanes = pool.typed_lanes(move |_: &CountedKey, n: u64| {
+        common::spin((n % 7) as u32 * 50);
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    let producers: Vec<_> = (0..4u64)
+        .map(|p| {
+            let (lanes, keys) = (lanes.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let key = |id| CountedKey {
+                    id,
+                    _token: keys.token(),
+                };
+                for round in 0..ROUNDS {
+                    let mut held = Vec::new();
+                    for id in (0..KEYS).filter(|k| k % 4 == p) {
+                        let lane = lanes.lane(key(id));
+                        for n in 0..(round + id) % 5 {
+                            lane.send(n).unwrap();
+                        }
+                        held.push(lane);
+                    }
+                    if round % 2 == 0 {
+                        // Each lane runs its messages and turns idle while still pinned (the
+                        // flushes of the keys after it take that long), keeping its runner's
+                        // reference; then its last handle goes.
+                        for lane in &held {
+                            lanes.flush(key(lane.key().id)).unwrap().join().unwrap();
+                        }
+                    }
+                    // Otherwise dropped while their runners may be running or turning idle.
+                    drop(held);
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.join().unwrap();
+    }
+    pool.shutdown();
+    let sent: u64 = (0..ROUNDS)
+        .flat_map(|round| (0..KEYS).map(move |id| (round + id) % 5))
+        .sum();
+    assert_eq!(ran.load(Ordering::Relaxed), sent);
+    drop(lanes);
+    drop(pool);
+    assert_eq!(keys.live(), 0, "a lane outlived its handles and its pool");
+}
