@@ -266,6 +266,14 @@ pub fn selected(name: &'static str) -> bool {
     is_selected(name)
 }
 
+/// Whether `--systems` was given and names `name` (for rows that run only when asked for).
+pub fn named(name: &'static str) -> bool {
+    SELECTED
+        .get()
+        .is_some_and(|names| names.iter().any(|n| n == name))
+        && selected(name)
+}
+
 /// Whether `--systems` (if given) names `name`.
 pub fn is_selected(name: &str) -> bool {
     SELECTED

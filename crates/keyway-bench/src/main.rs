@@ -100,13 +100,15 @@ SYSTEMS (row names; pick some with --systems a,b):
                       per task; a backlogged partition's queue may move to an idle one.
                       Not in contexts --quick nor all's contexts tables: at ~30,000
                       tasks/s here it would add a minute to all (run contexts for it)
-  keyway-unordered    tax: Pool::execute of each task, no lane (no key order)
+  keyway-unordered    tax: Pool::execute of each task, no lane (no key order);
+                      contexts, only when --systems names it: the same floor there
   tokio (tax)         tax: a tokio task spawned per task (no key order)
   tokio-mutex         contexts --async: a tokio task per message holding its
                       context's tokio::sync::Mutex across the await
   crossbeam-pool      throughput: cores threads taking boxed closures from one
-                      crossbeam-channel MPMC channel (latency: the contexts' tasks as
-                      plain tasks, no order: the floor of one shared queue)
+                      crossbeam-channel MPMC channel (latency, and contexts only when
+                      --systems names it: the contexts' tasks as plain tasks, no
+                      order: the floor of one shared queue)
   rayon               throughput: rayon ThreadPool::spawn from the producer threads
                       (outside the pool: rayon's injector path)
   rayon-scope         throughput: producers run inside the rayon pool as scope

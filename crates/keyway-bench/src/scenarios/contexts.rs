@@ -25,6 +25,7 @@ use crate::harness;
 use crate::harness::env::cores;
 use crate::harness::options::RunOptions;
 use crate::harness::VariantReport;
+use crate::systems::crossbeam_pool::CrossbeamContexts;
 use crate::systems::hashed_slots::HashedSlots;
 use crate::systems::ideal::Ideal;
 use crate::systems::kameo_actor::Kameo;
@@ -35,6 +36,8 @@ use crate::systems::thread_per_context::ThreadPerContext;
 pub use crate::systems::thread_per_context::THREAD_LIMIT;
 use crate::systems::tokio_actor::TokioActor;
 use crate::systems::tokio_actor_closure::TokioActorClosure;
+use crate::systems::unordered::KeywayUnordered;
+use crate::systems::ContextsSystem;
 
 /// `--quick` divides the task counts by this.
 const QUICK_DIVISOR: u64 = 50;
@@ -232,6 +235,12 @@ fn sync_contenders(v: &Variant, opts: &RunOptions) -> Vec<harness::Contender<'st
         if with_napart(opts) {
             contenders.push(shared_contender::<Napart>(run, threads, timeout));
         }
+        if harness::named(KeywayUnordered::NAME) {
+            contenders.push(shared_contender::<KeywayUnordered>(run, threads, timeout));
+        }
+        if harness::named(CrossbeamContexts::NAME) {
+            contenders.push(shared_contender::<CrossbeamContexts>(run, threads, timeout));
+        }
         return contenders;
     }
     let mut contenders = vec![
@@ -251,6 +260,12 @@ fn sync_contenders(v: &Variant, opts: &RunOptions) -> Vec<harness::Contender<'st
     ]);
     if with_napart(opts) {
         contenders.push(contender::<Napart>(v, threads, timeout));
+    }
+    if harness::named(KeywayUnordered::NAME) {
+        contenders.push(contender::<KeywayUnordered>(v, threads, timeout));
+    }
+    if harness::named(CrossbeamContexts::NAME) {
+        contenders.push(contender::<CrossbeamContexts>(v, threads, timeout));
     }
     contenders
 }
@@ -273,7 +288,6 @@ mod tests {
     use super::runs::run_once;
     use super::*;
     use crate::harness::measure;
-    use crate::systems::ContextsSystem;
     use crate::work::ContextsRun;
 
     #[test]
@@ -325,6 +339,8 @@ mod tests {
             runs::run_shared::<HashedSlots>(run, 2, t).unwrap();
             runs::run_shared::<Napart>(run, 2, t).unwrap();
             runs::run_shared::<Ideal>(run, 2, t).unwrap();
+            runs::run_shared::<KeywayUnordered>(run, 2, t).unwrap();
+            runs::run_shared::<CrossbeamContexts>(run, 2, t).unwrap();
         }
     }
 

@@ -61,9 +61,49 @@ pub fn run_contexts<S: ContextsSystem>(
     timeout: Duration,
 ) -> Result<Duration, String> {
     let system = S::setup(run, threads)?;
-    let (elapsed, ()) = timed_run(system, &run.done, timeout, |s| s.feed(), |s| s.teardown())?;
+    let watch = std::env::var_os(PRODUCER_ENV).is_some();
+    let mut producer = None;
+    let (elapsed, ()) = timed_run(
+        system,
+        &run.done,
+        timeout,
+        |s| {
+            if !watch {
+                return s.feed();
+            }
+            let (before, started) = (thread_cpu_ns(), Instant::now());
+            let fed = s.feed();
+            producer = before
+                .zip(thread_cpu_ns())
+                .map(|(b, a)| (a - b, started.elapsed()));
+            fed
+        },
+        |s| s.teardown(),
+    )?;
+    if let Some((cpu, fed)) = producer {
+        let tasks = run.total().max(1) as f64;
+        eprintln!(
+            "# producer {}: {:.1} ns CPU per task, fed in {:.1} ms of {:.1} ms",
+            S::NAME,
+            cpu as f64 / tasks,
+            fed.as_secs_f64() * 1e3,
+            elapsed.as_secs_f64() * 1e3,
+        );
+    }
     run.verify()?;
     Ok(elapsed)
+}
+
+/// Set (to anything): each `contexts` run prints to stderr its producer thread's CPU time per
+/// task and how long the feed took, to split a system's cost between its producer and its
+/// workers.
+pub const PRODUCER_ENV: &str = "KEYWAY_BENCH_PRODUCER";
+
+/// The calling thread's CPU time so far, in ns (Linux's scheduler statistics; `None`
+/// elsewhere).
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
 }
 
 /// A pool of plain fire-and-forget tasks, for the `throughput` scenario.
@@ -153,4 +193,26 @@ pub fn tokio_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> 
         .worker_threads(threads)
         .build()
         .map_err(|e| format!("building the tokio runtime: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The producer's CPU clock reads on Linux and moves with the thread's own work only.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_thread_cpu_clock_counts_this_thread_s_work() {
+        let before = thread_cpu_ns().unwrap();
+        let spun = crate::work::spin(2_000_000);
+        std::hint::black_box(spun);
+        let after = thread_cpu_ns().unwrap();
+        assert!(after > before, "{before} -> {after}");
+        let slept = thread_cpu_ns().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            thread_cpu_ns().unwrap() - slept < 25_000_000,
+            "a sleep counted as CPU"
+        );
+    }
 }
