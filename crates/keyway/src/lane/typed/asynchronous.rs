@@ -29,7 +29,7 @@ use super::{AsyncHandler, Typed, TypedHandler};
 use crate::engine::{with_pool, OnPool, Registry};
 use crate::error::panic_message;
 use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
-use crate::lane::activation::{self, hand_over, poll_on, wait, Activity, Driver};
+use crate::lane::activation::{self, hand_over, poll_on, Activity, Driver};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Holds;
 use crate::task::{drop_quietly, PanicReport};
@@ -380,7 +380,13 @@ where
         match polled {
             Ok((Poll::Pending, queued)) => {
                 self.waited = true;
-                Some(wait(self, turn, cx, queued))
+                // It waits, or it is cancelled at this await point if the pool is stopping
+                // (`activation::wait`; the turn is inside the runtime already).
+                if self.activity.waits(turn, cx, queued) {
+                    self.cancel(turn.held, Some(&turn.pool));
+                    return Some(Poll::Ready(()));
+                }
+                Some(Poll::Pending)
             }
             Ok((Poll::Ready(out), _)) => {
                 self.carried = C::done(out);
@@ -392,6 +398,17 @@ where
                 None
             }
         }
+    }
+
+    /// `Driver::cancel`, in the runtime its caller is in.
+    fn cancel(&mut self, taken: &Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
+        self.put_back(&taken.lane);
+        if self.drop_fut() {
+            if let Some(pool) = pool {
+                pool.finished(1);
+            }
+        }
+        self.activity.end(pool.map(|p| &**p.registry));
     }
 
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
@@ -412,33 +429,12 @@ where
     }
 }
 
-impl<'t, K, M, S, C> Driver<&'t Taken<K, M, S>> for Activation<K, M, S, C>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-    C: Call<K, M, S>,
-{
-    fn activity(&mut self) -> &mut Activity {
-        &mut self.activity
-    }
-
-    fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
-        self.put_back(&taken.lane);
-        if self.drop_fut() {
-            if let Some(pool) = pool {
-                pool.finished(1);
-            }
-        }
-        self.activity.end(pool.map(|p| &**p.registry));
-    }
-}
-
 /// A driver's activation with the runtime its futures are polled in (its handler's, or the
 /// pool's bound one): a cancel drops the current future inside that runtime, as its polls ran,
 /// wherever the cancel happens (the thread of a `shutdown_now` caller, or whichever thread
 /// dropped the last waker of a driver whose pool is gone), so that a future's drop may use
-/// tokio. Within a turn the activation is its own driver: the turn is inside the runtime.
+/// tokio. (Within a turn, a cancel at an await point is the activation's own: the turn is
+/// inside the runtime already.)
 struct InRuntime<'a, K, M, S, C>
 where
     K: Send + Sync + 'static,
