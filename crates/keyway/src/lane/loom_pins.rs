@@ -5,18 +5,13 @@
 //! `remove_if_idle` under the lane lock) drops a kept reference. The reference is modelled by a
 //! count of live table references: whatever the interleaving of pushes, the runner and the
 //! unpin, once all are done the lane holds none (no `Arc` cycle: the table would leak), the lane
-//! is idle with nothing queued, and every entry ran once. The lane's own reference that a
-//! runner keeps for the next job (`LaneState::job`) follows the same rule and is modelled the
-//! same way (a count of live job references): a pusher that turns the lane on takes the kept one
-//! or makes one, the runner keeps its own at the idle turn if pinned, else drops it.
+//! is idle with nothing queued, and every entry ran once.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p keyway --lib loom`.
 //!
 //! Deliberate breaks tried when this model was written: an unpin that drops no kept reference,
 //! and a runner that keeps the reference whatever the pin count, both fail
-//! `loom_unpin_vs_idle_turn_keeps_no_reference` (the lane holds a reference at the end). The
-//! same two breaks of the job reference (an unpin that leaves the kept job; a runner that keeps
-//! its job whatever the pin count) fail it with "a job reference leaked".
+//! `loom_unpin_vs_idle_turn_keeps_no_reference` (the lane holds a reference at the end).
 
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::{Arc, Mutex};
@@ -38,28 +33,11 @@ impl Drop for TableRef {
     }
 }
 
-/// The lane's own reference (an `Arc` of the lane) that a job holds: counted in `World::jobs`.
-struct JobRef(Arc<World>);
-
-impl JobRef {
-    fn new(world: &Arc<World>) -> JobRef {
-        world.jobs.fetch_add(1, Ordering::AcqRel);
-        JobRef(world.clone())
-    }
-}
-
-impl Drop for JobRef {
-    fn drop(&mut self) {
-        self.0.jobs.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 struct LaneSt {
     queue: Vec<u32>,
     /// Rule 1: `Some` iff scheduled.
     table: Option<TableRef>,
     kept: Option<TableRef>,
-    job: Option<JobRef>,
 }
 
 struct World {
@@ -68,8 +46,6 @@ struct World {
     pins: AtomicUsize,
     /// Table references held by the lane (`table` and `kept`).
     refs: AtomicUsize,
-    /// Job references alive (a queued or running job's, and the kept `job`).
-    jobs: AtomicUsize,
     ran: Mutex<Vec<u32>>,
 }
 
@@ -80,49 +56,35 @@ fn world() -> Arc<World> {
             queue: Vec::new(),
             table: None,
             kept: None,
-            job: None,
         }),
         pins: AtomicUsize::new(1), // one `Lane` handle
         refs: AtomicUsize::new(0),
-        jobs: AtomicUsize::new(0),
         ran: Mutex::new(Vec::new()),
     })
 }
 
-/// `LaneCore::push` on a pinned lane (`LaneState::activate`): the job, if it turned the lane
-/// from idle to scheduled (the caller then runs it): the kept one, or a new one made unlocked.
-fn push(world: &Arc<World>, id: u32) -> Option<JobRef> {
+/// `LaneCore::push` on a pinned lane (`LaneState::schedule`): true if it turned the lane from
+/// idle to scheduled (the caller then runs it).
+fn push(world: &Arc<World>, id: u32) -> bool {
     let mut st = world.lane.lock();
     st.queue.push(id);
     if st.table.is_some() {
-        return None;
+        return false;
     }
     st.table = Some(match st.kept.take() {
         Some(kept) => kept,
         None => TableRef::new(world),
     });
-    let kept = st.job.take();
-    drop(st);
-    Some(kept.unwrap_or_else(|| JobRef::new(world)))
+    true
 }
 
 /// `run_batch`: runs the lane until it is empty, then turns it idle (`LaneState::turn_idle`)
 /// and releases the reference it did not keep (`LaneCore::release`, then `remove_if_idle`).
-fn run_lane(world: &Arc<World>, job: JobRef) {
+fn run_lane(world: &Arc<World>) {
     loop {
         let mut st = world.lane.lock();
         if st.queue.is_empty() {
             let pinned = world.pins.load(Ordering::Acquire) > 0;
-            // `take_chunk`: a pinned lane keeps the runner's job reference.
-            let job = if pinned && st.job.is_none() {
-                st.job = Some(job);
-                None
-            } else {
-                if !pinned {
-                    st.job = None;
-                }
-                Some(job)
-            };
             let table = st.table.take();
             let release = if pinned && st.kept.is_none() {
                 st.kept = table;
@@ -135,15 +97,12 @@ fn run_lane(world: &Arc<World>, job: JobRef) {
             };
             drop(st);
             if let Some(table) = release {
-                // A runner whose job reference the lane kept no longer touches the lane: it
-                // drops a table reference it did not keep without `release`.
-                if job.is_some() && world.pins.load(Ordering::Acquire) == 0 {
+                if world.pins.load(Ordering::Acquire) == 0 {
                     let _map = world.shard.lock();
                     remove_if_idle(world);
                 }
                 drop(table);
             }
-            drop(job);
             return;
         }
         let id = st.queue.remove(0);
@@ -157,11 +116,7 @@ fn remove_if_idle(world: &World) {
     if world.pins.load(Ordering::Acquire) > 0 {
         return;
     }
-    let mut st = world.lane.lock();
-    st.kept = None;
-    let job = st.job.take();
-    drop(st);
-    drop(job);
+    world.lane.lock().kept = None;
 }
 
 /// `LaneCore::unpin`: the last handle goes.
@@ -177,17 +132,17 @@ fn unpin(world: &World) {
 fn loom_unpin_vs_idle_turn_keeps_no_reference() {
     crate::loom::model(|| {
         let world = world();
-        let job = push(&world, 0).expect("the lane was idle");
+        assert!(push(&world, 0));
         let runner = {
             let world = world.clone();
-            thread::spawn(move || run_lane(&world, job))
+            thread::spawn(move || run_lane(&world))
         };
         let handle = {
             let world = world.clone();
             thread::spawn(move || {
                 // The handle's last push, then its drop.
-                if let Some(job) = push(&world, 1) {
-                    run_lane(&world, job);
+                if push(&world, 1) {
+                    run_lane(&world);
                 }
                 unpin(&world);
             })
@@ -206,11 +161,6 @@ fn loom_unpin_vs_idle_turn_keeps_no_reference() {
         );
         drop(st);
         assert_eq!(world.refs.load(Ordering::Acquire), 0, "a reference leaked");
-        assert_eq!(
-            world.jobs.load(Ordering::Acquire),
-            0,
-            "a job reference leaked"
-        );
         assert_eq!(*world.ran.lock(), [0, 1]);
     });
 }
@@ -221,28 +171,18 @@ fn loom_unpin_vs_idle_turn_keeps_no_reference() {
 fn loom_pinned_lane_reuses_its_kept_reference() {
     crate::loom::model(|| {
         let world = world();
-        let job = push(&world, 0).expect("the lane was idle");
+        assert!(push(&world, 0));
         let runner = {
             let world = world.clone();
-            thread::spawn(move || run_lane(&world, job))
+            thread::spawn(move || run_lane(&world))
         };
-        if let Some(job) = push(&world, 1) {
-            run_lane(&world, job);
+        if push(&world, 1) {
+            run_lane(&world);
         }
         runner.join().unwrap();
         assert_eq!(world.refs.load(Ordering::Acquire), 1, "one reference, kept");
         assert!(world.lane.lock().kept.is_some());
-        assert_eq!(
-            world.jobs.load(Ordering::Acquire),
-            1,
-            "one job reference, kept"
-        );
         unpin(&world);
-        assert_eq!(
-            world.jobs.load(Ordering::Acquire),
-            0,
-            "the unpin dropped the job's"
-        );
         assert_eq!(
             world.refs.load(Ordering::Acquire),
             0,

@@ -24,10 +24,8 @@ impl<S: LaneKind> super::table::LaneState<S> {
 /// What `take_chunk` found.
 enum Taken<S: LaneKind> {
     Entries,
-    /// The lane went idle; here is the table it held while scheduled. `true`: the lane kept the
-    /// runner's reference for its next job (`LaneState::job`): the runner must forget its own
-    /// and not touch the lane again.
-    Empty(Option<Arc<LaneTable<S>>>, bool),
+    /// The lane went idle; here is the table it held while scheduled.
+    Empty(Option<Arc<LaneTable<S>>>),
     Barrier(Arc<dyn Barrier>),
     /// Rule 7: an async entry, taken out of the queue, to start alone.
     Launch(S::Entry),
@@ -45,10 +43,7 @@ impl<S: LaneKind> LaneCore<S> {
     /// puts it back with the rest (`Chunk::put_back_from`).
     /// Empty: the lane is turned off (rule 2). The blocks the chunk emptied go back to the lane
     /// first, where the producer's next block comes from.
-    ///
-    /// `self` is the runner's own reference (`Chunk::lane`): a pinned lane turned idle keeps it
-    /// for its next job (*Ownership*), and the runner then forgets it (`Taken::Empty(_, true)`).
-    fn take_chunk(self: &Arc<Self>, max: usize, chunk: &mut Queue<S::Entry>) -> Taken<S> {
+    fn take_chunk(&self, max: usize, chunk: &mut Queue<S::Entry>) -> Taken<S> {
         debug_assert!(chunk.is_empty());
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -56,15 +51,7 @@ impl<S: LaneKind> LaneCore<S> {
         let Some(front) = st.queue.front() else {
             // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
             // empty under the lane lock.
-            let pinned = self.pinned();
-            let keeps = pinned && st.job.is_none();
-            if keeps {
-                // SAFETY: `self` is an `Arc` the runner owns; on `Empty(_, true)` it forgets it
-                // (`Turn::run_lane`) without using it again, so the count that reference held is
-                // the one this one holds: the reference moves into the state, the count unchanged.
-                st.job = Some(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
-            }
-            return Taken::Empty(st.turn_idle(pinned), keeps);
+            return Taken::Empty(st.turn_idle(self.pinned()));
         };
         if let Some(multi) = S::barrier(front) {
             // Rule 6: the lane parks at a multi-key task; it stays scheduled.
@@ -167,22 +154,9 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
                         return;
                     }
                 }
-                Taken::Empty(table, false) => {
+                Taken::Empty(table) => {
                     self.flush();
                     return self.held.lane.let_go(table);
-                }
-                Taken::Empty(table, true) => {
-                    self.flush();
-                    // The lane kept this runner's reference (`take_chunk`): once its lock is
-                    // released another runner may hold the lane, or its last handle free it, so
-                    // the reference is forgotten unused. A table reference it did not keep is
-                    // dropped without `release`: the lane was pinned under its lock, so the last
-                    // unpin's `remove_if_idle` comes after and does what `release` would.
-                    let Chunk { lane, entries } = self.held;
-                    std::mem::forget(lane);
-                    drop(entries);
-                    drop(table);
-                    return;
                 }
                 Taken::Barrier(barrier) => {
                     self.flush();

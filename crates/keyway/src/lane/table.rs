@@ -183,13 +183,6 @@ pub(super) struct LaneState<S: LaneKind> {
     /// the table alive anyway, so the cycle adds nothing, and it is cut when the last pin goes
     /// (`remove_if_idle`) or at the first idle turn after it.
     pub(super) kept: Option<Arc<LaneTable<S>>>,
-    /// *Ownership* (`README.md`): the lane's own reference that its last runner held, kept by a
-    /// pinned lane that went idle for the job of its next activation, so neither the pusher that
-    /// queues that job nor the runner that ends it touches the count on the lane's `Arc`
-    /// (measured with perf, `contexts --contexts 1024`: the pusher's increment of that count
-    /// was half of `push_pinned`'s samples, its line last written by the runner's decrement).
-    /// Kept and cut exactly as `kept` is.
-    pub(super) job: Option<Arc<LaneCore<S>>>,
     /// Rule 9: the pending entries, oldest first; the first in the state itself, the rest in
     /// blocks that are never copied to grow, with the lane's spare blocks.
     pub(super) queue: Queue<S::Entry>,
@@ -210,18 +203,6 @@ impl<S: LaneKind> LaneState<S> {
         });
     }
 
-    /// Rule 1: the lane turns from idle to scheduled if it was idle (`schedule`), answering
-    /// then the reference its job needs: the one it kept (`job`), else `None` (the pusher clones
-    /// its own after unlocking).
-    #[inline]
-    fn activate(&mut self, table: &Arc<LaneTable<S>>) -> Option<Option<Arc<LaneCore<S>>>> {
-        if self.table.is_some() {
-            return None;
-        }
-        self.schedule(table);
-        Some(self.job.take())
-    }
-
     /// Rule 2: the lane's runner turns it idle (it saw the queue empty under the lane lock).
     /// Returns the table reference the runner must release (rule 3), or `None` when the lane is
     /// `pinned` and keeps it for its next activation (`kept`). An unpinned lane keeps none: a
@@ -236,8 +217,6 @@ impl<S: LaneKind> LaneState<S> {
         }
         if !pinned {
             self.kept = None;
-            // Not the lane's last reference: the caller holds one.
-            self.job = None;
         }
         table
     }
@@ -398,7 +377,6 @@ impl<S: LaneKind> LaneTable<S> {
                 queue: Queue::new(),
                 table: None,
                 kept: None,
-                job: None,
                 held: 0,
             }),
             pins: AtomicUsize::new(0),
@@ -474,13 +452,10 @@ impl<S: LaneKind> LaneTable<S> {
         if lane.pins.load(Ordering::Acquire) > 0 {
             return;
         }
-        let _job;
         {
             let mut st = lane.state.lock();
-            // Unpinned: no table reference is kept (not the last: the caller holds one), nor
-            // the lane's own (dropped after the lane lock; not the last either).
+            // Unpinned: no table reference is kept (not the last: the caller holds one).
             st.kept = None;
-            _job = st.job.take();
             if st.table.is_some() || !st.queue.is_empty() {
                 return;
             }
@@ -523,9 +498,12 @@ impl<S: LaneKind> LaneCore<S> {
             *replaced = st.queue.pop_back();
         }
         st.queue.push_back(entry);
-        let job = st.activate(table);
+        let schedule = st.table.is_none();
+        if schedule {
+            st.schedule(table);
+        }
         drop(st);
-        job.map(|kept| kept.unwrap_or_else(|| self.clone()))
+        schedule.then(|| self.clone())
     }
 
     /// Appends every entry of `entries` (none coalescing) in order under one lane lock, and
@@ -546,10 +524,13 @@ impl<S: LaneKind> LaneCore<S> {
         for entry in entries.drain(..) {
             st.queue.push_back(entry);
         }
-        let job = st.activate(table);
+        let schedule = st.table.is_none();
+        if schedule {
+            st.schedule(table);
+        }
         drop(st);
-        if let Some(kept) = job {
-            registry.schedule(Work::Lane(kept.unwrap_or_else(|| self.clone())));
+        if schedule {
+            registry.schedule(Work::Lane(self.clone()));
         }
     }
 
