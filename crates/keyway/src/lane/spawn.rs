@@ -11,10 +11,12 @@ use super::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handov
 use super::closures::{self, ClosureEntry, Closures};
 use super::entry::Parts;
 use super::table::{LaneCore, LaneTable, Ran};
-use super::turn::Turn;
+use super::turn::{Again, Turn};
 use crate::engine::{on_pool, with_pool, OnPool, Registry};
 use crate::error::SubmitError;
-use crate::future::{poll_inline, promote, Launcher, Parks, Runtime, Started, Step, Unsent};
+use crate::future::{
+    poll_inline, promote, run_inline, Launcher, Parks, Runtime, Started, Step, Unsent,
+};
 use crate::task::TaskHandle;
 
 /// A future's handle and lane entry for the pool of `registry`, keeping what
@@ -64,26 +66,35 @@ where
 
 /// Rule 7 for a closure lane: starts `fut`, the future `lane`'s runner took from the head.
 /// Its first poll is made here, in the runner's turn, with no driver and no task
-/// (`poll_inline`): a future that completes at once is an entry like any other, counted
-/// finished by the runner (a panic reported in the lane's context by it too), which goes on
-/// with the lane (`Ran::Done`). During that poll the thread holds the entry's admission only,
-/// as for a closure entry. Only a future that waits (or yields past its streak) gets a driver
-/// (`FutureLoop`), which holds one more admission (`extend_task`) and becomes a task
-/// (`promote`), taking over the wakes of the inline poll; it polls the future in place, and when
-/// it is done takes the lane's next entry under the lane lock while it is a future too, and
-/// polls that one in the same activation. So a lane of futures costs no task while they
-/// complete at once, and at most one per activation, not one per future.
+/// (`poll_inline`); during it the thread holds the entry's admission only, as for a closure
+/// entry. A future that completes at once is counted finished by the runner (a panic reported
+/// in the lane's context); then the lane goes on here as after a driver's future ([`go_on`]).
+/// Only a future that waits (or yields past its streak) gets a driver (`FutureLoop`) at once,
+/// which holds one more admission (`extend_task`) and becomes a task (`promote`), taking over
+/// the wakes of the inline poll. A driver polls its future in place, and when it is done takes
+/// the lane's next entry under the lane lock while it is a future too, and polls that one in
+/// the same activation. So a lane of futures costs no task while they complete at once, and at
+/// most one per activation, not one per future.
 pub(super) fn launch(
     lane: &Arc<LaneCore<Closures>>,
     registry: &Arc<Registry>,
     fut: Launcher,
 ) -> Ran {
-    let mut fut = fut.start();
     on_pool(registry, |pool| {
+        let mut fut = fut.start();
         let may_resume = || pool.may_resume();
         let (step, left) = poll_inline(|cx| fut.poll(cx, &may_resume, registry));
         match step {
-            Step::Done(report) => Ran::Done(report.map_or(Ok(()), Err)),
+            // `shutdown_now` began: the runner leaves the lane to the drain.
+            Step::Done(report) if pool.stopping() => Ran::Done(report.map_or(Ok(()), Err)),
+            Step::Done(report) => {
+                drop(fut);
+                if let Some(report) = report {
+                    registry.report_panic_in(Some(lane.hash), report);
+                }
+                go_on(lane, &pool);
+                Ran::Suspended
+            }
             // `shutdown_now` began: this await point is where the future is cancelled.
             Step::Waits { .. } if pool.stopping() => {
                 fut.cancel();
@@ -94,12 +105,7 @@ pub(super) fn launch(
                 // future's admission (and each later future it takes holds its own) until its
                 // future is done.
                 registry.extend_task();
-                let mut driver = FutureLoop {
-                    registry: Arc::downgrade(registry),
-                    fut: Some(fut),
-                    lane: lane.clone(),
-                    activity: Activity::inline(),
-                };
+                let mut driver = FutureLoop::new(lane, registry, fut);
                 driver.promoted();
                 promote(registry, driver, left);
                 Ran::Suspended
@@ -108,10 +114,29 @@ pub(super) fn launch(
     })
 }
 
+/// The runner's future completed in its first poll: the lane goes on as after a driver's
+/// future (the runner leaves it: `Ran::Suspended`). Under the lane lock, a future at the head is
+/// taken and started by a driver (inline first, a task only if it waits; it holds its own
+/// admission); an empty lane turns idle and is let go; any other entry gets a runner next on
+/// this worker. One lane lock, as the runner's next look at the lane would take, and a lane of
+/// backlogged futures runs them in one driver rather than one runner step each.
+fn go_on(lane: &Arc<LaneCore<Closures>>, pool: &OnPool<'_>) {
+    match lane.next_future() {
+        Ok(next) => run_inline(
+            pool.registry,
+            FutureLoop::new(lane, pool.registry, next.start()),
+        ),
+        Err(Handover::Idle(table)) => lane.let_go(table),
+        Err(Handover::Other) => lane.clone().run_again(pool, Again::Next),
+        Err(Handover::Drained) => {}
+    }
+}
+
 impl LaneCore<Closures> {
     /// Rule 7: the lane's current future is done; the next one, or how the lane is handed on,
     /// under the lane lock. An entry at the head is the very next to run, so taking it keeps
     /// rule 5.
+    #[inline]
     fn next_future(&self) -> Result<Launcher, Handover<Closures>> {
         let mut st = self.state.lock();
         if st.table.is_none() {
@@ -155,6 +180,16 @@ impl Driver for FutureLoop {
 }
 
 impl FutureLoop {
+    /// The driver of `lane`'s activation, its first poll still to make inline (`run_inline`).
+    fn new(lane: &Arc<LaneCore<Closures>>, registry: &Arc<Registry>, fut: Started) -> Self {
+        FutureLoop {
+            registry: Arc::downgrade(registry),
+            fut: Some(fut),
+            lane: lane.clone(),
+            activity: Activity::inline(),
+        }
+    }
+
     /// The turn: the current future, then the lane's next futures while they complete at once
     /// (at most the turn's batch of them: fairness, then back through the queue).
     fn poll_turn(&mut self, turn: &Turn<'_>, cx: &mut Context<'_>) -> Poll<()> {
