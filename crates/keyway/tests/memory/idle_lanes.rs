@@ -274,3 +274,32 @@ fn lane_handles_pin_their_lane_until_dropped() {
     });
     pool.shutdown();
 }
+
+#[test]
+fn lanes_whose_futures_complete_at_once_are_freed_once_idle() {
+    let _serial = serial();
+    // Idle lanes are not cached: each must leave its table the moment its last future is done,
+    // whether a runner polled it alone or a lane went on from one future to the next.
+    let pool = builder().idle_lanes(0).build().unwrap();
+    let mut submitted = 0;
+    for _ in 0..3 {
+        for key in 0..2_000u64 {
+            // One future per key, then keys with a backlog of futures and closures after them.
+            let futures = if key % 4 == 0 { 3 } else { 1 };
+            for _ in 0..futures {
+                pool.execute_async_sequential(key, async {}).unwrap();
+            }
+            submitted += futures;
+            if key % 8 == 0 {
+                pool.execute_sequential(key, || ()).unwrap();
+                submitted += 1;
+            }
+        }
+        assert!(pool.wait_idle());
+        eventually("every lane of futures freed", || {
+            pool.stats().live_lanes == 0
+        });
+        assert_eq!(pool.stats().completed_tasks, submitted);
+    }
+    pool.shutdown();
+}
