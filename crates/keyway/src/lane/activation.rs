@@ -179,9 +179,15 @@ pub(super) fn hand_over<S: LaneKind, H: Holds>(
     next: Handover<S>,
 ) {
     activity.end(Some(turn.registry()));
+    pass_on(lane, &turn.pool, next);
+}
+
+/// `lane` handed on as `next` says, once the future that held it is done (a driver's, or the
+/// runner's inline first poll): let go when idle, back to a runner when something else is next.
+pub(super) fn pass_on<S: LaneKind>(lane: &Arc<LaneCore<S>>, pool: &OnPool<'_>, next: Handover<S>) {
     match next {
         Handover::Idle(table) => lane.let_go(table),
-        Handover::Other => lane.clone().run_again(&turn.pool, Again::Next),
+        Handover::Other => lane.clone().run_again(pool, Again::Next),
         Handover::Drained => {}
     }
 }

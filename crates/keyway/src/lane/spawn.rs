@@ -7,11 +7,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::activation::{self, hand_over, poll_on, wait, Activity, Driver, Handover};
+use super::activation::{self, hand_over, pass_on, poll_on, wait, Activity, Driver, Handover};
 use super::closures::{self, ClosureEntry, Closures};
 use super::entry::Parts;
 use super::table::{LaneCore, LaneTable, Ran};
-use super::turn::{Again, Turn};
+use super::turn::Turn;
 use crate::engine::{on_pool, with_pool, OnPool, Registry};
 use crate::error::SubmitError;
 use crate::future::{
@@ -126,9 +126,7 @@ fn go_on(lane: &Arc<LaneCore<Closures>>, pool: &OnPool<'_>) {
             pool.registry,
             FutureLoop::new(lane, pool.registry, next.start()),
         ),
-        Err(Handover::Idle(table)) => lane.let_go(table),
-        Err(Handover::Other) => lane.clone().run_again(pool, Again::Next),
-        Err(Handover::Drained) => {}
+        Err(next) => pass_on(lane, pool, next),
     }
 }
 
