@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
 use super::queue::Queue;
-use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
+use super::table::{Barrier, LaneCore, LaneKind, LaneState, LaneTable, Ran};
 use super::turn::{Again, Holds, OnUnwind, Turn};
 use crate::engine::{LaneJob, OnPool, Watched, WorkerCtx};
 
@@ -63,19 +63,30 @@ impl<S: LaneKind> LaneCore<S> {
                 None => unreachable!("the head was just seen"),
             };
         }
-        st.queue.take_into(chunk, max);
-        if st.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
+        st.take_batch(chunk, max);
+        Taken::Entries
+    }
+}
+
+impl<S: LaneKind> LaneState<S> {
+    /// Rule 5: takes the queue's entries into `chunk` (empty) for a turn of at most `max` (the
+    /// whole queue, or with a backlog the whole blocks from its front that hold `max`), leaving a
+    /// trailing coalescing entry in the queue unless it is the very next to run; what the turn
+    /// holds past its batch still counts in the lane's length (`held`). The head is an entry to
+    /// run (the caller looked). A runner's turn and an async typed driver's both take this way.
+    pub(super) fn take_batch(&mut self, chunk: &mut Queue<S::Entry>, max: usize) {
+        self.queue.take_into(chunk, max);
+        if self.queue.is_empty() && chunk.len() > 1 && chunk.back().is_some_and(S::is_coalescing) {
             if let Some(last) = chunk.pop_back() {
-                st.queue.push_back(last);
+                self.queue.push_back(last);
             }
         }
-        // Written only when the runner holds more than its batch (zero otherwise, rule 5), so a
-        // short activation leaves the line of `held` alone.
-        debug_assert_eq!(st.held, 0);
+        // Written only when the turn holds more than its batch (zero otherwise), so a short
+        // activation leaves the line of `held` alone.
+        debug_assert_eq!(self.held, 0);
         if chunk.len() > max {
-            st.held = chunk.len() - max;
+            self.held = chunk.len() - max;
         }
-        Taken::Entries
     }
 }
 

@@ -8,7 +8,7 @@ use super::{Entry, Typed};
 use crate::engine::OnPool;
 use crate::lane::activation::Handover;
 use crate::lane::queue::Queue;
-use crate::lane::table::{LaneCore, LaneState};
+use crate::lane::table::LaneCore;
 use crate::lane::turn::{Holds, Turn};
 
 /// How an async typed lane is handed on when its driver is done with it.
@@ -91,48 +91,11 @@ where
             }
             Some(Entry::Message { .. }) => {}
         }
-        take_batch(st, &mut chunk, max)
-    }
-}
-
-/// Takes up to `max` of the lane's queued messages into `chunk` (the queue's head is a message)
-/// and returns the first: a coalescing message last in the queue stays there unless it is the
-/// very next to run, and what the turn holds past its batch still counts in the lane's length.
-fn take_batch<K, M, S>(
-    st: &mut LaneState<Typed<K, M, S>>,
-    chunk: &mut Queue<Entry<M>>,
-    max: usize,
-) -> Result<M, Option<TypedHandover<K, M, S>>>
-where
-    K: Send + Sync + 'static,
-    M: Send + 'static,
-    S: Send + 'static,
-{
-    st.queue.take_into(chunk, max);
-    if st.queue.is_empty()
-        && chunk.len() > 1
-        && chunk.back().is_some_and(|e| {
-            matches!(
-                e,
-                Entry::Message {
-                    coalescing: true,
-                    ..
-                }
-            )
-        })
-    {
-        if let Some(last) = chunk.pop_back() {
-            st.queue.push_back(last);
+        st.take_batch(&mut chunk, max);
+        match chunk.pop_front() {
+            Some(Entry::Message { msg, .. }) => Ok(msg),
+            _ => unreachable!("the head was just seen to be a message"),
         }
-    }
-    // As a runner's: what the turn holds past its batch still counts in the lane's length.
-    debug_assert_eq!(st.held, 0);
-    if chunk.len() > max {
-        st.held = chunk.len() - max;
-    }
-    match chunk.pop_front() {
-        Some(Entry::Message { msg, .. }) => Ok(msg),
-        _ => unreachable!("the head was just seen to be a message"),
     }
 }
 
