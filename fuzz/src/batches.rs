@@ -15,7 +15,6 @@ use keyway::{PendingTask, Pool, SubmitError, TypedLanes};
 use crate::typed::Msg;
 
 use crate::closures::act;
-use crate::futures::PendingOnce;
 use crate::input::{BatchLane, BatchOp, Body, FutBody, KeySpec, Pattern, Shape, Size};
 use crate::probes::{allowed, key, Key};
 use crate::witness::{
@@ -443,18 +442,5 @@ fn zero_sized() -> impl FnOnce() + Send + 'static {
 async fn future(t: Token, body: FutBody, bomb: Bomb) {
     let (_bomb, t) = (bomb, t);
     t.start();
-    match body {
-        FutBody::Ready => {}
-        FutBody::Yield(n) => {
-            for _ in 0..=n % 3 {
-                keyway::yield_now().await;
-            }
-        }
-        FutBody::PendingOnce => PendingOnce(false).await,
-        FutBody::Panic => panic!("fuzz: future panics"),
-        FutBody::YieldThenPanic => {
-            keyway::yield_now().await;
-            panic!("fuzz: future panics after a yield");
-        }
-    }
+    crate::futures::act(body, || {}).await;
 }

@@ -32,6 +32,15 @@ impl Future for PendingOnce {
 /// drop panics if `bomb`.
 pub async fn future(body: FutBody, probe: FateProbe, bomb: bool) -> Out {
     probe.start();
+    act(body, || probe.end(PANICKED)).await;
+    probe.end(RETURNED);
+    Out(bomb)
+}
+
+/// What a fuzz future does (`pool_mixed`'s and `pool_batches`'): completes at once, after 1 to 3
+/// yields, or after waking itself and returning `Pending` once, or panics, at once or after a
+/// yield; `panics` is called just before it panics.
+pub async fn act(body: FutBody, panics: impl FnOnce()) {
     match body {
         FutBody::Ready => {}
         FutBody::Yield(n) => {
@@ -41,17 +50,15 @@ pub async fn future(body: FutBody, probe: FateProbe, bomb: bool) -> Out {
         }
         FutBody::PendingOnce => PendingOnce(false).await,
         FutBody::Panic => {
-            probe.end(PANICKED);
+            panics();
             panic!("fuzz: future panics");
         }
         FutBody::YieldThenPanic => {
             keyway::yield_now().await;
-            probe.end(PANICKED);
+            panics();
             panic!("fuzz: future panics after a yield");
         }
     }
-    probe.end(RETURNED);
-    Out(bomb)
 }
 
 /// Spawns `fut` as `kind`: its handle if accepted, `None` if refused (the future comes back in
