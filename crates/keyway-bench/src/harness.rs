@@ -268,17 +268,22 @@ pub fn selected(name: &'static str) -> bool {
 
 /// Whether `--systems` was given and names `name` (for rows that run only when asked for).
 pub fn named(name: &'static str) -> bool {
-    SELECTED
-        .get()
-        .is_some_and(|names| names.iter().any(|n| n == name))
-        && selected(name)
+    names(SELECTED.get().map(Vec::as_slice), name) && selected(name)
 }
 
 /// Whether `--systems` (if given) names `name`.
 pub fn is_selected(name: &str) -> bool {
-    SELECTED
-        .get()
-        .is_none_or(|names| names.iter().any(|n| n == name))
+    admits(SELECTED.get().map(Vec::as_slice), name)
+}
+
+/// Whether the selection `given` (`--systems`) names `name`: none given names nothing.
+fn names(given: Option<&[String]>, name: &str) -> bool {
+    given.is_some_and(|names| names.iter().any(|n| n == name))
+}
+
+/// Whether the selection `given` (`--systems`) lets `name` run: none given lets every system.
+fn admits(given: Option<&[String]>, name: &str) -> bool {
+    given.is_none_or(|names| names.iter().any(|n| n == name))
 }
 
 /// Names given to [`select_systems`] that no measurement offered so far.
@@ -398,6 +403,20 @@ mod tests {
             clock.stop();
             Ok(Duration::from_millis(1))
         })
+    }
+
+    /// A row that runs only when asked for (`named`) runs when `--systems` names it, and not
+    /// without `--systems`, where every other row runs (`is_selected`).
+    #[test]
+    fn a_named_row_runs_only_when_systems_names_it() {
+        let given = ["keyway".to_string(), "crossbeam-contexts".to_string()];
+        assert!(names(Some(&given), "crossbeam-contexts"));
+        assert!(!names(Some(&given), "keyway-unordered"));
+        assert!(!names(None, "crossbeam-contexts"), "no --systems: not run");
+        assert!(!names(Some(&[]), "keyway"));
+        assert!(admits(Some(&given), "keyway"));
+        assert!(!admits(Some(&given), "tokio-actor"));
+        assert!(admits(None, "tokio-actor"), "no --systems: every row runs");
     }
 
     #[test]
