@@ -83,3 +83,53 @@ impl Runtime {
         f()
     }
 }
+
+#[cfg(all(test, feature = "tokio", not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The runtime the calling thread is inside of, if any.
+    fn current() -> Option<tokio::runtime::Id> {
+        tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().build().unwrap()
+    }
+
+    /// A poll for a bound pool made on a thread that is not one of the pool's (this test's, in
+    /// no runtime) enters the pool's runtime, whatever the future kept, and leaves it after;
+    /// on the pool's own thread it is inside that runtime already. For a pool bound to none,
+    /// the runtime kept is entered.
+    #[test]
+    fn a_poll_for_a_bound_pool_off_its_threads_enters_the_pool_runtime() {
+        let (bound, other) = (runtime(), runtime());
+        let pool = crate::Pool::builder()
+            .core_threads(1)
+            .tokio_runtime(bound.handle().clone())
+            .build()
+            .unwrap();
+        let kept = other.block_on(async { Runtime::current() });
+        assert_eq!(current(), None, "this test's thread is in no runtime");
+        let want = Some(bound.handle().id());
+        assert_eq!(kept.enter_in(pool.registry(), current), want);
+        assert_eq!(Runtime::default().enter_in(pool.registry(), current), want);
+        assert_eq!(current(), None, "left once the poll is done");
+        let registry = pool.registry().clone();
+        let on_pool = pool
+            .submit(move || kept.enter_in(&registry, current))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(on_pool, want, "a pool thread lives inside the runtime");
+        pool.shutdown();
+
+        let unbound = crate::Pool::builder().core_threads(1).build().unwrap();
+        let kept = other.block_on(async { Runtime::current() });
+        assert_eq!(
+            kept.enter_in(unbound.registry(), current),
+            Some(other.handle().id())
+        );
+        unbound.shutdown();
+    }
+}
