@@ -59,15 +59,19 @@ pub(crate) struct PoolFuture<F: Future> {
     finish: Option<Finish<F::Output>>,
 }
 
+/// Drops the future in `fut` in place (its drop is user code: contained).
+fn drop_fut<F>(fut: &mut Option<F>) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| *fut = None)) {
+        tracing::error!(
+            panic = panic_message(&*p),
+            "keyway: a future's drop panicked"
+        );
+    }
+}
+
 impl<F: Future> PoolFuture<F> {
     fn done(&mut self, outcome: Option<Result<F::Output, TaskError>>, report: Option<PanicReport>) {
-        // The future's own drop is user code: contained.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut = None)) {
-            tracing::error!(
-                panic = panic_message(&*p),
-                "keyway: a future's drop panicked"
-            );
-        }
+        drop_fut(&mut self.fut);
         let Some(Finish {
             handle,
             release,
@@ -191,7 +195,20 @@ impl<F: Future> Future for PoolFuture<F> {
 
 impl<F: Future> Drop for PoolFuture<F> {
     fn drop(&mut self) {
-        // Dropped unfinished: the pool cancelled it (`shutdown_now`) at an await point.
+        // Dropped unfinished: the pool cancelled it (`shutdown_now`) at an await point, or is
+        // gone. The future is dropped inside the runtime its polls enter, wherever this runs
+        // (`shutdown_now` from a thread in no runtime): its drop may use tokio as its polls did.
+        let PoolFuture {
+            fut,
+            runtime,
+            finish,
+        } = self;
+        if let (true, Some(finish)) = (fut.is_some(), finish.as_ref()) {
+            with_pool(&finish.registry, |pool| match pool {
+                Some(pool) => runtime.enter_in(pool.registry, || drop_fut(fut)),
+                None => runtime.enter(|| drop_fut(fut)),
+            });
+        }
         self.done(Some(Err(TaskError::Cancelled)), None);
     }
 }

@@ -97,7 +97,7 @@ pub(super) fn launch(
             }
             // `shutdown_now` began: this await point is where the future is cancelled.
             Step::Waits { .. } if pool.stopping() => {
-                fut.cancel();
+                fut.cancel(Some(registry));
                 Ran::Done(Ok(()))
             }
             Step::Waits { .. } => {
@@ -168,7 +168,9 @@ impl Driver for FutureLoop {
 
     fn cancel(&mut self, (): &(), pool: Option<&OnPool<'_>>) {
         if let Some(mut fut) = self.fut.take() {
-            fut.cancel();
+            // Dropped inside the runtime its polls enter (its drop may use tokio), also when
+            // `shutdown_now` cancels it from a thread in no runtime.
+            fut.cancel(pool.map(|p| &**p.registry));
             if let Some(pool) = pool {
                 pool.finished(1);
             }

@@ -421,3 +421,87 @@ fn an_async_typed_lane_cancelled_by_shutdown_now_drops_its_future_in_the_bound_r
     assert!(spawned, "tokio::spawn from the future's drop");
     assert!(panics.lock().unwrap().is_empty());
 }
+
+/// A future that says where it is dropped, tells `started` once polled, and waits forever.
+fn waits_forever(
+    dropped: &std::sync::mpsc::Sender<(Option<tokio::runtime::Id>, bool)>,
+    started: &std::sync::mpsc::Sender<()>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let says = SaysWhereDropped(dropped.clone());
+    let started = started.clone();
+    async move {
+        let _says = says;
+        let _ = started.send(());
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Cancels, by `shutdown_now` from this thread (in no runtime), the `n` futures of `pool`
+/// that told `started` they were polled, once every worker is idle (each future's driver waits
+/// in the pool's waiting set); then each says it was dropped inside the pool's runtime, where
+/// `tokio::spawn` works.
+fn shutdown_now_drops_in(
+    runtime: &tokio::runtime::Runtime,
+    pool: &Pool,
+    n: usize,
+    started: &std::sync::mpsc::Receiver<()>,
+    dropped: &std::sync::mpsc::Receiver<(Option<tokio::runtime::Id>, bool)>,
+) {
+    for _ in 0..n {
+        started.recv().unwrap();
+    }
+    while pool.stats().idle_threads < 2 {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        current_runtime(),
+        None,
+        "this test's thread is in no runtime"
+    );
+    assert!(pool.shutdown_now().is_empty());
+    for _ in 0..n {
+        let (dropped_in, spawned) = dropped.recv().unwrap();
+        assert_eq!(dropped_in, Some(runtime.handle().id()));
+        assert!(spawned, "tokio::spawn from the future's drop");
+    }
+}
+
+/// A closure lane's future (`spawn_sequential`, `Lane::spawn`) waiting when `shutdown_now` is
+/// called from a thread in no runtime is cancelled there, and dropped inside the pool's
+/// runtime: its drop may use tokio.
+#[test]
+fn a_lane_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
+    let (runtime, pool, panics) = bound_pool();
+    let (dropped_tx, dropped) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let lane = pool.lane("held");
+    let handles = [
+        pool.spawn_sequential("k", waits_forever(&dropped_tx, &started_tx))
+            .unwrap(),
+        lane.spawn(waits_forever(&dropped_tx, &started_tx)).unwrap(),
+    ];
+    shutdown_now_drops_in(&runtime, &pool, 2, &started, &dropped);
+    for handle in handles {
+        assert!(matches!(handle.join(), Err(TaskError::Cancelled)));
+    }
+    assert!(panics.lock().unwrap().is_empty());
+}
+
+/// A future of `spawn` or `spawn_keyed` waiting when `shutdown_now` is called from a thread in
+/// no runtime is dropped inside the pool's runtime too.
+#[test]
+fn a_spawned_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
+    let (runtime, pool, panics) = bound_pool();
+    let (dropped_tx, dropped) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let handles = [
+        pool.spawn(waits_forever(&dropped_tx, &started_tx)).unwrap(),
+        pool.spawn_keyed(["a", "b"], waits_forever(&dropped_tx, &started_tx))
+            .unwrap(),
+    ];
+    shutdown_now_drops_in(&runtime, &pool, 2, &started, &dropped);
+    for handle in handles {
+        assert!(matches!(handle.join(), Err(TaskError::Cancelled)));
+    }
+    assert!(panics.lock().unwrap().is_empty());
+}

@@ -67,8 +67,10 @@ pub(super) trait Launch: Send {
         may_resume: &dyn Fn() -> bool,
         pool: &Registry,
     ) -> Step;
-    /// Dropped at its await point (or before its first poll), its handle told it was cancelled.
-    fn cancel(self: Pin<&mut Self>);
+    /// Dropped at its await point (or before its first poll), inside the runtime a poll for
+    /// the pool of `pool` enters (`None`: the pool is gone; the runtime it keeps), its handle
+    /// told it was cancelled.
+    fn cancel(self: Pin<&mut Self>, pool: Option<&Registry>);
 }
 
 /// What one poll of a future started in place did.
@@ -106,9 +108,10 @@ impl Started {
         self.pinned().poll_step(cx, may_resume, pool)
     }
 
-    /// Cancels it at its await point (`shutdown_now`, or the pool is gone).
-    pub(crate) fn cancel(&mut self) {
-        self.pinned().cancel()
+    /// Cancels it at its await point (`shutdown_now`, or the pool of `pool` is gone: `None`),
+    /// dropping it inside the runtime its polls enter.
+    pub(crate) fn cancel(&mut self, pool: Option<&Registry>) {
+        self.pinned().cancel(pool)
     }
 }
 
@@ -339,7 +342,7 @@ mod tests {
             started.poll(&mut cx, &|| false, pool.registry()),
             Step::Waits { .. }
         ));
-        started.cancel();
+        started.cancel(Some(pool.registry()));
         drop(started);
         pool.shutdown();
         let fourth = make();
