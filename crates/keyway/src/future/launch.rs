@@ -78,17 +78,14 @@ where
         }
     }
 
-    unsafe fn run_here(&mut self, pool: Option<&Registry>) -> Result<(), PanicReport> {
+    unsafe fn run_here(&mut self, bound: Option<Runtime>) -> Result<(), PanicReport> {
         // SAFETY: as in `launch`.
         let Spawned {
             fut,
             handle,
             runtime,
         } = unsafe { ptr::read(self) };
-        let runtime = match pool {
-            Some(pool) => runtime.in_pool(pool),
-            None => runtime,
-        };
+        let runtime = bound.unwrap_or(runtime);
         match fut {
             Some(fut) => driver::run_here(fut, handle, &runtime),
             None => Ok(()),
@@ -191,11 +188,11 @@ impl Launcher {
             .consume(|fut| unsafe { fut.launch(registry, release) })
     }
 
-    /// Runs the future to completion on the calling thread (the pool is stopping, or gone:
-    /// `pool` is `None`).
-    fn run_here(self, pool: Option<&Registry>) -> Result<(), PanicReport> {
+    /// Runs the future to completion on the calling thread (the pool is stopping, or gone),
+    /// inside `bound` (the runtime its pool is bound to) if given.
+    fn run_here(self, bound: Option<Runtime>) -> Result<(), PanicReport> {
         // SAFETY: as in `launch`.
-        self.0.consume(|fut| unsafe { fut.run_here(pool) })
+        self.0.consume(|fut| unsafe { fut.run_here(bound) })
     }
 
     /// Drops the future unstarted, telling its handle why (its drop may panic: the caller
@@ -205,6 +202,15 @@ impl Launcher {
         self.0.consume(|fut| unsafe { fut.abandon(why) })
     }
 
+    /// Handed back by `shutdown_now` from a lane, unstarted ([`HandedBack`]): `bound` is the
+    /// runtime the lane's pool is bound to, if any.
+    pub(crate) fn handed_back(self, bound: Option<Runtime>) -> HandedBack {
+        HandedBack {
+            launcher: self,
+            bound,
+        }
+    }
+
     /// As a task: started on the pool of `registry` if it still runs, else run to completion on
     /// the calling thread (a future handed back by `shutdown_now`).
     pub(crate) fn into_runnable(self, registry: Weak<Registry>) -> LaunchTask {
@@ -212,6 +218,24 @@ impl Launcher {
             launcher: self,
             registry,
         }
+    }
+}
+
+/// A lane's future handed back by `shutdown_now` unstarted: run, it runs to completion on the
+/// calling thread (there is no lane to hold any more), inside the runtime its pool is bound to
+/// (kept from its lanes, as the pool may be gone by then), else inside the one it kept.
+pub(crate) struct HandedBack {
+    launcher: Launcher,
+    bound: Option<Runtime>,
+}
+
+impl Runnable for HandedBack {
+    fn run(self) -> Result<(), PanicReport> {
+        self.launcher.run_here(self.bound)
+    }
+
+    fn abandon(self, why: Abandon) {
+        self.launcher.abandon(why)
     }
 }
 
@@ -231,7 +255,7 @@ impl Runnable for LaunchTask {
                 launcher.launch(pool.registry, Release::None);
                 Ok(())
             }
-            pool => launcher.run_here(pool.map(|pool| &**pool.registry)),
+            pool => launcher.run_here(pool.and_then(|pool| Runtime::bound_of(pool.registry))),
         })
     }
 

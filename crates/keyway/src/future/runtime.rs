@@ -43,18 +43,18 @@ impl Runtime {
         Runtime::current()
     }
 
-    /// The runtime a future of the pool of `pool` runs in when it is run to completion on the
-    /// calling thread: the pool's bound runtime if it has one (a clone), else `self`.
-    pub(crate) fn in_pool(self, pool: &Registry) -> Self {
+    /// The runtime the pool of `pool` is bound to, if any (a clone): a future of that pool run
+    /// to completion on the calling thread runs inside it, not in the one it kept.
+    pub(crate) fn bound_of(pool: &Registry) -> Option<Self> {
         #[cfg(feature = "tokio")]
-        if let Some(bound) = &pool.config.runtime {
-            return Runtime {
-                handle: Some(bound.clone()),
-            };
-        }
+        return pool.config.runtime.as_ref().map(|bound| Runtime {
+            handle: Some(bound.clone()),
+        });
         #[cfg(not(feature = "tokio"))]
-        let _ = pool;
-        self
+        {
+            let _ = pool;
+            None
+        }
     }
 
     /// Runs `f` (a poll made for the pool of `pool`, or a handler making its future) inside the
@@ -94,7 +94,9 @@ mod tests {
     }
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
     }
 
     /// A poll for a bound pool made on a thread that is not one of the pool's (this test's, in

@@ -5,8 +5,6 @@ use std::any::Any;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use std::sync::Weak;
-
 use super::entry::Parts;
 use super::key::KeyPanicked;
 use super::runner::Chunk;
@@ -14,13 +12,28 @@ use super::table::{Barrier, LaneCore, LaneKind, LaneTable, Ran};
 use super::turn::Turn;
 use crate::engine::{refused, NotPlain, Registry};
 use crate::error::SubmitError;
+use crate::future::Runtime;
 use crate::task::{
     drop_quietly, Abandon, ContextOf, PanicReport, PendingTask, Plain, Runnable, Task, TaskHandle,
     WithHandle,
 };
 
 /// The kind of the pool's own lanes: each entry is a boxed task.
-pub(crate) struct Closures;
+#[derive(Default)]
+pub(crate) struct Closures {
+    /// The runtime the pool is bound to, if any: a future handed back by `shutdown_now` runs
+    /// inside it when its taker runs it (`Launcher::handed_back`).
+    pub(super) bound: Option<Runtime>,
+}
+
+impl Closures {
+    /// The kind of the lanes of the pool of `registry`.
+    pub(crate) fn of(registry: &Registry) -> Self {
+        Closures {
+            bound: Runtime::bound_of(registry),
+        }
+    }
+}
 
 pub(crate) use super::entry::ClosureEntry;
 
@@ -91,8 +104,9 @@ impl LaneKind for Closures {
         let task = match entry.into_parts() {
             Parts::Task(task) => task,
             Parts::Many(multi) => return multi.hand_back(),
-            // Handed back unstarted: run, it blocks on the future (no lane to hold any more).
-            Parts::Launch(fut) => Task::new(fut.into_runnable(Weak::new())),
+            // Handed back unstarted: run, it blocks on the future (no lane to hold any more),
+            // inside the pool's bound runtime if it has one.
+            Parts::Launch(fut) => Task::new(fut.handed_back(lane.kind.bound.clone())),
         };
         let context = lane.clone() as Arc<dyn ContextOf>;
         Some(PendingTask::in_contexts(task, smallvec::smallvec![context]))

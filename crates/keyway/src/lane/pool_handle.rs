@@ -20,7 +20,7 @@ impl PoolHandle {
     pub(crate) fn start(config: Config) -> Result<Arc<PoolHandle>, BuildError> {
         let monitor = Parker::new();
         let registry = Arc::new(Registry::new(config, monitor.unparker().clone()));
-        let lanes = LaneTable::new(Closures, &registry.config);
+        let lanes = LaneTable::new(Closures::of(&registry), &registry.config);
         registry.register_table(Arc::downgrade(&lanes) as _);
         // Made before the threads start: if one cannot start, dropping it shuts down those that
         // did.

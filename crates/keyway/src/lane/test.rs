@@ -175,7 +175,7 @@ fn sequential_keys_spread_over_shards_as_random_ones_would() {
     let mut clustered = 0;
     for _ in 0..SEEDS {
         config.hasher = crate::engine::KeyHasher::default();
-        let table = LaneTable::new(Closures, &config);
+        let table = LaneTable::new(Closures::default(), &config);
         shards = table.shard_count();
         let mut used: Vec<usize> = (0..KEYS as u64)
             .map(|k| table.shard_index(table.hash(&k)))

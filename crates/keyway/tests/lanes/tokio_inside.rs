@@ -505,3 +505,50 @@ fn a_spawned_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
     }
     assert!(panics.lock().unwrap().is_empty());
 }
+
+/// Lane futures (`spawn_sequential`, `Lane::spawn`, `spawn_keyed`) handed back by
+/// `shutdown_now` and run on a thread in no runtime are polled in the pool's runtime, as a
+/// future of `spawn` is.
+#[test]
+fn a_lane_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let pool = Pool::builder()
+        .core_threads(1)
+        .max_threads(1)
+        .tokio_runtime(runtime.handle().clone())
+        .build()
+        .unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    pool.execute(move || {
+        started_tx.send(()).unwrap();
+        gate.recv().unwrap();
+    })
+    .unwrap();
+    started.recv().unwrap(); // the only worker is busy: the futures wait in their lanes
+    let lane = pool.lane("held");
+    let handles = [
+        pool.spawn_sequential("k", sleep_then_say_runtime())
+            .unwrap(),
+        lane.spawn(sleep_then_say_runtime()).unwrap(),
+        pool.spawn_keyed(["a", "b"], sleep_then_say_runtime())
+            .unwrap(),
+    ];
+    let stopper = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.shutdown_now())
+    };
+    while !pool.is_shutdown() {
+        std::thread::yield_now();
+    }
+    release.send(()).unwrap();
+    let pending = stopper.join().unwrap();
+    assert_eq!(pending.len(), 3);
+    assert_eq!(current_runtime(), None);
+    for task in pending {
+        task.run().unwrap();
+    }
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), Some(runtime.handle().id()));
+    }
+}

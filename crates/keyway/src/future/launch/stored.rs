@@ -25,7 +25,6 @@
 //! * **L4.** A [`Started`] future is pinned in its storage: it is polled there, never consumed
 //!   (so never moved out), and dropped in place by L3.
 
-
 use std::alloc::Layout;
 use std::future::Future;
 use std::mem::{size_of, ManuallyDrop};
@@ -48,12 +47,12 @@ pub(super) trait Launch: Send {
     /// # Safety
     /// L2: the value is moved out; the caller neither uses nor drops it afterwards.
     unsafe fn launch(&mut self, registry: &Arc<Registry>, release: Release);
-    /// Runs the future to completion on the calling thread (inside the runtime of `pool`, if
-    /// it still exists and is bound to one).
+    /// Runs the future to completion on the calling thread, inside `bound` (the runtime its
+    /// pool is bound to) if given, else inside the one it kept.
     ///
     /// # Safety
     /// As for `launch`.
-    unsafe fn run_here(&mut self, pool: Option<&Registry>) -> Result<(), PanicReport>;
+    unsafe fn run_here(&mut self, bound: Option<Runtime>) -> Result<(), PanicReport>;
     /// Drops the future unstarted, telling its handle why.
     ///
     /// # Safety

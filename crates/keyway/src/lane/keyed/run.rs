@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -43,7 +43,12 @@ impl MultiTask {
     fn take_task(&self) -> Option<Task> {
         match self.task.lock().take()? {
             Body::Run(task) => Some(task),
-            Body::Launch(fut) => Some(Task::new(fut.into_runnable(Weak::new()))),
+            // Handed back unstarted: run on the calling thread, inside the pool's bound runtime
+            // if it has one (its lanes' kind keeps it).
+            Body::Launch(fut) => {
+                let bound = self.lanes.first().and_then(|lane| lane.kind.bound.clone());
+                Some(Task::new(fut.handed_back(bound)))
+            }
         }
     }
 
