@@ -291,10 +291,9 @@ fn a_plain_task_and_the_hooks_of_a_bound_pool_are_inside_its_runtime() {
     );
 }
 
-/// A future of `spawn` handed back by `shutdown_now` and run on a thread in no runtime is still
-/// polled in the pool's runtime.
-#[test]
-fn a_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
+/// A one-worker pool bound to a new runtime, its worker held by a task until `release` is sent:
+/// whatever is submitted meanwhile waits unstarted.
+fn bound_pool_with_busy_worker() -> (tokio::runtime::Runtime, Pool, std::sync::mpsc::Sender<()>) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let pool = Pool::builder()
         .core_threads(1)
@@ -309,8 +308,16 @@ fn a_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
         gate.recv().unwrap();
     })
     .unwrap();
-    started.recv().unwrap(); // the only worker is busy: the future waits in the queue
-    let handed_back = pool.spawn(sleep_then_say_runtime()).unwrap();
+    started.recv().unwrap();
+    (runtime, pool, release)
+}
+
+/// `shutdown_now` from a thread in no runtime while the worker is held; the worker is let go once
+/// the pool is shut down, and what `shutdown_now` handed back is returned.
+fn shutdown_now_while_busy(
+    pool: &Pool,
+    release: std::sync::mpsc::Sender<()>,
+) -> Vec<keyway::PendingTask> {
     let stopper = {
         let pool = pool.clone();
         std::thread::spawn(move || pool.shutdown_now())
@@ -319,7 +326,17 @@ fn a_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
         std::thread::yield_now();
     }
     release.send(()).unwrap();
-    let pending = stopper.join().unwrap();
+    stopper.join().unwrap()
+}
+
+/// A future of `spawn` handed back by `shutdown_now` and run on a thread in no runtime is still
+/// polled in the pool's runtime.
+#[test]
+fn a_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
+    let (runtime, pool, release) = bound_pool_with_busy_worker();
+    // The only worker is busy: the future waits in the queue.
+    let handed_back = pool.spawn(sleep_then_say_runtime()).unwrap();
+    let pending = shutdown_now_while_busy(&pool, release);
     assert_eq!(pending.len(), 1);
     for task in pending {
         task.run().unwrap();
@@ -395,30 +412,10 @@ fn an_async_typed_lane_cancelled_by_shutdown_now_drops_its_future_in_the_bound_r
     let (started_tx, started) = std::sync::mpsc::channel();
     let dropped_tx = Mutex::new(dropped_tx);
     let lanes = pool.typed_lanes_async(move |_: &u32, _: u32| {
-        let says = SaysWhereDropped(dropped_tx.lock().unwrap().clone());
-        let started = started_tx.clone();
-        async move {
-            let _says = says;
-            let _ = started.send(());
-            std::future::pending::<()>().await;
-        }
+        waits_forever(&dropped_tx.lock().unwrap(), &started_tx)
     });
     lanes.send(1, 0).unwrap();
-    started.recv().unwrap();
-    // The worker that polled the future is idle only once its driver waits in the pool's
-    // waiting set: `shutdown_now` then cancels it from this thread.
-    while pool.stats().idle_threads < 2 {
-        std::thread::yield_now();
-    }
-    assert_eq!(
-        current_runtime(),
-        None,
-        "this test's thread is in no runtime"
-    );
-    assert!(pool.shutdown_now().is_empty());
-    let (dropped_in, spawned) = dropped.recv().unwrap();
-    assert_eq!(dropped_in, Some(runtime.handle().id()));
-    assert!(spawned, "tokio::spawn from the future's drop");
+    shutdown_now_drops_in(&runtime, &pool, 1, &started, &dropped);
     assert!(panics.lock().unwrap().is_empty());
 }
 
@@ -426,7 +423,7 @@ fn an_async_typed_lane_cancelled_by_shutdown_now_drops_its_future_in_the_bound_r
 fn waits_forever(
     dropped: &std::sync::mpsc::Sender<(Option<tokio::runtime::Id>, bool)>,
     started: &std::sync::mpsc::Sender<()>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
+) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
     let says = SaysWhereDropped(dropped.clone());
     let started = started.clone();
     async move {
@@ -450,6 +447,8 @@ fn shutdown_now_drops_in(
     for _ in 0..n {
         started.recv().unwrap();
     }
+    // A worker that polled a future is idle only once the future's driver waits in the pool's
+    // waiting set: `shutdown_now` then cancels it from this thread.
     while pool.stats().idle_threads < 2 {
         std::thread::yield_now();
     }
@@ -471,35 +470,44 @@ fn shutdown_now_drops_in(
 /// runtime: its drop may use tokio.
 #[test]
 fn a_lane_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
-    let (runtime, pool, panics) = bound_pool();
-    let (dropped_tx, dropped) = std::sync::mpsc::channel();
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let lane = pool.lane("held");
-    let handles = [
-        pool.spawn_sequential("k", waits_forever(&dropped_tx, &started_tx))
-            .unwrap(),
-        lane.spawn(waits_forever(&dropped_tx, &started_tx)).unwrap(),
-    ];
-    shutdown_now_drops_in(&runtime, &pool, 2, &started, &dropped);
-    for handle in handles {
-        assert!(matches!(handle.join(), Err(TaskError::Cancelled)));
-    }
-    assert!(panics.lock().unwrap().is_empty());
+    each_cancelled_in_the_bound_runtime(|pool, dropped, started| {
+        let lane = pool.lane("held");
+        vec![
+            pool.spawn_sequential("k", waits_forever(dropped, started))
+                .unwrap(),
+            lane.spawn(waits_forever(dropped, started)).unwrap(),
+        ]
+    });
 }
 
 /// A future of `spawn` or `spawn_keyed` waiting when `shutdown_now` is called from a thread in
 /// no runtime is dropped inside the pool's runtime too.
 #[test]
 fn a_spawned_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
+    each_cancelled_in_the_bound_runtime(|pool, dropped, started| {
+        vec![
+            pool.spawn(waits_forever(dropped, started)).unwrap(),
+            pool.spawn_keyed(["a", "b"], waits_forever(dropped, started))
+                .unwrap(),
+        ]
+    });
+}
+
+/// The futures `spawn` submits to a bound pool (each made by `waits_forever`), cancelled by
+/// `shutdown_now` from a thread in no runtime (`shutdown_now_drops_in`): each handle says
+/// `Cancelled`, and nothing panicked.
+fn each_cancelled_in_the_bound_runtime(
+    spawn: impl FnOnce(
+        &Pool,
+        &std::sync::mpsc::Sender<(Option<tokio::runtime::Id>, bool)>,
+        &std::sync::mpsc::Sender<()>,
+    ) -> Vec<keyway::TaskHandle<()>>,
+) {
     let (runtime, pool, panics) = bound_pool();
     let (dropped_tx, dropped) = std::sync::mpsc::channel();
     let (started_tx, started) = std::sync::mpsc::channel();
-    let handles = [
-        pool.spawn(waits_forever(&dropped_tx, &started_tx)).unwrap(),
-        pool.spawn_keyed(["a", "b"], waits_forever(&dropped_tx, &started_tx))
-            .unwrap(),
-    ];
-    shutdown_now_drops_in(&runtime, &pool, 2, &started, &dropped);
+    let handles = spawn(&pool, &dropped_tx, &started_tx);
+    shutdown_now_drops_in(&runtime, &pool, handles.len(), &started, &dropped);
     for handle in handles {
         assert!(matches!(handle.join(), Err(TaskError::Cancelled)));
     }
@@ -511,21 +519,8 @@ fn a_spawned_future_cancelled_by_shutdown_now_drops_in_the_bound_runtime() {
 /// future of `spawn` is.
 #[test]
 fn a_lane_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let pool = Pool::builder()
-        .core_threads(1)
-        .max_threads(1)
-        .tokio_runtime(runtime.handle().clone())
-        .build()
-        .unwrap();
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    pool.execute(move || {
-        started_tx.send(()).unwrap();
-        gate.recv().unwrap();
-    })
-    .unwrap();
-    started.recv().unwrap(); // the only worker is busy: the futures wait in their lanes
+    let (runtime, pool, release) = bound_pool_with_busy_worker();
+    // The only worker is busy: the futures wait in their lanes.
     let lane = pool.lane("held");
     let handles = [
         pool.spawn_sequential("k", sleep_then_say_runtime())
@@ -534,15 +529,7 @@ fn a_lane_future_of_a_bound_pool_run_by_the_caller_enters_its_runtime() {
         pool.spawn_keyed(["a", "b"], sleep_then_say_runtime())
             .unwrap(),
     ];
-    let stopper = {
-        let pool = pool.clone();
-        std::thread::spawn(move || pool.shutdown_now())
-    };
-    while !pool.is_shutdown() {
-        std::thread::yield_now();
-    }
-    release.send(()).unwrap();
-    let pending = stopper.join().unwrap();
+    let pending = shutdown_now_while_busy(&pool, release);
     assert_eq!(pending.len(), 3);
     assert_eq!(current_runtime(), None);
     for task in pending {
