@@ -35,7 +35,7 @@ impl AckTimer {
     /// it was not armed, so arming costs a lock, not a wake-up, while acks pile up.
     pub(crate) fn arm(&self, at: Instant) {
         let mut due = self.due.lock();
-        if due.at.map_or(true, |earlier| at < earlier) {
+        if due.at.is_none_or(|earlier| at < earlier) {
             due.at = Some(at);
             self.cv.notify_one();
         }

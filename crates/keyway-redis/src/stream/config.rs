@@ -418,7 +418,7 @@ impl StreamConsumerBuilder {
             return bad("lease", c.lease, "30 ms to one hour");
         }
         let hb = c.heartbeat();
-        if hb < Duration::from_millis(10) || hb.checked_mul(3).map_or(true, |t| t > c.lease) {
+        if hb < Duration::from_millis(10) || hb.checked_mul(3).is_none_or(|t| t > c.lease) {
             return bad(
                 "heartbeat",
                 hb,

@@ -274,7 +274,7 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
                 );
             }
             if let Some((t, _)) = &r.end {
-                if busy_until.map_or(true, |(u, _)| *t > u) {
+                if busy_until.is_none_or(|(u, _)| *t > u) {
                     busy_until = Some((*t, r));
                 }
             }

@@ -100,7 +100,7 @@ impl ShardReader {
             found.extend(rows.into_iter().filter(|&(id, _)| {
                 // Beyond the replay's cursor and never claimed at this epoch: the replay
                 // delivers it (and counts that delivery).
-                replay.map_or(true, |cursor| id <= cursor) || self.planned.contains_key(&id)
+                replay.is_none_or(|cursor| id <= cursor) || self.planned.contains_key(&id)
             }));
             if !full {
                 break;
