@@ -145,9 +145,8 @@ impl<F: Future> Future for PoolFuture<F> {
         let (runtime, registry) = (&this.runtime, &finish.registry);
         let poll = || poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx));
         match catch_unwind(AssertUnwindSafe(|| {
-            with_pool(registry, |pool| match pool {
-                Some(pool) => runtime.enter_in(pool.registry, poll),
-                None => runtime.enter(poll),
+            with_pool(registry, |pool| {
+                runtime.enter_for(pool.map(|p| &**p.registry), poll)
             })
         })) {
             Ok((Poll::Ready(value), _)) => {
@@ -204,9 +203,8 @@ impl<F: Future> Drop for PoolFuture<F> {
             finish,
         } = self;
         if let (true, Some(finish)) = (fut.is_some(), finish.as_ref()) {
-            with_pool(&finish.registry, |pool| match pool {
-                Some(pool) => runtime.enter_in(pool.registry, || drop_fut(fut)),
-                None => runtime.enter(|| drop_fut(fut)),
+            with_pool(&finish.registry, |pool| {
+                runtime.enter_for(pool.map(|p| &**p.registry), || drop_fut(fut))
             });
         }
         self.done(Some(Err(TaskError::Cancelled)), None);

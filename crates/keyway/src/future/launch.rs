@@ -156,10 +156,7 @@ where
         let this = unsafe { self.get_unchecked_mut() };
         // Inside the runtime its polls enter, wherever the cancel comes from (`shutdown_now`
         // from a thread in no runtime): its drop may use tokio as its polls did.
-        match pool {
-            Some(pool) => this.runtime.clone().enter_in(pool, || this.drop_fut()),
-            None => this.runtime.clone().enter(|| this.drop_fut()),
-        }
+        this.runtime.clone().enter_for(pool, || this.drop_fut());
         if this.handle.is_some() {
             this.finish(Err(TaskError::Cancelled));
         }

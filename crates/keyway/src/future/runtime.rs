@@ -75,6 +75,17 @@ impl Runtime {
         self.enter(f)
     }
 
+    /// Runs `f` inside the runtime it belongs in when the pool may be gone: the pool's
+    /// (`enter_in`) while it lives, else the one kept (a gone pool's bound runtime is out of
+    /// reach).
+    #[inline]
+    pub(crate) fn enter_for<R>(&self, pool: Option<&Registry>, f: impl FnOnce() -> R) -> R {
+        match pool {
+            Some(pool) => self.enter_in(pool, f),
+            None => self.enter(f),
+        }
+    }
+
     /// Runs `f` inside the runtime kept, with no pool to ask (a poll on the calling thread).
     #[inline]
     pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {

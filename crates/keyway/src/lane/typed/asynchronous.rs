@@ -459,13 +459,9 @@ where
 
     fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
         let act = &mut *self.act;
-        match pool {
-            Some(on) => self
-                .runtime
-                .enter_in(on.registry, || act.cancel(taken, pool)),
-            // The pool gone, its bound runtime is out of reach: the handler's, if any.
-            None => self.runtime.enter(|| act.cancel(taken, None)),
-        }
+        // The pool gone, its bound runtime is out of reach: the handler's, if any.
+        self.runtime
+            .enter_for(pool.map(|on| &**on.registry), || act.cancel(taken, pool));
     }
 }
 
