@@ -1,7 +1,7 @@
 //! Context lanes in use: per-context order, coalescing, fairness, blocked workers, batches,
 //! contexts and multi-key tasks, per-key state, the key hasher, handles and abort, the ordered
-//! map's finish, async typed lanes (with state loaded and saved by futures) and tokio inside
-//! tasks.
+//! map's finish, async typed lanes (with state loaded and saved by futures), tokio inside
+//! tasks, and wake-ups between workers.
 //!
 //! One test binary (each file a module) so the suite builds and links few binaries.
 
@@ -25,3 +25,4 @@ mod keyed_state;
 mod ordered_map_finish;
 mod ordering;
 mod tokio_inside;
+mod wakes;
