@@ -99,20 +99,6 @@ pub(crate) struct WorkerCtx {
     streak: Cell<u32>,
     prefer_global: Cell<bool>,
     rng: Cell<u64>,
-    /// Where this worker is in its search for work (`sleep.rs`).
-    search: Cell<Search>,
-}
-
-/// A worker's part in the searching protocol (`sleep.rs`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Search {
-    /// Running jobs, or parked with none: nothing to pass on.
-    Done,
-    /// Spinning for work, counted in the pool's `searching`.
-    Searching,
-    /// Its search ended and it looked again (or parked and woke): the job it takes next may
-    /// have come while it searched, so it passes a wake-up on if work is left.
-    Searched,
 }
 
 impl WorkerCtx {
@@ -130,7 +116,6 @@ impl WorkerCtx {
             streak: Cell::new(0),
             prefer_global: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
-            search: Cell::new(Search::Done),
         })
     }
 
@@ -346,27 +331,18 @@ impl WorkerCtx {
         None
     }
 
-    /// No work was found. Spins briefly as a searcher, then sleeps (see `sleep.rs` for the
-    /// protocol).
+    /// No work was found. Spins briefly, then sleeps (see `sleep.rs` for the protocol).
     fn idle(&self, parker: &Parker) -> Idle {
         let registry = &self.registry;
         // Whatever this worker finished may have left nothing pending.
         registry.finishes_published();
-        if self.search.get() != Search::Searching {
-            registry.sleep.start_search();
-            self.search.set(Search::Searching);
-        }
         let backoff = Backoff::new();
         while !backoff.is_completed() {
             if registry.has_work() {
-                // Still searching: `found_job` ends the search once a job is in hand.
                 return Idle::Work;
             }
             backoff.snooze();
         }
-        // Ended before the last looks below (the announce's among them); a job they or a
-        // wake-up give this worker is passed on as a searcher's (`found_job`).
-        self.end_search(Search::Searched);
         // Shutdown steps 2 and 3 (engine README): stopped, the worker leaves at once; closed,
         // once nothing accepted is pending.
         if registry.is_stopping() {
@@ -390,7 +366,6 @@ impl WorkerCtx {
         if registry.sleep.withdraw(self.index) && expired {
             // Nobody woke us: `keep_alive` passed without work.
             if !registry.is_closed() && !registry.has_work() && registry.try_retire() {
-                self.search.set(Search::Done);
                 tracing::debug!(
                     pool = self.registry.name(),
                     slot = self.index,
@@ -400,30 +375,6 @@ impl WorkerCtx {
             }
         }
         Idle::Work
-    }
-
-    /// Leaves the search state for `next`; true if this ended the pool's last search.
-    fn end_search(&self, next: Search) -> bool {
-        match self.search.replace(next) {
-            Search::Searching => self.registry.sleep.stop_search(),
-            _ => true,
-        }
-    }
-
-    /// This worker got a job. If it got it while searching, or after its search ended, it
-    /// passes a wake-up on when work is left: producers woke nobody while it searched.
-    #[inline]
-    fn found_job(&self) {
-        if self.search.get() != Search::Done {
-            self.pass_wake_on();
-        }
-    }
-
-    #[inline(never)]
-    fn pass_wake_on(&self) {
-        if self.end_search(Search::Done) && self.registry.has_work() {
-            self.registry.notify_one();
-        }
     }
 }
 
@@ -473,15 +424,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         }
     }
     let _clear = ClearPtr;
-    /// Ends the search this worker holds however `run` leaves: a search counted for a worker
-    /// that is gone would keep producers from waking the others for good.
-    struct EndSearch<'a>(&'a WorkerCtx);
-    impl Drop for EndSearch<'_> {
-        fn drop(&mut self) {
-            self.0.end_search(Search::Done);
-        }
-    }
-    let search = EndSearch(cx);
     CURRENT_REGISTRY.with(|r| r.set(Arc::as_ptr(&cx.registry)));
     let hooks = super::threads::Hooks::start(&cx.registry);
     let retired = loop {
@@ -507,7 +449,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
         };
         match next {
             Some(job) => {
-                cx.found_job();
                 if cx.registry.is_stopping() {
                     // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
                     cx.deque.push(job);
@@ -522,7 +463,6 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
             },
         }
     };
-    drop(search);
     // A worker leaving after `shutdown_now` found it with a job did not go through `idle`.
     cx.registry.finishes_published();
     drop(hooks);
