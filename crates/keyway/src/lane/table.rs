@@ -83,9 +83,11 @@ pub(crate) trait Barrier: Send + Sync + 'static {
     /// `shutdown_now`: the task, once, from whichever of its lanes is drained first (`None`
     /// from the others).
     fn hand_back(&self) -> Option<PendingTask>;
-    /// The task itself (for its own lanes' side of rule 6).
-    fn as_any(&self) -> &(dyn Any + Send + Sync);
-    /// [`as_any`](Barrier::as_any), owned.
+    /// A lane whose previous multi-key task just finished arrives here (it stays parked): true
+    /// if it was the last lane to arrive, and the caller (that lane's acting runner) then owns
+    /// the run. A virtual call, not a downcast, on each such arrival.
+    fn arrive_counted(&self) -> bool;
+    /// The task itself, owned, once ready (for its own lanes' side of rule 6).
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 

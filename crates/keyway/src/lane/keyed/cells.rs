@@ -83,26 +83,27 @@ static DEPOT: Mutex<Vec<Arc<MultiTask>>> = parking_lot::const_mutex(Vec::new());
 static DEPOT_LEN: AtomicUsize = AtomicUsize::new(0);
 
 /// A multi-key task standing in `lanes` (none of which has it yet), in a recycled cell if one
-/// is at hand.
+/// is at hand. The lanes go straight into the cell's own (empty) list: no list is built first
+/// and moved in.
 pub(super) fn new_task(
     body: Body,
-    lanes: smallvec::SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+    lanes: impl IntoIterator<Item = Arc<LaneCore<Closures>>>,
 ) -> Arc<MultiTask> {
-    let waiting = lanes.len();
     // A stashed cell has no other reference (`recycle`), so `get_mut` always succeeds.
     if let Some(mut cell) = take() {
         if let Some(m) = Arc::get_mut(&mut cell) {
             *m.task.get_mut() = Some(body);
-            *m.waiting.get_mut() = waiting;
-            m.lanes = lanes;
+            m.lanes.extend(lanes);
+            *m.waiting.get_mut() = m.lanes.len();
             return cell;
         }
     }
     #[cfg(test)]
     FRESH.with(|n| n.set(n.get() + 1));
+    let lanes: smallvec::SmallVec<_> = lanes.into_iter().collect();
     Arc::new(MultiTask {
         task: parking_lot::Mutex::new(Some(body)),
-        waiting: AtomicUsize::new(waiting),
+        waiting: AtomicUsize::new(lanes.len()),
         lanes,
     })
 }

@@ -155,7 +155,7 @@ where
             return Err(e);
         }
     };
-    let (out, multi, fresh) = push_new(table, smallvec::smallvec![l1, l2], make);
+    let (out, multi, fresh) = push_new(table, [l1, l2], make);
     drop(g2);
     drop(g1);
     count_fresh(registry, multi, fresh);
@@ -166,7 +166,7 @@ where
 /// (the caller's). Returns it with how many lanes were idle: those park at it at once.
 fn push_new<T>(
     table: &Arc<LaneTable<Closures>>,
-    lanes: SmallVec<[Arc<LaneCore<Closures>>; 4]>,
+    lanes: impl IntoIterator<Item = Arc<LaneCore<Closures>>>,
     make: MakeBody<'_, T>,
 ) -> (T, Arc<MultiTask>, usize) {
     let (out, body) = make();

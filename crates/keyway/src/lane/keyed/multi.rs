@@ -72,14 +72,11 @@ impl LaneCore<Closures> {
 
 /// The lane arrives at `next`, the multi-key task now at its head (it stays parked).
 fn arrive_next(next: &Arc<dyn Barrier>) -> Passed {
-    let Some(task) = next.as_any().downcast_ref::<MultiTask>() else {
-        unreachable!("multi-key tasks are the only barriers")
-    };
-    if !task.arrived(1) {
+    if !next.arrive_counted() {
         return Passed::Done;
     }
     match next.clone().into_any().downcast::<MultiTask>() {
         Ok(task) => Passed::Ready(task),
-        Err(_) => unreachable!("just seen to be one"),
+        Err(_) => unreachable!("multi-key tasks are the only barriers"),
     }
 }

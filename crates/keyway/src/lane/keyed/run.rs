@@ -76,8 +76,8 @@ impl Barrier for MultiTask {
         Some(PendingTask::in_contexts(task, self.contexts()))
     }
 
-    fn as_any(&self) -> &(dyn Any + Send + Sync) {
-        self
+    fn arrive_counted(&self) -> bool {
+        self.arrived(1)
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
