@@ -8,6 +8,7 @@
 //! poll (a yield) is polled again at once by the same worker, within the worker's continuation
 //! streak (`probe`), as its queued poll would have been.
 
+use std::any::Any;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -112,6 +113,73 @@ impl<F: Future> PoolFuture<F> {
     }
 }
 
+impl<F: Future> PoolFuture<F> {
+    /// The poll returned `Pending` (`woke_itself`: by waking itself, its task already queued
+    /// again): it waits, registered once in the pool's set of waiting futures, or it is
+    /// cancelled at this await point if the pool is stopping.
+    fn pending(&mut self, cx: &Context<'_>, woke_itself: bool) -> Poll<()> {
+        let Some(finish) = self.finish.as_mut() else {
+            return Poll::Pending;
+        };
+        let stopping = with_pool(&finish.registry, |pool| {
+            let pool = pool?;
+            if pool.stopping() {
+                return Some(true);
+            }
+            // A future that woke itself is queued again: only a real wait is registered for
+            // `shutdown_now` (`probe.rs`).
+            if finish.live.is_none() && !woke_itself {
+                finish.live = Some(pool.registry.futures.insert(cx.waker().clone()));
+            }
+            Some(false)
+        });
+        if stopping == Some(true) {
+            // Shutdown step 2 (engine README): `shutdown_now` may have cancelled the waiting
+            // set already: this await point is where the future is cancelled.
+            self.done(Some(Err(TaskError::Cancelled)), None);
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    /// The poll panicked with `payload`: the handle's outcome if there is one (its report says
+    /// the panic's text), else the panic hook's report.
+    fn panicked(&mut self, payload: Box<dyn Any + Send>) {
+        let has_handle = self.finish.as_ref().is_some_and(|f| f.handle.is_some());
+        if has_handle {
+            let report = PanicReport::new(panic_text(&*payload));
+            self.done(Some(Err(TaskError::panicked(payload))), Some(report));
+        } else {
+            self.done(None, Some(PanicReport::from_payload(payload)));
+        }
+    }
+}
+
+/// One poll of `fut`, a future of the pool `finish` points to, inside the runtime it belongs in
+/// (`Runtime::enter_for`: the pool's bound one, else `runtime`, the one it kept), its panic
+/// caught. A self-wake (a yield) is resumed here while the worker's streak allows, unless the
+/// handle was cancelled meanwhile (the next poll drops the future then). With the outcome:
+/// whether a `Pending` future woke itself (see `poll_resuming`).
+fn poll_caught<F: Future>(
+    mut fut: Pin<&mut F>,
+    finish: &Finish<F::Output>,
+    runtime: &Runtime,
+    cx: &mut Context<'_>,
+) -> std::thread::Result<(Poll<F::Output>, bool)> {
+    let may_resume = || {
+        finish.handle.as_ref().is_none_or(Completer::is_live)
+            && with_pool(&finish.registry, |pool| {
+                pool.is_some_and(|p| p.may_resume())
+            })
+    };
+    let poll = || poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx));
+    catch_unwind(AssertUnwindSafe(|| {
+        with_pool(&finish.registry, |pool| {
+            runtime.enter_for(pool.map(|p| &**p.registry), poll)
+        })
+    }))
+}
+
 impl<F: Future> Future for PoolFuture<F> {
     type Output = ();
 
@@ -133,59 +201,15 @@ impl<F: Future> Future for PoolFuture<F> {
             return Poll::Ready(());
         };
         // SAFETY: structural pinning of `fut` (see above).
-        let mut fut = unsafe { Pin::new_unchecked(fut) };
-        // A self-wake (a yield) is resumed here while the worker's streak allows, unless the
-        // handle was cancelled meanwhile (the next poll drops the future then).
-        let may_resume = || {
-            finish.handle.as_ref().is_none_or(Completer::is_live)
-                && with_pool(&finish.registry, |pool| {
-                    pool.is_some_and(|p| p.may_resume())
-                })
-        };
-        let (runtime, registry) = (&this.runtime, &finish.registry);
-        let poll = || poll_resuming(cx, may_resume, |cx| fut.as_mut().poll(cx));
-        match catch_unwind(AssertUnwindSafe(|| {
-            with_pool(registry, |pool| {
-                runtime.enter_for(pool.map(|p| &**p.registry), poll)
-            })
-        })) {
+        let fut = unsafe { Pin::new_unchecked(fut) };
+        match poll_caught(fut, finish, &this.runtime, cx) {
             Ok((Poll::Ready(value), _)) => {
                 this.done(Some(Ok(value)), None);
                 Poll::Ready(())
             }
-            Ok((Poll::Pending, woke_itself)) => {
-                let Some(finish) = this.finish.as_mut() else {
-                    return Poll::Pending;
-                };
-                let stopping = with_pool(&finish.registry, |pool| {
-                    let pool = pool?;
-                    if pool.stopping() {
-                        return Some(true);
-                    }
-                    // A future that woke itself is queued again: only a real wait is
-                    // registered for `shutdown_now` (`probe.rs`).
-                    if finish.live.is_none() && !woke_itself {
-                        finish.live = Some(pool.registry.futures.insert(cx.waker().clone()));
-                    }
-                    Some(false)
-                });
-                if stopping == Some(true) {
-                    // Shutdown step 2 (engine README): `shutdown_now` may have cancelled the
-                    // waiting set already: this await point is where the future is cancelled.
-                    this.done(Some(Err(TaskError::Cancelled)), None);
-                    return Poll::Ready(());
-                }
-                Poll::Pending
-            }
+            Ok((Poll::Pending, woke_itself)) => this.pending(cx, woke_itself),
             Err(payload) => {
-                // The payload is the handle's if there is one, else the panic hook's.
-                let has_handle = this.finish.as_ref().is_some_and(|f| f.handle.is_some());
-                if has_handle {
-                    let report = PanicReport::new(panic_text(&*payload));
-                    this.done(Some(Err(TaskError::panicked(payload))), Some(report));
-                } else {
-                    this.done(None, Some(PanicReport::from_payload(payload)));
-                }
+                this.panicked(payload);
                 Poll::Ready(())
             }
         }

@@ -57,6 +57,14 @@ impl Runtime {
         }
     }
 
+    /// What lanes made here, on the pool of `pool`, keep for their futures run or dropped off
+    /// the pool's threads with no pool to ask (a message `shutdown_now` handed back, run by its
+    /// taker; a future the pool refused, run by its submitter; a driver dropped once the pool
+    /// is gone): the pool's bound runtime, else the one current here.
+    pub(crate) fn for_lanes(pool: &Registry) -> Self {
+        Self::bound_of(pool).unwrap_or_else(Self::current)
+    }
+
     /// Runs `f` (a poll made for the pool of `pool`, or a handler making its future) inside the
     /// runtime it belongs in: the pool's bound runtime (nothing to enter on the pool's own
     /// threads), else the one kept.

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use keyway::{PanicReport, Pool, TaskError};
 
+mod typed_bound;
+
 fn pool_with_hook() -> (Pool, Arc<Mutex<Vec<PanicReport>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
@@ -294,6 +296,13 @@ fn a_plain_task_and_the_hooks_of_a_bound_pool_are_inside_its_runtime() {
 /// A one-worker pool bound to a new runtime, its worker held by a task until `release` is sent:
 /// whatever is submitted meanwhile waits unstarted.
 fn bound_pool_with_busy_worker() -> (tokio::runtime::Runtime, Pool, std::sync::mpsc::Sender<()>) {
+    let (runtime, pool) = bound_pool_of_one();
+    let release = hold_the_worker(&pool);
+    (runtime, pool, release)
+}
+
+/// A one-worker pool bound to a new runtime.
+fn bound_pool_of_one() -> (tokio::runtime::Runtime, Pool) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let pool = Pool::builder()
         .core_threads(1)
@@ -301,6 +310,11 @@ fn bound_pool_with_busy_worker() -> (tokio::runtime::Runtime, Pool, std::sync::m
         .tokio_runtime(runtime.handle().clone())
         .build()
         .unwrap();
+    (runtime, pool)
+}
+
+/// Holds the only worker of `pool` with a task until the sender returned is sent `()`.
+fn hold_the_worker(pool: &Pool) -> std::sync::mpsc::Sender<()> {
     let (started_tx, started) = std::sync::mpsc::channel();
     let (release, gate) = std::sync::mpsc::channel::<()>();
     pool.execute(move || {
@@ -309,7 +323,7 @@ fn bound_pool_with_busy_worker() -> (tokio::runtime::Runtime, Pool, std::sync::m
     })
     .unwrap();
     started.recv().unwrap();
-    (runtime, pool, release)
+    release
 }
 
 /// `shutdown_now` from a thread in no runtime while the worker is held; the worker is let go once

@@ -45,7 +45,7 @@ where
         H: Fn(&K, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        Handler::boxed(Stateless(handler, PhantomData))
+        Shared::boxed(Stateless(handler, PhantomData))
     }
 }
 
@@ -62,7 +62,7 @@ where
         H: Fn(&K, S, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = S> + Send + 'static,
     {
-        Handler::boxed(Stateful(handler, PhantomData))
+        Shared::boxed(Stateful(handler, PhantomData))
     }
 }
 
@@ -151,14 +151,12 @@ where
     }
 }
 
-/// A table's async handler and the tokio runtime current where the table was made (entered
-/// around each of its futures' polls, with the `tokio` feature).
-struct Handler<C> {
-    call: C,
-    runtime: Runtime,
-}
+/// A table's async handler as the table holds it; each activation shares it. Its futures run
+/// in the runtime the table keeps (`Typed::runtime`: the pool's bound one, else the one the
+/// table was made in), or, while the pool lives, in the pool's bound one (`Runtime::enter_in`).
+struct Shared<C>(Arc<C>);
 
-impl<C> Handler<C> {
+impl<C> Shared<C> {
     fn boxed<K, M, S>(call: C) -> TypedHandler<K, M, S>
     where
         K: Send + Sync + 'static,
@@ -166,15 +164,9 @@ impl<C> Handler<C> {
         S: Send + 'static,
         C: Call<K, M, S>,
     {
-        TypedHandler::Async(Box::new(Shared(Arc::new(Handler {
-            call,
-            runtime: Runtime::current(),
-        }))))
+        TypedHandler::Async(Box::new(Shared(Arc::new(call))))
     }
 }
-
-/// The handler as the table holds it; each activation shares it.
-struct Shared<C>(Arc<Handler<C>>);
 
 impl<K, M, S, C> AsyncHandler<K, M, S> for Shared<C>
 where
@@ -216,17 +208,15 @@ where
         keyed: &Keyed<K, S>,
         spec: &KeyState<K, S>,
         msg: M,
+        runtime: &Runtime,
     ) -> Result<(), PanicReport> {
-        let handler = &self.0;
-        let fut = handler
-            .runtime
-            .enter(|| handler.call.call(keyed, spec, &mut None, msg))?;
+        let fut = runtime.enter(|| self.0.call(keyed, spec, &mut None, msg))?;
         let done = async move {
             if let Some(state) = C::done(fut.await) {
                 keyed.put_state(spec, state);
             }
         };
-        run_here(done, None, &handler.runtime)
+        run_here(done, None, runtime)
     }
 }
 
@@ -241,7 +231,7 @@ where
 {
     registry: Weak<Registry>,
     /// Borrowed by each poll (not counted again: the count is shared by every lane's driver).
-    handler: Arc<Handler<C>>,
+    handler: Arc<C>,
     act: Activation<K, M, S, C>,
     /// Its lane; what each turn holds.
     taken: Taken<K, M, S>,
@@ -429,8 +419,8 @@ where
     }
 }
 
-/// A driver's activation with the runtime its futures are polled in (its handler's, or the
-/// pool's bound one): a cancel drops the current future inside that runtime, as its polls ran,
+/// A driver's activation with the runtime its futures are polled in (its table's, or the
+/// pool's bound one while the pool lives): a cancel drops the current future inside that runtime, as its polls ran,
 /// wherever the cancel happens (the thread of a `shutdown_now` caller, or whichever thread
 /// dropped the last waker of a driver whose pool is gone), so that a future's drop may use
 /// tokio. (Within a turn, a cancel at an await point is the activation's own: the turn is
@@ -459,7 +449,7 @@ where
 
     fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
         let act = &mut *self.act;
-        // The pool gone, its bound runtime is out of reach: the handler's, if any.
+        // The pool gone: the table's runtime (the bound one it kept, if the pool had one).
         self.runtime
             .enter_for(pool.map(|on| &**on.registry), || act.cancel(taken, pool));
     }
@@ -479,15 +469,13 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let (act, handler, taken) = (&mut this.act, &*this.handler, &this.taken);
+        let (act, call, taken) = (&mut this.act, &*this.handler, &this.taken);
         // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
         // feature): the polls, and the handler making the next messages' futures.
-        let runtime = &handler.runtime;
+        let runtime = &taken.lane.kind.runtime;
         let mut driver = InRuntime { act, runtime };
         poll_on(&this.registry, &mut driver, taken, |driver, turn| {
-            runtime.enter_in(turn.pool.registry, || {
-                driver.act.poll_turn(&handler.call, turn, cx)
-            })
+            runtime.enter_in(turn.pool.registry, || driver.act.poll_turn(call, turn, cx))
         })
     }
 }
@@ -517,7 +505,7 @@ where
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut driver = InRuntime {
             act: &mut self.act,
-            runtime: &self.handler.runtime,
+            runtime: &self.taken.lane.kind.runtime,
         };
         activation::park(&self.registry, &mut driver, &self.taken, cx)
     }
@@ -537,7 +525,7 @@ where
             let taken = &self.taken;
             let mut driver = InRuntime {
                 act: &mut self.act,
-                runtime: &self.handler.runtime,
+                runtime: &self.taken.lane.kind.runtime,
             };
             with_pool(&self.registry, |pool| driver.cancel(&taken, pool.as_ref()));
         }

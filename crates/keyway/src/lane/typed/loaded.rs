@@ -85,10 +85,10 @@ impl<K, S, E> AsyncKeyState<K, S, E> {
     }
 
     /// Saves a key's state with the future `save(&key, state)` when its lane is freed, instead
-    /// of dropping it. The future runs on the pool (inside the tokio runtime the lanes were made
-    /// in, with the `tokio` feature), and [`Pool::shutdown`](crate::Pool::shutdown) waits for
-    /// it; a save started once the pool has stopped its threads runs on the thread that freed
-    /// the lane. A save that fails gives its error to the key's next message (as
+    /// of dropping it. The future runs on the pool (with the `tokio` feature, inside the tokio
+    /// runtime the pool is bound to, else the one the lanes were made in), and
+    /// [`Pool::shutdown`](crate::Pool::shutdown) waits for it; a save started once the pool has
+    /// stopped its threads runs on the thread that freed the lane (inside the same runtime). A save that fails gives its error to the key's next message (as
     /// [`StateError::Save`]), whose load is skipped; the failure is logged too.
     ///
     /// ```
@@ -286,7 +286,8 @@ where
     let saves = Arc::new(Saves {
         by_key: Mutex::new(HashMap::new()),
     });
-    let runtime = Runtime::current();
+    // Where a save the pool refuses runs (here, or on the thread that freed the lane).
+    let runtime = Runtime::for_lanes(registry);
     let AsyncKeyState { load, save } = state;
     let mut key_state = KeyState::new(|_: &K| Loaded(None));
     if let Some(save) = save {

@@ -32,6 +32,7 @@ pub use state::KeyState;
 
 use crate::engine::{refused, Registry};
 use crate::error::{panic_message, SubmitError};
+use crate::future::Runtime;
 use crate::lane::closures::with_handle;
 use crate::lane::key::KeyPanicked;
 use crate::lane::table::{LaneCore, LaneKind, LaneTable, Ran};
@@ -62,12 +63,13 @@ pub(crate) trait AsyncHandler<K, M, S>: Send + Sync + 'static {
     where
         Typed<K, M, S>: LaneKind;
     /// Handles `msg` on this thread (a message handed back by `shutdown_now`, run by the
-    /// caller), with the key's state if the handler owns one.
+    /// caller), with the key's state if the handler owns one, inside `runtime` (the table's).
     fn run_here(
         &self,
         keyed: &Keyed<K, S>,
         spec: &KeyState<K, S>,
         msg: M,
+        runtime: &Runtime,
     ) -> Result<(), PanicReport>;
 }
 
@@ -76,6 +78,10 @@ pub(crate) struct Typed<K, M, S> {
     /// message nearly doubled a typed lane's cost per message).
     handler: TypedHandler<K, M, S>,
     state: KeyState<K, S>,
+    /// Where an async handler's futures run off the pool's threads with no pool to ask
+    /// (`Runtime::for_lanes`: the pool's bound runtime, else the one the table was made in);
+    /// none for other handlers.
+    runtime: Runtime,
     _types: PhantomData<fn(M)>,
 }
 
@@ -139,7 +145,9 @@ where
             }
             // Never a chunk entry (rule 7): only a message handed back by `shutdown_now` and run
             // by the caller comes here, to run on the caller's thread.
-            TypedHandler::Async(handler) => handler.run_here(Self::keyed(key), &self.state, msg),
+            TypedHandler::Async(handler) => {
+                handler.run_here(Self::keyed(key), &self.state, msg, &self.runtime)
+            }
         }
     }
 }
@@ -295,10 +303,15 @@ where
     M: Send + 'static,
     S: Send + 'static,
 {
+    let runtime = match handler {
+        TypedHandler::Async(_) => Runtime::for_lanes(registry),
+        _ => Runtime::default(),
+    };
     let table = LaneTable::new(
         Typed {
             handler,
             state,
+            runtime,
             _types: PhantomData,
         },
         &registry.config,
