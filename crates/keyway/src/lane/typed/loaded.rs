@@ -88,8 +88,9 @@ impl<K, S, E> AsyncKeyState<K, S, E> {
     /// of dropping it. The future runs on the pool (with the `tokio` feature, inside the tokio
     /// runtime the pool is bound to, else the one the lanes were made in), and
     /// [`Pool::shutdown`](crate::Pool::shutdown) waits for it; a save started once the pool has
-    /// stopped its threads runs on the thread that freed the lane (inside the same runtime). A save that fails gives its error to the key's next message (as
-    /// [`StateError::Save`]), whose load is skipped; the failure is logged too.
+    /// stopped its threads runs on the thread that freed the lane (inside the same runtime). A
+    /// save that fails gives its error to the key's next message (as [`StateError::Save`]),
+    /// whose load is skipped; the failure is logged too.
     ///
     /// ```
     /// let state = keyway::AsyncKeyState::new(|_: &u8| async { Ok::<u64, String>(0) })
