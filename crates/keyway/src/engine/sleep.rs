@@ -15,12 +15,15 @@
 //! threads each submitting and joining 20,000 tasks one at a time on 2 workers took it 7,551
 //! times, 40 of them contended. Not a bottleneck: no finer-grained structure is warranted.
 
-use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
 
 pub(crate) struct Sleep {
     sleepers: AtomicUsize,
     idle: Mutex<Vec<usize>>,
+    /// One idle worker at most spins for a while before it sleeps, while work is in flight
+    /// ([`try_spin`](Self::try_spin)); a producer then wakes nobody: the spinner takes the job.
+    spinning: AtomicBool,
 }
 
 impl Sleep {
@@ -28,6 +31,7 @@ impl Sleep {
         Sleep {
             sleepers: AtomicUsize::new(0),
             idle: Mutex::new(Vec::new()),
+            spinning: AtomicBool::new(false),
         }
     }
 
@@ -57,10 +61,27 @@ impl Sleep {
         self.idle.lock().contains(&worker)
     }
 
-    /// Step 2: after publishing work, pops the most recently idle worker, if any, to unpark.
+    /// Makes the calling worker the spinner, unless another one is: true if it is now. The
+    /// spinner looks for work, then calls [`stop_spinning`](Self::stop_spinning) before it
+    /// takes a job or goes on to sleep.
+    pub(crate) fn try_spin(&self) -> bool {
+        self.spinning
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The spinner stops spinning; the caller looks for work once more afterwards (the other
+    /// half of step 2's pair: a producer that saw it spinning woke nobody).
+    pub(crate) fn stop_spinning(&self) {
+        self.spinning.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Step 2: after publishing work, pops the most recently idle worker, if any, to unpark —
+    /// none while a worker spins: it will find the work (it looks again after it stops).
     pub(crate) fn wake_one(&self) -> Option<usize> {
         fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) == 0 {
+        if self.spinning.load(Ordering::SeqCst) || self.sleepers.load(Ordering::SeqCst) == 0 {
             return None;
         }
         let mut idle = self.idle.lock();

@@ -352,6 +352,9 @@ impl WorkerCtx {
             registry.notify_all();
             return Idle::Exit;
         }
+        if let Some(job) = self.spin(registry) {
+            return Idle::Job(job);
+        }
         registry.sleep.announce(self.index);
         if registry.has_work() || registry.is_stopping() || registry.is_drained() {
             registry.sleep.withdraw(self.index);
@@ -378,7 +381,46 @@ impl WorkerCtx {
     }
 }
 
+/// How long the spinner looks for work before it sleeps: about a wake-up's round trip through
+/// another thread (a tokio task's reply, a timer), so that such a wake-up finds a worker awake
+/// rather than paying a sleeping worker's wake-up on its way back.
+const SPIN: Duration = Duration::from_micros(100);
+
+impl WorkerCtx {
+    /// While work is in flight (accepted, not finished: a future waits, a task runs), one idle
+    /// worker at most spins for [`SPIN`] before it sleeps; producers wake nobody meanwhile.
+    /// The job it finds, if any; with more work queued behind it, it wakes a sleeper first (the
+    /// producers woke none).
+    fn spin(&self, registry: &Registry) -> Option<Work> {
+        if registry.pending() == 0 || !registry.sleep.try_spin() {
+            return None;
+        }
+        let start = Instant::now();
+        let mut job = None;
+        'spin: while !registry.is_stopping() {
+            for _ in 0..64 {
+                job = self.find_job();
+                if job.is_some() {
+                    break 'spin;
+                }
+                std::hint::spin_loop();
+            }
+            if start.elapsed() >= SPIN {
+                break;
+            }
+        }
+        registry.sleep.stop_spinning();
+        let job = job.or_else(|| self.find_job())?;
+        if registry.has_work() {
+            registry.notify_one();
+        }
+        Some(job)
+    }
+}
+
 enum Idle {
+    /// The spinner found this job.
+    Job(Work),
     Work,
     Exit,
     Retired,
@@ -457,6 +499,13 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 cx.run_caught(|| cx.run_job(job));
             }
             None => match cx.idle(parker) {
+                Idle::Job(job) => {
+                    if cx.registry.is_stopping() {
+                        cx.deque.push(job);
+                        break false;
+                    }
+                    cx.run_caught(|| cx.run_job(job));
+                }
                 Idle::Work => {}
                 Idle::Exit => break false,
                 Idle::Retired => break true,
