@@ -133,6 +133,9 @@ mod loom_sleep {
         closed: AtomicBool,
         ran: AtomicUsize,
         worker: Mutex<Option<thread::Thread>>,
+        /// The worker spins (`WorkerCtx::spin`) before it sleeps, and leaves once it ran this
+        /// many jobs (nobody closes the pool: the submitter's wake-up is the only one).
+        spin: Option<usize>,
     }
 
     impl Pool {
@@ -196,22 +199,39 @@ mod loom_sleep {
             self.wake_all();
         }
 
-        /// `worker::run` and `WorkerCtx::idle`, without spinning or retiring.
+        fn run_one(&self) {
+            self.ran.fetch_add(1, Relaxed);
+            self.finished.fetch_add(1, SeqCst); // `Registry::count_finished`
+            if self.drained() {
+                self.wake_all();
+            }
+        }
+
+        /// `worker::run` and `WorkerCtx::idle`, without retiring (and without the spinner
+        /// unless `spin`).
         fn work(&self) {
             // Known before it can be popped from the idle stack (the real unparker exists
             // before its thread).
             *self.worker.lock() = Some(thread::current());
             loop {
+                if self.spin == Some(self.ran.load(Relaxed)) {
+                    return;
+                }
                 if self.take() {
-                    self.ran.fetch_add(1, Relaxed);
-                    self.finished.fetch_add(1, SeqCst); // `Registry::count_finished`
-                    if self.drained() {
-                        self.wake_all();
-                    }
+                    self.run_one();
                     continue;
                 }
                 if self.drained() {
                     return;
+                }
+                // `WorkerCtx::spin`, one look: the spinner, then a look after it stopped.
+                if self.spin.is_some() && self.sleep.try_spin() {
+                    let took = self.take();
+                    self.sleep.stop_spinning();
+                    if took || self.take() {
+                        self.run_one();
+                        continue;
+                    }
                 }
                 self.sleep.announce(0);
                 if self.has_work() || self.drained() {
@@ -224,8 +244,9 @@ mod loom_sleep {
         }
     }
 
-    fn pool() -> Arc<Pool> {
+    fn pool(spin: Option<usize>) -> Arc<Pool> {
         Arc::new(Pool {
+            spin,
             sleep: Sleep::new(),
             queue: AtomicUsize::new(0),
             accepted: AtomicUsize::new(0),
@@ -239,10 +260,14 @@ mod loom_sleep {
     /// Runs `f` with a fresh pool and its one worker under loom (3 preemptions); `f` returns
     /// how many jobs were accepted. Every accepted job ran and the worker exited.
     fn check(f: fn(&Arc<Pool>) -> usize) {
+        check_with(None, f);
+    }
+
+    fn check_with(spin: Option<usize>, f: fn(&Arc<Pool>) -> usize) {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
         builder.check(move || {
-            let pool = pool();
+            let pool = pool(spin);
             let worker = {
                 let pool = pool.clone();
                 thread::spawn(move || pool.work())
@@ -284,6 +309,16 @@ mod loom_sleep {
             let accepted = usize::from(pool.submit());
             closer.join().unwrap();
             accepted
+        });
+    }
+
+    /// A submitter of two jobs races a worker that spins before it sleeps (a producer that
+    /// sees it spinning wakes nobody), and nobody closes the pool: the submitter's wake-ups
+    /// alone bring the worker to both jobs.
+    #[test]
+    fn loom_sleep_submit_vs_spinner() {
+        check_with(Some(2), |pool| {
+            usize::from(pool.submit()) + usize::from(pool.submit())
         });
     }
 }
