@@ -201,6 +201,8 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
     /// entries not started went back, in order, for the drain: shutdown step 2).
     fn run_chunk(&self) -> bool {
         let lane = &self.held.lane;
+        // Read once per chunk, not per entry: the key does not change while the lane lives.
+        let key = lane.key.get();
         self.holding(|| {
             while let Some(entry) = self.held.next() {
                 if S::barrier(&entry).is_some() || lane.kind.is_async(&entry) {
@@ -215,7 +217,7 @@ impl<S: LaneKind> Turn<'_, Chunk<S>> {
                     self.run(
                         Some(lane.hash),
                         #[inline(always)]
-                        || lane.kind.run(lane.key.get(), entry),
+                        || lane.kind.run(key, entry),
                     );
                 }
                 if self.used_up() || self.stopping() {

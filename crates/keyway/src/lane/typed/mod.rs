@@ -86,13 +86,46 @@ pub(crate) struct Typed<K, M, S> {
 }
 
 /// What a typed lane queues: a message, or a flush marker.
+///
+/// Whether a message coalesces is its variant, not a flag beside it: the entry is then the tag
+/// and the message, with no byte of its own between them. (With a `bool` after the tag, the
+/// compiler copied the tag's word as two overlapping 4-byte moves and read them back; the
+/// second read waited on a store it could not forward from: perf, `contexts --work 10`, the
+/// runner's hottest instruction but one, a quarter of its samples.)
 pub(crate) enum Entry<M> {
-    Message {
-        msg: M,
-        coalescing: bool,
-    },
+    /// A message sent to run after every one before it.
+    Message(M),
+    /// A message a later coalescing message replaces while both are pending (`send_coalescing`).
+    Coalescing(M),
     /// Boxed: a flush is rare, and a message entry stays as small as the message.
     Flush(Box<Task>),
+}
+
+impl<M> Entry<M> {
+    /// The entry of `msg`, coalescing or not.
+    #[inline(always)]
+    pub(crate) fn message(msg: M, coalescing: bool) -> Self {
+        if coalescing {
+            Entry::Coalescing(msg)
+        } else {
+            Entry::Message(msg)
+        }
+    }
+
+    /// The message, if the entry is one (else the entry itself: a flush).
+    #[inline(always)]
+    pub(crate) fn into_message(self) -> Result<M, Self> {
+        match self {
+            Entry::Message(msg) | Entry::Coalescing(msg) => Ok(msg),
+            flush => Err(flush),
+        }
+    }
+
+    /// Whether the entry is a message (not a flush).
+    #[inline(always)]
+    pub(crate) fn is_message(&self) -> bool {
+        !matches!(self, Entry::Flush(_))
+    }
 }
 
 impl<K, M, S> Typed<K, M, S>
@@ -135,7 +168,7 @@ where
     #[inline(never)]
     fn run_other(&self, key: &(dyn Any + Send + Sync), entry: Entry<M>) -> Result<(), PanicReport> {
         let msg = match entry {
-            Entry::Message { msg, .. } => msg,
+            Entry::Message(msg) | Entry::Coalescing(msg) => msg,
             Entry::Flush(task) => return (*task).run(),
         };
         match &self.handler {
@@ -173,13 +206,7 @@ where
     }
 
     fn is_coalescing(entry: &Entry<M>) -> bool {
-        matches!(
-            entry,
-            Entry::Message {
-                coalescing: true,
-                ..
-            }
-        )
+        matches!(entry, Entry::Coalescing(_))
     }
 
     /// The common case (a message to a stateless handler) is all this does in line: no state
@@ -190,7 +217,7 @@ where
     #[inline(always)]
     fn run(&self, key: &(dyn Any + Send + Sync), entry: Entry<M>) -> Result<(), PanicReport> {
         match (&self.handler, entry) {
-            (TypedHandler::Stateless(handler), Entry::Message { msg, .. }) => {
+            (TypedHandler::Stateless(handler), Entry::Message(msg) | Entry::Coalescing(msg)) => {
                 // SAFETY: the key of a typed lane's table is a `Keyed<K, S>` (`keyed_unchecked`).
                 let key = &unsafe { Self::keyed_unchecked(key) }.key;
                 match catch_unwind(AssertUnwindSafe(|| handler(key, msg))) {
@@ -203,7 +230,7 @@ where
     }
 
     fn is_async(&self, entry: &Entry<M>) -> bool {
-        matches!(self.handler, TypedHandler::Async(_)) && matches!(entry, Entry::Message { .. })
+        matches!(self.handler, TypedHandler::Async(_)) && entry.is_message()
     }
 
     /// Rule 7: starts the lane's driver (`typed_async.rs`), which handles this message and the
@@ -215,8 +242,7 @@ where
         registry: &Arc<Registry>,
         entry: Entry<M>,
     ) -> Ran {
-        let (TypedHandler::Async(handler), Entry::Message { msg, .. }) = (&self.handler, entry)
-        else {
+        let (TypedHandler::Async(handler), Ok(msg)) = (&self.handler, entry.into_message()) else {
             unreachable!("only an async handler's messages are launched (`is_async`)")
         };
         handler.launch(lane, registry, msg)
@@ -225,8 +251,10 @@ where
     fn abandon(&self, entry: Entry<M>, why: Abandon) -> Result<(), PanicReport> {
         match entry {
             // A message has no handle to tell: dropping it is all there is (contained).
-            Entry::Message { msg, .. } => catch_unwind(AssertUnwindSafe(|| drop(msg)))
-                .map_err(|p| PanicReport::new(panic_message(&*p).to_owned())),
+            Entry::Message(msg) | Entry::Coalescing(msg) => {
+                catch_unwind(AssertUnwindSafe(|| drop(msg)))
+                    .map_err(|p| PanicReport::new(panic_message(&*p).to_owned()))
+            }
             Entry::Flush(task) => (*task).abandon_reporting(why),
         }
     }
@@ -234,7 +262,7 @@ where
     fn pending(lane: &Arc<LaneCore<Self>>, entry: Entry<M>) -> Option<PendingTask> {
         let context = lane.clone() as Arc<dyn ContextOf>;
         Some(match entry {
-            Entry::Message { msg, .. } => PendingTask::from_work(
+            Entry::Message(msg) | Entry::Coalescing(msg) => PendingTask::from_work(
                 Unstarted::Message(Box::new(Unhandled {
                     lane: lane.clone(),
                     msg,
@@ -270,10 +298,7 @@ where
 {
     fn run(self: Box<Self>) -> Result<(), PanicReport> {
         let Unhandled { lane, msg } = *self;
-        lane.run_entry(Entry::Message {
-            msg,
-            coalescing: false,
-        })
+        lane.run_entry(Entry::Message(msg))
     }
 
     fn message_type(&self) -> TypeId {
@@ -367,9 +392,8 @@ where
         drop_quietly(key);
         return Err(refused(why, msg));
     }
-    push(registry, table, key, msg, |msg| Entry::Message {
-        msg,
-        coalescing,
+    push(registry, table, key, msg, |msg| {
+        Entry::message(msg, coalescing)
     })
     .map_err(SubmitError::KeyPanicked)
 }
@@ -437,10 +461,7 @@ where
     if let Err(why) = registry.admit_inline() {
         return Err(refused(why, msg));
     }
-    let entry = Entry::Message {
-        msg,
-        coalescing: COALESCING,
-    };
+    let entry = Entry::message(msg, COALESCING);
     lane.push_pinned(table, registry, entry);
     Ok(())
 }

@@ -29,10 +29,7 @@ where
 {
     let mut msgs = msgs.into_iter();
     let run = if whole { usize::MAX } else { BATCH_RUN };
-    let message = |msg| TypedEntry::Message {
-        msg,
-        coalescing: false,
-    };
+    let message = TypedEntry::Message;
     loop {
         let mut entries: Vec<TypedEntry<M>> = Vec::with_capacity(msgs.size_hint().0.min(run));
         entries.extend(msgs.by_ref().take(run).map(message));
@@ -60,8 +57,8 @@ where
 
 /// The message of an entry made by [`send_all_pinned`].
 fn message_of<M>(entry: TypedEntry<M>) -> M {
-    match entry {
-        TypedEntry::Message { msg, .. } => msg,
-        TypedEntry::Flush(_) => unreachable!("a batch holds messages only"),
+    match entry.into_message() {
+        Ok(msg) => msg,
+        Err(_) => unreachable!("a batch holds messages only"),
     }
 }

@@ -61,9 +61,9 @@ where
         let mut chunk = self.chunk.borrow_mut();
         let taken = !chunk.is_empty();
         if taken {
-            match chunk.pop_front() {
-                Some(Entry::Message { msg, .. }) => return Ok(msg),
-                Some(flush) => {
+            match chunk.pop_front().map(Entry::into_message) {
+                Some(Ok(msg)) => return Ok(msg),
+                Some(Err(flush)) => {
                     chunk.push_front(flush);
                     self.lane.state.lock().give_back(&mut chunk);
                     return Err(Some(Handover::Other));
@@ -83,17 +83,17 @@ where
             None if carries => return Err(None),
             None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
             Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
-            Some(Entry::Message { .. }) if max <= 1 => {
-                return match st.queue.pop_front() {
-                    Some(Entry::Message { msg, .. }) => Ok(msg),
+            Some(_) if max <= 1 => {
+                return match st.queue.pop_front().map(Entry::into_message) {
+                    Some(Ok(msg)) => Ok(msg),
                     _ => unreachable!("the head was just seen to be a message"),
                 };
             }
-            Some(Entry::Message { .. }) => {}
+            Some(_) => {}
         }
         st.take_batch(&mut chunk, max);
-        match chunk.pop_front() {
-            Some(Entry::Message { msg, .. }) => Ok(msg),
+        match chunk.pop_front().map(Entry::into_message) {
+            Some(Ok(msg)) => Ok(msg),
             _ => unreachable!("the head was just seen to be a message"),
         }
     }
