@@ -489,28 +489,22 @@ pub(crate) fn run(cx: &Rc<WorkerCtx>, parker: &Parker) -> bool {
                 cx.find_job()
             }
         };
-        match next {
-            Some(job) => {
-                if cx.registry.is_stopping() {
-                    // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
-                    cx.deque.push(job);
-                    break false;
-                }
-                cx.run_caught(|| cx.run_job(job));
-            }
+        let job = match next {
+            Some(job) => job,
             None => match cx.idle(parker) {
-                Idle::Job(job) => {
-                    if cx.registry.is_stopping() {
-                        cx.deque.push(job);
-                        break false;
-                    }
-                    cx.run_caught(|| cx.run_job(job));
-                }
-                Idle::Work => {}
+                // The spinner's find (`WorkerCtx::spin`).
+                Idle::Job(job) => job,
+                Idle::Work => continue,
                 Idle::Exit => break false,
                 Idle::Retired => break true,
             },
+        };
+        if cx.registry.is_stopping() {
+            // Shutdown step 2 (engine README): `shutdown_now` collects it from the deque.
+            cx.deque.push(job);
+            break false;
         }
+        cx.run_caught(|| cx.run_job(job));
     };
     // A worker leaving after `shutdown_now` found it with a job did not go through `idle`.
     cx.registry.finishes_published();
