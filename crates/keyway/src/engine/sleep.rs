@@ -3,8 +3,7 @@
 //! Protocol (a Dekker pair, both sides `SeqCst`):
 //! 1. a worker that found no work pushes itself on the idle stack, increments `sleepers`, issues a
 //!    `SeqCst` fence, and looks for work once more before it parks;
-//! 2. a producer publishes its job, issues a `SeqCst` fence, then reads `sleepers`.
-//!
+//! 2. a producer publishes its job, issues a `SeqCst` fence, then reads `sleepers`;
 //! 3. while work is in flight (accepted, not finished), one idle worker at most *spins* (looks
 //!    for work for about 100 µs) before step 1; a producer that sees it spinning wakes nobody.
 //!    The spinner clears its flag, issues a `SeqCst` fence and looks once more before it takes
@@ -12,9 +11,9 @@
 //!    sleeper (the producers woke none meanwhile).
 //!
 //! Either the worker's second look sees the job, or the producer sees `sleepers > 0` and pops a
-//! worker to unpark; likewise a producer that saw the spinner's flag is seen by its last look
-//! (loom model `loom_sleep_submit_vs_spinner`). The parker keeps an unpark that arrives before `park`, so a worker popped
-//! between its second look and its `park` still wakes.
+//! worker to unpark; likewise a producer that saw the spinner's flag is seen by its last look (loom
+//! model `loom_sleep_submit_vs_spinner`). The parker keeps an unpark that arrives before `park`, so
+//! a worker popped between its second look and its `park` still wakes.
 //!
 //! One mutex guards the idle stack. A producer takes it only when `sleepers > 0`; measured
 //! (2 cores, try-lock instrumentation): keyway-bench `throughput` and `contexts` runs

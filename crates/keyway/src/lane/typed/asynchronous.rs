@@ -419,12 +419,12 @@ where
     }
 }
 
-/// A driver's activation with the runtime its futures are polled in (its table's, or the
-/// pool's bound one while the pool lives): a cancel drops the current future inside that
-/// runtime, as its polls ran, wherever the cancel happens (the thread of a `shutdown_now`
-/// caller, or whichever thread dropped the last waker of a driver whose pool is gone), so that
-/// a future's drop may use tokio. (Within a turn, a cancel at an await point is the activation's own: the turn is
-/// inside the runtime already.)
+/// A driver's activation with the runtime its futures are polled in (its table's, or the pool's
+/// bound one while the pool lives): a cancel drops the current future inside that runtime, as its
+/// polls ran, wherever the cancel happens (the thread of a `shutdown_now` caller, or whichever
+/// thread dropped the last waker of a driver whose pool is gone), so that a future's drop may use
+/// tokio. (Within a turn, a cancel at an await point is the activation's own: the turn is inside
+/// the runtime already.)
 struct InRuntime<'a, K, M, S, C>
 where
     K: Send + Sync + 'static,
