@@ -1,31 +1,61 @@
-//! A lane's key, dropped with any panic of its `Drop` contained: a lane may be freed on a worker,
-//! the monitor or a submitter, none of which may unwind because of a user's key.
+//! A lane's key, kept in the lane itself when it is small, dropped with any panic of its `Drop`
+//! contained: a lane may be freed on a worker, the monitor or a submitter, none of which may
+//! unwind because of a user's key.
+//!
+//! A key of up to [`KEY_WORDS`] words (alignment at most a word's: an integer, a pair of them,
+//! a `&'static str`) is kept in place, on the lane's own line; a larger one in a recycled cell
+//! or a box (`task::InlineBox`). A key looked up is compared on every submit by key, so a key
+//! behind a box was one more dependent load per submit, on a line of its own.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::task::drop_quietly;
+use crate::task::{drop_quietly, InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
+
+/// Words of a key kept in the lane itself.
+const KEY_WORDS: usize = 2;
+
+/// What a lane does with its key, whatever its type: borrow it as `Any`, drop it.
+struct KeyOps {
+    get: for<'a> fn(LiveValueRef<'a, KEY_WORDS>) -> &'a (dyn Any + Send + Sync),
+    drop: fn(LiveValue<'_, KEY_WORDS>),
+}
+
+impl VTable<KEY_WORDS> for KeyOps {
+    fn drop_value(&self, slot: LiveValue<'_, KEY_WORDS>) {
+        (self.drop)(slot)
+    }
+}
+
+impl<K: Send + Sync + 'static> VTableFor<K, KEY_WORDS> for KeyOps {
+    const VTABLE: &'static KeyOps = &KeyOps {
+        // SAFETY: the store's rule 2 — this is `VTableFor<K>::VTABLE`, so the slot holds a `K`.
+        get: |slot| unsafe { slot.get::<K>() },
+        drop: |slot| {
+            // SAFETY: as for `get`; the value is dropped once (the store's own drop).
+            let dropped = catch_unwind(AssertUnwindSafe(|| unsafe { slot.drop_value::<K>() }));
+            if dropped.is_err() {
+                tracing::error!("keyway: a drop of a user value panicked (contained)");
+            }
+        },
+    };
+}
 
 /// A type-erased key whose drop never unwinds.
-pub(crate) struct LaneKey(Option<Box<dyn Any + Send + Sync>>);
+pub(crate) struct LaneKey(InlineBox<KeyOps, KEY_WORDS>);
+
+// SAFETY: only `Send + Sync` keys are stored (`new`'s bound), and a shared `LaneKey` hands out
+// only shared references to its key.
+unsafe impl Sync for LaneKey {}
 
 impl LaneKey {
     pub(crate) fn new<K: Send + Sync + 'static>(key: K) -> Self {
-        LaneKey(Some(Box::new(key)))
+        LaneKey(InlineBox::new(key))
     }
 
     #[inline]
     pub(crate) fn get(&self) -> &(dyn Any + Send + Sync) {
-        match &self.0 {
-            Some(k) => &**k,
-            None => unreachable!("a lane's key is only taken by its drop"),
-        }
-    }
-}
-
-impl Drop for LaneKey {
-    fn drop(&mut self) {
-        drop_quietly(self.0.take());
+        (self.0.vtable().get)(self.0.slot_ref())
     }
 }
 
