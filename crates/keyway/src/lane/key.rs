@@ -82,3 +82,62 @@ fn key_panicked(payload: Box<dyn Any + Send>) -> KeyPanicked {
 
 /// A context key's `Hash`, `Eq` or `Drop` panicked during a look-up.
 pub(crate) struct KeyPanicked;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its drops (and panics in its drop if `panics`), with `N` words of padding.
+    struct Counted<const N: usize> {
+        drops: Arc<AtomicUsize>,
+        panics: bool,
+        pad: [usize; N],
+    }
+
+    impl<const N: usize> Drop for Counted<N> {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, Ordering::SeqCst);
+            if self.panics {
+                panic!("a key's drop panicked");
+            }
+        }
+    }
+
+    /// A key of `N` words of padding (one more for its counter) is read back as itself, and
+    /// dropped once without unwinding, panicking drop or not.
+    fn check<const N: usize>(panics: bool) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let key = LaneKey::new(Counted::<N> {
+            drops: drops.clone(),
+            panics,
+            pad: [N; N],
+        });
+        let got = key
+            .get()
+            .downcast_ref::<Counted<N>>()
+            .expect("its own type");
+        assert_eq!(got.pad, [N; N]);
+        assert!(key.get().downcast_ref::<u64>().is_none());
+        drop(key);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+        assert_eq!(Arc::strong_count(&drops), 1, "nothing leaked");
+    }
+
+    /// In the lane (two words), in a recycled cell (up to 64 bytes) and in a box (larger).
+    #[test]
+    fn a_key_of_any_size_is_read_back_and_dropped_once_without_unwinding() {
+        for panics in [false, true] {
+            check::<1>(panics); // two words: in place
+            check::<4>(panics); // 40 bytes: a recycled cell
+            check::<10>(panics); // 88 bytes: a box
+        }
+        let small = LaneKey::new(7u32);
+        assert_eq!(small.get().downcast_ref::<u32>(), Some(&7));
+        let text = LaneKey::new("account-1");
+        assert_eq!(text.get().downcast_ref::<&str>(), Some(&"account-1"));
+        let string = LaneKey::new(String::from("account-2"));
+        assert_eq!(string.get().downcast_ref::<String>().unwrap(), "account-2");
+    }
+}
