@@ -31,13 +31,8 @@ impl<K: Send + Sync + 'static> VTableFor<K, KEY_WORDS> for KeyOps {
     const VTABLE: &'static KeyOps = &KeyOps {
         // SAFETY: the store's rule 2 — this is `VTableFor<K>::VTABLE`, so the slot holds a `K`.
         get: |slot| unsafe { slot.get::<K>() },
-        drop: |slot| {
-            // SAFETY: as for `get`; the value is dropped once (the store's own drop).
-            let dropped = catch_unwind(AssertUnwindSafe(|| unsafe { slot.drop_value::<K>() }));
-            if dropped.is_err() {
-                tracing::error!("keyway: a drop of a user value panicked (contained)");
-            }
-        },
+        // SAFETY: as for `get`; the value is taken once (the store's own drop).
+        drop: |slot| drop_quietly(unsafe { slot.take::<K>() }),
     };
 }
 
