@@ -15,35 +15,51 @@ use crate::lane::turn::{Holds, Turn};
 pub(super) type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
 
 /// A typed driver's turn: it holds the driver's lane and the messages taken from it.
-pub(super) type DriverTurn<'a, 'b, K, M, S> = Turn<'a, &'b Taken<K, M, S>>;
+pub(super) type DriverTurn<'a, 'b, K, M, S> = Turn<'a, Taken<'b, K, M, S>>;
+
+/// Where a driver's taken messages wait: oldest first, empty between two turns (its blocks kept
+/// for the lane's next take).
+pub(super) type Chunk<M> = RefCell<Queue<Entry<M>>>;
 
 /// A driver's lane, and the messages its turn took from the lane's head under one lock and has
-/// not started (oldest first; empty between two turns). The turn holds it: a `shutdown_now`
-/// called from one of its futures puts those messages back in front of the lane.
-pub(super) struct Taken<K, M, S>
+/// not started (`chunk`). The turn holds it: a `shutdown_now` called from one of its futures
+/// puts those messages back in front of the lane. Both are lent by the driver (or, for its
+/// first poll, by the runner that launched it: no reference taken on the lane).
+pub(super) struct Taken<'a, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
-    pub(super) lane: Arc<LaneCore<Typed<K, M, S>>>,
-    pub(super) chunk: RefCell<Queue<Entry<M>>>,
+    pub(super) lane: &'a Arc<LaneCore<Typed<K, M, S>>>,
+    pub(super) chunk: &'a Chunk<M>,
 }
 
-impl<K, M, S> Taken<K, M, S>
+impl<K, M, S> Clone for Taken<'_, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
-    /// `lane`'s, nothing taken yet.
-    pub(super) fn new(lane: Arc<LaneCore<Typed<K, M, S>>>) -> Self {
-        Taken {
-            lane,
-            chunk: RefCell::new(Queue::new()),
-        }
+    fn clone(&self) -> Self {
+        *self
     }
+}
 
+impl<K, M, S> Copy for Taken<'_, K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+}
+
+impl<K, M, S> Taken<'_, K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
     /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
     /// on (a flush next: back to a runner). The turn's messages taken come first; once they are
     /// all started, the lane's head is popped under the lane lock, or with `max` above one the
@@ -99,7 +115,7 @@ where
     }
 }
 
-impl<K, M, S> Holds for &Taken<K, M, S>
+impl<K, M, S> Holds for Taken<'_, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
