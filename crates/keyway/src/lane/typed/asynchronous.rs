@@ -385,11 +385,10 @@ where
                 return polled;
             }
             let max = if self.waited { 1 } else { turn.left() };
-            match turn.held.next_message(self.carried.is_some(), max) {
+            match turn.held.next_message(&mut self.carried, max) {
                 Ok(msg) => self.start(call, turn, msg),
-                // Empty: the state goes back, then the queue is looked at again.
-                Err(None) => self.put_back(lane),
-                Err(Some(next)) => {
+                // The state went back to its slot if the lane turned idle; else it goes now.
+                Err(next) => {
                     self.put_back(lane);
                     hand_over(&mut self.activity, lane, turn, next);
                     return Poll::Ready(());

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use super::state::Displaced;
 use super::{Entry, Typed};
 use crate::engine::OnPool;
 use crate::lane::activation::Handover;
@@ -66,14 +67,13 @@ where
     /// lane's messages are taken as a runner takes its chunk (rule 5: at most `max` of them, or
     /// the whole blocks that hold them; a coalescing message last in the queue stays there,
     /// where a push may still replace it, unless it is the very next to run). An empty queue
-    /// turns the lane idle unless the driver `carries` the key's state: then `Err(None)`, the
-    /// lane still held, for the state to go back to its slot before a new activation can look
-    /// for it there.
+    /// turns the lane idle, the key's state the driver `carried` put back in its slot first,
+    /// under the same hold of the lane lock: before a new activation can look for it there.
     pub(super) fn next_message(
         &self,
-        carries: bool,
+        carried: &mut Option<S>,
         max: usize,
-    ) -> Result<M, Option<TypedHandover<K, M, S>>> {
+    ) -> Result<M, TypedHandover<K, M, S>> {
         let mut chunk = self.chunk.borrow_mut();
         let taken = !chunk.is_empty();
         if taken {
@@ -82,7 +82,7 @@ where
                 Some(Err(flush)) => {
                     chunk.push_front(flush);
                     self.lane.state.lock().give_back(&mut chunk);
-                    return Err(Some(Handover::Other));
+                    return Err(Handover::Other);
                 }
                 None => {}
             }
@@ -93,12 +93,21 @@ where
             st.queue.reclaim(&mut chunk);
         }
         if st.table.is_none() {
-            return Err(Some(Handover::Drained));
+            return Err(Handover::Drained);
         }
         match st.queue.front() {
-            None if carries => return Err(None),
-            None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
-            Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
+            None => {
+                let displaced = carried.take().map(|state| {
+                    let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+                    keyed.place_state(self.lane.kind.key_state(), state)
+                });
+                let table = st.turn_idle(self.lane.pinned());
+                drop(guard);
+                // A state a handed-back message made meanwhile, dropped with no lock held.
+                displaced.map(Displaced::drop_contained);
+                return Err(Handover::Idle(table));
+            }
+            Some(Entry::Flush(_)) => return Err(Handover::Other),
             Some(_) if max <= 1 => {
                 return match st.queue.pop_front().map(Entry::into_message) {
                     Some(Ok(msg)) => Ok(msg),
