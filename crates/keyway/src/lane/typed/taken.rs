@@ -4,7 +4,6 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::state::Displaced;
 use super::{Entry, Typed};
 use crate::engine::OnPool;
 use crate::lane::activation::Handover;
@@ -104,7 +103,9 @@ where
                 let table = st.turn_idle(self.lane.pinned());
                 drop(guard);
                 // A state a handed-back message made meanwhile, dropped with no lock held.
-                displaced.map(Displaced::drop_contained);
+                if let Some(displaced) = displaced {
+                    displaced.drop_contained();
+                }
                 return Err(Handover::Idle(table));
             }
             Some(Entry::Flush(_)) => return Err(Handover::Other),
