@@ -8,10 +8,12 @@
 //! once, taking the lane's messages as a runner takes its chunk: all of them under one lane lock
 //! (those its turn does not start go back in front of the lane before it waits or yields); when
 //! the lane is empty it turns the lane idle (rule 2) and ends. Its first
-//! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
-//! futures all complete at once never has one; one that waits becomes an `async-task` task then.
-//! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
-//! not a launch and a lane job. A handler that owns its key's state gets it from the previous
+//! poll is made in the runner's turn, with no task (`future::run_inline_with`), on the lane,
+//! pool and handler the runner lends it: an activation whose futures all complete at once never
+//! has a task, takes no reference, and pins its futures in its thread's spare place
+//! (`future::SpareBox`); one that waits becomes an `async-task` task then. So neither a warm
+//! lane nor a key sent one message at a time allocates per message, and a message costs one
+//! poll per real wake-up, not a launch and a lane job. A handler that owns its key's state gets it from the previous
 //! message's future through the driver, not
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
