@@ -10,8 +10,8 @@
 //! the lane is empty it turns the lane idle (rule 2) and ends. Its first
 //! poll is made in the runner's turn, with no task (`future::run_inline_with`), on the lane,
 //! pool and handler the runner lends it: an activation whose futures all complete at once never
-//! has a task, takes no reference, and pins its futures in its thread's spare place
-//! (`future::SpareBox`); one that waits becomes an `async-task` task then. So neither a warm
+//! has a task, takes no reference, and pins its futures in a recycled cell
+//! (`future::FuturePlace`); one that waits becomes an `async-task` task then. So neither a warm
 //! lane nor a key sent one message at a time allocates per message, and a message costs one
 //! poll per real wake-up, not a launch and a lane job. A handler that owns its key's state gets it from the previous
 //! message's future through the driver, not
@@ -30,7 +30,7 @@ use super::taken::{Chunk, DriverTurn, Taken};
 use super::{AsyncHandler, Typed, TypedHandler};
 use crate::engine::{on_pool, with_pool, OnPool, Registry};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, run_inline_with, Parks, Runtime, SpareBox};
+use crate::future::{poll_resuming, run_here, run_inline_with, FuturePlace, Parks, Runtime};
 use crate::lane::activation::{self, hand_over, poll_in, poll_on, Activity, Driver};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Holds;
@@ -186,8 +186,8 @@ where
         // first poll is made here, with no task (`run_inline_with`), and calls the handler on
         // `msg` inside the runtime it enters once for the turn, on the lane, pool and handler
         // the runner lends it: an activation whose messages' futures complete at once takes no
-        // reference on them and allocates nothing once its thread has a spare place for its
-        // futures (`SpareBox`). Only a driver whose future waits is made, to be a task.
+        // reference on them and pins its futures in a recycled cell (`FuturePlace`), not a
+        // fresh allocation. Only a driver whose future waits is made, to be a task.
         registry.extend_task();
         run_inline_with(
             registry,
@@ -253,10 +253,10 @@ where
 {
     /// The message the runner launched, until the driver's first poll calls the handler on it.
     first: Option<M>,
-    /// The current message's future, pinned in the activation's box (each message's future in
-    /// turn: dropped in place when done, the next one written into the empty box; the box's
-    /// block is its thread's spare once the activation is over).
-    fut: SpareBox<C::Fut>,
+    /// The current message's future, pinned in the activation's place (each message's future in
+    /// turn: dropped in place when done, the next one written into the empty place; its cell
+    /// recycled once the activation is over).
+    fut: FuturePlace<C::Fut>,
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
@@ -279,7 +279,7 @@ where
     fn new(first: M) -> Self {
         Activation {
             first: Some(first),
-            fut: SpareBox::new(),
+            fut: FuturePlace::new(),
             carried: None,
             waited: false,
             activity: Activity::inline(),
