@@ -23,11 +23,13 @@
 //!   that from a real wait;
 //! * `runtime` — the tokio runtime a future was spawned from, entered around its polls (the
 //!   `tokio` feature);
+//! * `place` — a driver's pinned place for its futures, in a recycled cell;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
 mod driver;
 mod launch;
+mod place;
 mod probe;
 mod runtime;
 mod wake;
@@ -35,7 +37,8 @@ mod yield_now;
 
 pub(crate) use driver::{run_here, Release, Resume};
 pub(crate) use launch::{execute, spawn, Launcher, Started, Step, Unsent};
+pub(crate) use place::FuturePlace;
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
-pub(crate) use wake::{poll_inline, promote, run_inline, Parks};
+pub(crate) use wake::{poll_inline, promote, run_inline, run_inline_with, Parks};
 pub use yield_now::{yield_now, YieldNow};

@@ -204,9 +204,29 @@ impl<D: Parks> Future for Promoted<D> {
 
 /// Starts `driver` (whose thread holds its admission: `launching`): its first poll here, with
 /// no task ([`poll_inline`]); a task only if it did not finish ([`promote`]).
-pub(crate) fn run_inline<D: Parks>(registry: &Arc<Registry>, mut driver: D) {
+pub(crate) fn run_inline<D: Parks>(registry: &Arc<Registry>, driver: D) {
+    run_inline_with(
+        registry,
+        driver,
+        |driver, cx| Pin::new(driver).poll(cx),
+        |d| d,
+    );
+}
+
+/// [`run_inline`] of a driver that is made only if its first poll does not finish: `poll`
+/// polls `start` (what the driver needs besides what the caller lends it), and `driver` makes
+/// the driver of it, to be promoted. So an activation that is done at once takes no reference
+/// on what it only borrowed meanwhile.
+#[inline]
+pub(crate) fn run_inline_with<A, D: Parks>(
+    registry: &Arc<Registry>,
+    mut start: A,
+    poll: impl FnOnce(&mut A, &mut Context<'_>) -> Poll<()>,
+    driver: impl FnOnce(A) -> D,
+) {
     launching(|| {
-        if let (Poll::Pending, left) = poll_inline(|cx| Pin::new(&mut driver).poll(cx)) {
+        if let (Poll::Pending, left) = poll_inline(|cx| poll(&mut start, cx)) {
+            let mut driver = driver(start);
             driver.promoted();
             promote(registry, driver, left);
         }

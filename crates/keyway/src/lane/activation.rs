@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use super::table::{LaneCore, LaneKind, LaneTable};
 use super::turn::{Again, Holds, Turn};
-use crate::engine::{with_pool, OnPool, Registry};
+use crate::engine::{on_pool, with_pool, OnPool, Registry};
 
 /// An activation's bookkeeping besides its current future.
 #[derive(Default)]
@@ -114,17 +114,38 @@ pub(super) fn poll_on<H: Holds, D: Driver<H>>(
     turn_: impl FnOnce(&mut D, &Turn<'_, H>) -> Poll<()>,
 ) -> Poll<()> {
     with_pool(registry, |pool| match pool {
-        Some(pool) => {
-            let turn = Turn::new(pool, held);
-            let polled = turn.holding(|| turn_(driver, &turn));
-            turn.flush();
-            polled
-        }
+        Some(pool) => turn_on(pool, driver, held, turn_),
         None => {
             driver.cancel(&held, None);
             Poll::Ready(())
         }
     })
+}
+
+/// [`poll_on`] for a driver's first poll, inline in the turn of the runner that launched it, on
+/// the runner's pool (`registry`, which lives: no weak reference to upgrade).
+#[inline]
+pub(super) fn poll_in<H: Holds, D: Driver<H>>(
+    registry: &Arc<Registry>,
+    driver: &mut D,
+    held: H,
+    turn_: impl FnOnce(&mut D, &Turn<'_, H>) -> Poll<()>,
+) -> Poll<()> {
+    on_pool(registry, |pool| turn_on(pool, driver, held, turn_))
+}
+
+/// One turn of `driver` on `pool`, holding `held` (see [`poll_on`]).
+#[inline]
+fn turn_on<H: Holds, D: Driver<H>>(
+    pool: OnPool<'_>,
+    driver: &mut D,
+    held: H,
+    turn_: impl FnOnce(&mut D, &Turn<'_, H>) -> Poll<()>,
+) -> Poll<()> {
+    let turn = Turn::new(pool, held);
+    let polled = turn.holding(|| turn_(driver, &turn));
+    turn.flush();
+    polled
 }
 
 /// The driver's current future returned `Pending` (`woke_itself`: by waking itself, its task

@@ -8,10 +8,12 @@
 //! once, taking the lane's messages as a runner takes its chunk: all of them under one lane lock
 //! (those its turn does not start go back in front of the lane before it waits or yields); when
 //! the lane is empty it turns the lane idle (rule 2) and ends. Its first
-//! poll is made in the runner's turn, with no task (`future::run_inline`): an activation whose
-//! futures all complete at once never has one; one that waits becomes an `async-task` task then.
-//! So a warm lane allocates nothing per message, and a message costs one poll per real wake-up,
-//! not a launch and a lane job. A handler that owns its key's state gets it from the previous
+//! poll is made in the runner's turn, with no task (`future::run_inline_with`), on the lane,
+//! pool and handler the runner lends it: an activation whose futures all complete at once never
+//! has a task, takes no reference, and pins its futures in a recycled cell
+//! (`future::FuturePlace`); one that waits becomes an `async-task` task then. So neither a warm
+//! lane nor a key sent one message at a time allocates per message, and a message costs one
+//! poll per real wake-up, not a launch and a lane job. A handler that owns its key's state gets it from the previous
 //! message's future through the driver, not
 //! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
 //! puts it back in the slot before it lets go of the lane.
@@ -24,12 +26,12 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::state::{KeyState, Keyed};
-use super::taken::{DriverTurn, Taken};
+use super::taken::{Chunk, DriverTurn, Taken};
 use super::{AsyncHandler, Typed, TypedHandler};
-use crate::engine::{with_pool, OnPool, Registry};
+use crate::engine::{on_pool, with_pool, OnPool, Registry};
 use crate::error::panic_message;
-use crate::future::{poll_resuming, run_here, run_inline, Parks, Runtime};
-use crate::lane::activation::{self, hand_over, poll_on, Activity, Driver};
+use crate::future::{poll_resuming, run_here, run_inline_with, FuturePlace, Parks, Runtime};
+use crate::lane::activation::{self, hand_over, poll_in, poll_on, Activity, Driver};
 use crate::lane::table::{LaneCore, LaneKind, Ran};
 use crate::lane::turn::Holds;
 use crate::task::{drop_quietly, PanicReport};
@@ -181,25 +183,27 @@ where
     {
         // The runner counts the message finished once this returns; the driver holds it (and
         // each later message it pops holds its own admission) until its future is done. Its
-        // first poll is made here, with no task (`run_inline`), and calls the handler on `msg`
-        // inside the runtime it enters once for the turn: an activation whose messages'
-        // futures complete at once costs one allocation (the box its futures are pinned in,
-        // one after another), not a task.
+        // first poll is made here, with no task (`run_inline_with`), and calls the handler on
+        // `msg` inside the runtime it enters once for the turn, on the lane, pool and handler
+        // the runner lends it: an activation whose messages' futures complete at once takes no
+        // reference on them and pins its futures in a recycled cell (`FuturePlace`), not a
+        // fresh allocation. Only a driver whose future waits is made, to be a task.
         registry.extend_task();
-        let driver = MessageLoop {
-            registry: Arc::downgrade(registry),
-            handler: self.0.clone(),
-            act: Activation {
-                first: Some(msg),
-                fut: Box::pin(None),
-                carried: None,
-                waited: false,
-                activity: Activity::inline(),
-                _types: PhantomData,
+        run_inline_with(
+            registry,
+            (Activation::<K, M, S, C>::new(msg), Chunk::default()),
+            |(act, chunk), cx| {
+                let taken = Taken { lane, chunk };
+                act.poll_first(&*self.0, taken, registry, cx)
             },
-            taken: Taken::new(lane.clone()),
-        };
-        run_inline(registry, driver);
+            |(act, chunk)| MessageLoop {
+                registry: Arc::downgrade(registry),
+                handler: self.0.clone(),
+                lane: lane.clone(),
+                chunk,
+                act,
+            },
+        );
         Ran::Suspended
     }
 
@@ -232,9 +236,10 @@ where
     registry: Weak<Registry>,
     /// Borrowed by each poll (not counted again: the count is shared by every lane's driver).
     handler: Arc<C>,
+    /// Its lane, and the messages a turn took from it: what each turn holds (`Taken`).
+    lane: Arc<LaneCore<Typed<K, M, S>>>,
+    chunk: Chunk<M>,
     act: Activation<K, M, S, C>,
-    /// Its lane; what each turn holds.
-    taken: Taken<K, M, S>,
 }
 
 /// A driver's state but its pool (borrowed from the worker polling it: `with_pool`), its
@@ -248,9 +253,10 @@ where
 {
     /// The message the runner launched, until the driver's first poll calls the handler on it.
     first: Option<M>,
-    /// The current message's future, pinned in the activation's box (each message's future in
-    /// turn: dropped in place when done, the next one written into the empty box).
-    fut: Pin<Box<Option<C::Fut>>>,
+    /// The current message's future, pinned in the activation's place (each message's future in
+    /// turn: dropped in place when done, the next one written into the empty place; its cell
+    /// recycled once the activation is over).
+    fut: FuturePlace<C::Fut>,
     /// The key's state the last message's future gave back, for the next message: it goes back
     /// to the key's slot (where `on_idle` finds it) before the activation lets go of the lane.
     carried: Option<S>,
@@ -269,10 +275,49 @@ where
     S: Send + 'static,
     C: Call<K, M, S>,
 {
+    /// An activation launched with `first`, polled inline first.
+    fn new(first: M) -> Self {
+        Activation {
+            first: Some(first),
+            fut: FuturePlace::new(),
+            carried: None,
+            waited: false,
+            activity: Activity::inline(),
+            _types: PhantomData,
+        }
+    }
+
+    /// The first poll, inline in the runner's turn, on the lane and pool the runner lends it
+    /// (`taken`, `registry`). Something unwinding out of it cancels the activation, as the drop
+    /// of an unfinished driver does.
+    fn poll_first(
+        &mut self,
+        call: &C,
+        taken: Taken<'_, K, M, S>,
+        registry: &Arc<Registry>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let runtime = &taken.lane.kind.runtime;
+        let first = FirstPoll {
+            act: self,
+            taken,
+            registry,
+        };
+        let mut driver = InRuntime {
+            act: &mut *first.act,
+            runtime,
+        };
+        let polled = poll_in(registry, &mut driver, taken, |driver, turn| {
+            runtime.enter_in(turn.pool.registry, || driver.act.poll_turn(call, turn, cx))
+        });
+        std::mem::forget(first);
+        polled
+    }
+
     /// Drops the current future in place (its drop is user code: contained). True if there was
     /// one.
     fn drop_fut(&mut self) -> bool {
-        if self.fut.is_none() {
+        if !self.fut.is_some() {
             return false;
         }
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.fut.as_mut().set(None))) {
@@ -327,7 +372,7 @@ where
         turn: &DriverTurn<'_, '_, K, M, S>,
         cx: &mut Context<'_>,
     ) -> Poll<()> {
-        let lane = &turn.held.lane;
+        let lane = turn.held.lane;
         if let Some(msg) = self.first.take() {
             self.start(call, turn, msg);
         }
@@ -342,11 +387,10 @@ where
                 return polled;
             }
             let max = if self.waited { 1 } else { turn.left() };
-            match turn.held.next_message(self.carried.is_some(), max) {
+            match turn.held.next_message(&mut self.carried, max) {
                 Ok(msg) => self.start(call, turn, msg),
-                // Empty: the state goes back, then the queue is looked at again.
-                Err(None) => self.put_back(lane),
-                Err(Some(next)) => {
+                // The state went back to its slot if the lane turned idle; else it goes now.
+                Err(next) => {
                     self.put_back(lane);
                     hand_over(&mut self.activity, lane, turn, next);
                     return Poll::Ready(());
@@ -373,7 +417,7 @@ where
                 // It waits, or it is cancelled at this await point if the pool is stopping
                 // (`activation::wait`; the turn is inside the runtime already).
                 if self.activity.waits(turn, cx, queued) {
-                    self.cancel(turn.held, Some(&turn.pool));
+                    self.cancel(&turn.held, Some(&turn.pool));
                     return Some(Poll::Ready(()));
                 }
                 Some(Poll::Pending)
@@ -391,8 +435,8 @@ where
     }
 
     /// `Driver::cancel`, in the runtime its caller is in.
-    fn cancel(&mut self, taken: &Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
-        self.put_back(&taken.lane);
+    fn cancel(&mut self, taken: &Taken<'_, K, M, S>, pool: Option<&OnPool<'_>>) {
+        self.put_back(taken.lane);
         if self.drop_fut() {
             if let Some(pool) = pool {
                 pool.finished(1);
@@ -404,7 +448,7 @@ where
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
     fn start(&mut self, call: &C, turn: &DriverTurn<'_, '_, K, M, S>, msg: M) {
-        let lane = &turn.held.lane;
+        let lane = turn.held.lane;
         let keyed = Typed::<K, M, S>::keyed(lane.key.get());
         let spec = lane.kind.key_state();
         self.waited = false;
@@ -436,7 +480,7 @@ where
     runtime: &'a Runtime,
 }
 
-impl<'t, K, M, S, C> Driver<&'t Taken<K, M, S>> for InRuntime<'_, K, M, S, C>
+impl<'t, K, M, S, C> Driver<Taken<'t, K, M, S>> for InRuntime<'_, K, M, S, C>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
@@ -447,7 +491,7 @@ where
         &mut self.act.activity
     }
 
-    fn cancel(&mut self, taken: &&'t Taken<K, M, S>, pool: Option<&OnPool<'_>>) {
+    fn cancel(&mut self, taken: &Taken<'t, K, M, S>, pool: Option<&OnPool<'_>>) {
         let act = &mut *self.act;
         // The pool gone: the table's runtime (the bound one it kept, if the pool had one).
         self.runtime
@@ -469,10 +513,14 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let (act, call, taken) = (&mut this.act, &*this.handler, &this.taken);
+        let (act, call) = (&mut this.act, &*this.handler);
+        let taken = Taken {
+            lane: &this.lane,
+            chunk: &this.chunk,
+        };
         // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
         // feature): the polls, and the handler making the next messages' futures.
-        let runtime = &taken.lane.kind.runtime;
+        let runtime = &this.lane.kind.runtime;
         let mut driver = InRuntime { act, runtime };
         poll_on(&this.registry, &mut driver, taken, |driver, turn| {
             runtime.enter_in(turn.pool.registry, || driver.act.poll_turn(call, turn, cx))
@@ -503,11 +551,15 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let taken = Taken {
+            lane: &self.lane,
+            chunk: &self.chunk,
+        };
         let mut driver = InRuntime {
             act: &mut self.act,
-            runtime: &self.taken.lane.kind.runtime,
+            runtime: &self.lane.kind.runtime,
         };
-        activation::park(&self.registry, &mut driver, &self.taken, cx)
+        activation::park(&self.registry, &mut driver, taken, cx)
     }
 }
 
@@ -522,12 +574,49 @@ where
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.activity.is_over() {
-            let taken = &self.taken;
+            let taken = Taken {
+                lane: &self.lane,
+                chunk: &self.chunk,
+            };
             let mut driver = InRuntime {
                 act: &mut self.act,
-                runtime: &self.taken.lane.kind.runtime,
+                runtime: &self.lane.kind.runtime,
             };
             with_pool(&self.registry, |pool| driver.cancel(&taken, pool.as_ref()));
+        }
+    }
+}
+
+/// A driver's first poll, inline (`Activation::poll_first`): forgotten once the poll returns,
+/// dropped only if something unwinds out of it, which cancels the activation as the drop of an
+/// unfinished driver does (its pool is the runner's: it lives).
+struct FirstPoll<'a, K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    act: &'a mut Activation<K, M, S, C>,
+    taken: Taken<'a, K, M, S>,
+    registry: &'a Arc<Registry>,
+}
+
+impl<K, M, S, C> Drop for FirstPoll<'_, K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    fn drop(&mut self) {
+        if !self.act.activity.is_over() {
+            let taken = self.taken;
+            let mut driver = InRuntime {
+                act: &mut *self.act,
+                runtime: &taken.lane.kind.runtime,
+            };
+            on_pool(self.registry, |pool| driver.cancel(&taken, Some(&pool)));
         }
     }
 }

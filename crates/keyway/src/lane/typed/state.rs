@@ -180,13 +180,29 @@ impl<K, S> Keyed<K, S> {
     /// Puts the state an async handler's future gave back into the slot, where the next message
     /// takes it (and `on_idle` gets it when the lane is freed).
     pub(crate) fn put_state(&self, spec: &KeyState<K, S>, state: S) {
+        self.place_state(spec, state).drop_contained();
+    }
+
+    /// [`put_state`](Self::put_state), under a lock of the caller's: the state the slot held is
+    /// given back, for the caller to drop once it holds no lock (user code).
+    pub(crate) fn place_state(&self, spec: &KeyState<K, S>, state: S) -> Displaced<K, S> {
         let slot = StoredState {
             state,
             on_idle: spec.on_idle.clone(),
         };
         // Empty unless a handed-back message of this key ran meanwhile on another thread and
-        // made a state of its own: that one is dropped (its `Drop` is user code: contained).
-        let old = self.slot.lock().replace(slot);
+        // made a state of its own: that one is dropped.
+        Displaced(self.slot.lock().replace(slot))
+    }
+}
+
+/// A key's state displaced from its slot by [`Keyed::place_state`], if there was one.
+pub(crate) struct Displaced<K, S>(Option<StoredState<K, S>>);
+
+impl<K, S> Displaced<K, S> {
+    /// Drops the displaced state (its `Drop` is user code: contained).
+    pub(crate) fn drop_contained(self) {
+        let old = self.0;
         if old.is_some() && catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
             tracing::error!("keyway: dropping a key's state panicked (contained)");
         }

@@ -15,49 +15,64 @@ use crate::lane::turn::{Holds, Turn};
 pub(super) type TypedHandover<K, M, S> = Handover<Typed<K, M, S>>;
 
 /// A typed driver's turn: it holds the driver's lane and the messages taken from it.
-pub(super) type DriverTurn<'a, 'b, K, M, S> = Turn<'a, &'b Taken<K, M, S>>;
+pub(super) type DriverTurn<'a, 'b, K, M, S> = Turn<'a, Taken<'b, K, M, S>>;
+
+/// Where a driver's taken messages wait: oldest first, empty between two turns (its blocks kept
+/// for the lane's next take).
+pub(super) type Chunk<M> = RefCell<Queue<Entry<M>>>;
 
 /// A driver's lane, and the messages its turn took from the lane's head under one lock and has
-/// not started (oldest first; empty between two turns). The turn holds it: a `shutdown_now`
-/// called from one of its futures puts those messages back in front of the lane.
-pub(super) struct Taken<K, M, S>
+/// not started (`chunk`). The turn holds it: a `shutdown_now` called from one of its futures
+/// puts those messages back in front of the lane. Both are lent by the driver (or, for its
+/// first poll, by the runner that launched it: no reference taken on the lane).
+pub(super) struct Taken<'a, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
-    pub(super) lane: Arc<LaneCore<Typed<K, M, S>>>,
-    pub(super) chunk: RefCell<Queue<Entry<M>>>,
+    pub(super) lane: &'a Arc<LaneCore<Typed<K, M, S>>>,
+    pub(super) chunk: &'a Chunk<M>,
 }
 
-impl<K, M, S> Taken<K, M, S>
+impl<K, M, S> Clone for Taken<'_, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
     S: Send + 'static,
 {
-    /// `lane`'s, nothing taken yet.
-    pub(super) fn new(lane: Arc<LaneCore<Typed<K, M, S>>>) -> Self {
-        Taken {
-            lane,
-            chunk: RefCell::new(Queue::new()),
-        }
+    fn clone(&self) -> Self {
+        *self
     }
+}
 
+impl<K, M, S> Copy for Taken<'_, K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
+}
+
+impl<K, M, S> Taken<'_, K, M, S>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+{
     /// Rule 7: the lane's current future is done; the next message, or how the lane is handed
     /// on (a flush next: back to a runner). The turn's messages taken come first; once they are
     /// all started, the lane's head is popped under the lane lock, or with `max` above one the
     /// lane's messages are taken as a runner takes its chunk (rule 5: at most `max` of them, or
     /// the whole blocks that hold them; a coalescing message last in the queue stays there,
     /// where a push may still replace it, unless it is the very next to run). An empty queue
-    /// turns the lane idle unless the driver `carries` the key's state: then `Err(None)`, the
-    /// lane still held, for the state to go back to its slot before a new activation can look
-    /// for it there.
+    /// turns the lane idle, the key's state the driver `carried` put back in its slot first,
+    /// under the same hold of the lane lock: before a new activation can look for it there.
     pub(super) fn next_message(
         &self,
-        carries: bool,
+        carried: &mut Option<S>,
         max: usize,
-    ) -> Result<M, Option<TypedHandover<K, M, S>>> {
+    ) -> Result<M, TypedHandover<K, M, S>> {
         let mut chunk = self.chunk.borrow_mut();
         let taken = !chunk.is_empty();
         if taken {
@@ -66,7 +81,7 @@ where
                 Some(Err(flush)) => {
                     chunk.push_front(flush);
                     self.lane.state.lock().give_back(&mut chunk);
-                    return Err(Some(Handover::Other));
+                    return Err(Handover::Other);
                 }
                 None => {}
             }
@@ -77,12 +92,23 @@ where
             st.queue.reclaim(&mut chunk);
         }
         if st.table.is_none() {
-            return Err(Some(Handover::Drained));
+            return Err(Handover::Drained);
         }
         match st.queue.front() {
-            None if carries => return Err(None),
-            None => return Err(Some(Handover::Idle(st.turn_idle(self.lane.pinned())))),
-            Some(Entry::Flush(_)) => return Err(Some(Handover::Other)),
+            None => {
+                let displaced = carried.take().map(|state| {
+                    let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+                    keyed.place_state(self.lane.kind.key_state(), state)
+                });
+                let table = st.turn_idle(self.lane.pinned());
+                drop(guard);
+                // A state a handed-back message made meanwhile, dropped with no lock held.
+                if let Some(displaced) = displaced {
+                    displaced.drop_contained();
+                }
+                return Err(Handover::Idle(table));
+            }
+            Some(Entry::Flush(_)) => return Err(Handover::Other),
             Some(_) if max <= 1 => {
                 return match st.queue.pop_front().map(Entry::into_message) {
                     Some(Ok(msg)) => Ok(msg),
@@ -99,7 +125,7 @@ where
     }
 }
 
-impl<K, M, S> Holds for &Taken<K, M, S>
+impl<K, M, S> Holds for Taken<'_, K, M, S>
 where
     K: Send + Sync + 'static,
     M: Send + 'static,
