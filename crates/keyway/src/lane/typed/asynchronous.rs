@@ -2,21 +2,23 @@
 //! its key until it completes (rule 7), so a per-key handler can await I/O in order.
 //!
 //! A lane's messages are handled by one *driver* per activation (rule 7, "async typed lanes"),
-//! monomorphised over the handler's future type, holding the current message's future in a box
-//! of the activation (each message's future in turn, written into it in place). When that future
-//! completes, the driver starts the lane's next message and polls the handler's new future at
-//! once, taking the lane's messages as a runner takes its chunk: all of them under one lane lock
-//! (those its turn does not start go back in front of the lane before it waits or yields); when
-//! the lane is empty it turns the lane idle (rule 2) and ends. Its first
-//! poll is made in the runner's turn, with no task (`future::run_inline_with`), on the lane,
-//! pool and handler the runner lends it: an activation whose futures all complete at once never
-//! has a task, takes no reference, and pins its futures in a recycled cell
+//! monomorphised over the handler's future type, holding the current message's future in a
+//! place of the activation (each message's future in turn, written into it in place). When that
+//! future completes, the driver starts the lane's next message and polls the handler's new
+//! future at once, taking the lane's messages as a runner takes its chunk: all of them under one
+//! lane lock (those its turn does not start go back in front of the lane before it waits or
+//! yields); when the lane is empty it turns the lane idle (rule 2) and ends.
+//!
+//! Its first poll is made in the runner's turn, with no task (`future::run_inline_with`), on
+//! the lane, pool and handler the runner lends it: an activation whose futures all complete at
+//! once never has a task, takes no reference, and pins its futures in a recycled cell
 //! (`future::FuturePlace`); one that waits becomes an `async-task` task then. So neither a warm
 //! lane nor a key sent one message at a time allocates per message, and a message costs one
-//! poll per real wake-up, not a launch and a lane job. A handler that owns its key's state gets it from the previous
-//! message's future through the driver, not
-//! through the key's slot (a lock, and a count on the `on_idle` hook, per message): the driver
-//! puts it back in the slot before it lets go of the lane.
+//! poll per real wake-up, not a launch and a lane job.
+//!
+//! A handler that owns its key's state gets it from the previous message's future through the
+//! driver, not through the key's slot (a lock, and a count on the `on_idle` hook, per message):
+//! the driver puts it back in the slot under the hold of the lane lock that turns the lane idle.
 
 use std::future::Future;
 use std::marker::PhantomData;
