@@ -18,6 +18,7 @@ use std::sync::Arc;
 use smallvec::smallvec;
 
 mod asynchronous;
+mod driver;
 mod loaded;
 mod send_all;
 mod state;
