@@ -324,6 +324,38 @@ where
     }
 }
 
+/// A message loop's parts as each of its turns, and its cancel, work on them
+/// ([`MessageLoop::parts`]).
+type LoopParts<'a, K, M, S, C> = (
+    &'a Weak<Registry>,
+    &'a C,
+    Taken<'a, K, M, S>,
+    InRuntime<'a, K, M, S, C>,
+);
+
+impl<K, M, S, C> MessageLoop<K, M, S, C>
+where
+    K: Send + Sync + 'static,
+    M: Send + 'static,
+    S: Send + 'static,
+    C: Call<K, M, S>,
+{
+    /// What each of its turns, and its cancel, works on: its pool, its handler, what the turn
+    /// holds (its lane and the messages taken from it), and its activation in the runtime its
+    /// futures are polled in.
+    fn parts(&mut self) -> LoopParts<'_, K, M, S, C> {
+        let taken = Taken {
+            lane: &self.lane,
+            chunk: &self.chunk,
+        };
+        let driver = InRuntime {
+            act: &mut self.act,
+            runtime: &self.lane.kind.runtime,
+        };
+        (&self.registry, &*self.handler, taken, driver)
+    }
+}
+
 impl<K, M, S, C> Future for MessageLoop<K, M, S, C>
 where
     K: Send + Sync + 'static,
@@ -338,16 +370,11 @@ where
         if this.act.activity.is_over() {
             return Poll::Ready(());
         }
-        let (act, call) = (&mut this.act, &*this.handler);
-        let taken = Taken {
-            lane: &this.lane,
-            chunk: &this.chunk,
-        };
+        let (registry, call, taken, mut driver) = this.parts();
         // Inside the pool's bound runtime, or else the one the table was made in (`tokio`
         // feature): the polls, and the handler making the next messages' futures.
-        let runtime = &this.lane.kind.runtime;
-        let mut driver = InRuntime { act, runtime };
-        poll_on(&this.registry, &mut driver, taken, |driver, turn| {
+        let runtime = driver.runtime;
+        poll_on(registry, &mut driver, taken, |driver, turn| {
             runtime.enter_in(turn.pool.registry, || driver.act.poll_turn(call, turn, cx))
         })
     }
@@ -376,15 +403,8 @@ where
     }
 
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let taken = Taken {
-            lane: &self.lane,
-            chunk: &self.chunk,
-        };
-        let mut driver = InRuntime {
-            act: &mut self.act,
-            runtime: &self.lane.kind.runtime,
-        };
-        activation::park(&self.registry, &mut driver, taken, cx)
+        let (registry, _, taken, mut driver) = self.parts();
+        activation::park(registry, &mut driver, taken, cx)
     }
 }
 
@@ -399,15 +419,8 @@ where
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
         if !self.act.activity.is_over() {
-            let taken = Taken {
-                lane: &self.lane,
-                chunk: &self.chunk,
-            };
-            let mut driver = InRuntime {
-                act: &mut self.act,
-                runtime: &self.lane.kind.runtime,
-            };
-            with_pool(&self.registry, |pool| driver.cancel(&taken, pool.as_ref()));
+            let (registry, _, taken, mut driver) = self.parts();
+            with_pool(registry, |pool| driver.cancel(&taken, pool.as_ref()));
         }
     }
 }
