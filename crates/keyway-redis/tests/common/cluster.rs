@@ -235,6 +235,19 @@ impl Cluster {
         assert!(ok, "kill {sig} {pid}");
     }
 
+    /// Makes the handler runs that member `id` starts from now on last long (`true`), or
+    /// short again (`false`): a flag file beside its journal, which its handler looks for
+    /// after journaling each start (see [`SLOW_RUN`](super::member::SLOW_RUN)).
+    pub fn slow_runs(&self, id: &str, on: bool) {
+        let journal = self.journals_of[id].last().expect("a member that ran");
+        let flag = super::member::slow_flag(journal);
+        if on {
+            std::fs::write(&flag, b"").expect("write the slow flag");
+        } else {
+            let _ = std::fs::remove_file(&flag);
+        }
+    }
+
     /// Lines of the journals of `id` (all incarnations).
     pub fn journal_lines(&self, id: &str) -> Vec<String> {
         self.journals_of
@@ -352,7 +365,8 @@ impl Drop for Cluster {
             let _ = m.child.kill();
             let _ = m.child.wait();
         }
-        if !std::thread::panicking() {
+        // A failed test keeps its journals; `KW_STREAM_KEEP=1` keeps those of a passing one.
+        if !std::thread::panicking() && std::env::var_os("KW_STREAM_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }

@@ -5,6 +5,8 @@
 //! Lines (times are `SystemTime` ns, one clock for every process on this machine):
 //! - `S key seq shard id epoch attempt t` — a handler started;
 //! - `F key seq shard id epoch ok|fail|fenced t` — it ended;
+//! - `R key seq shard id epoch t` — a handler was called but refused to start (the fencing
+//!   sink had seen a newer epoch for the shard);
 //! - `A shard epoch id t` / `X shard epoch id t` — acknowledged after success /
 //!   dead-lettered (`t`: when Redis had answered).
 
@@ -59,9 +61,23 @@ impl Journal {
     }
 
     pub fn finish(&self, d: &Delivery, seq: u64, how: &str) {
+        self.finish_at(d, seq, how, now_ns());
+    }
+
+    /// A run ended at `t` (ns), journaled later.
+    pub fn finish_at(&self, d: &Delivery, seq: u64, how: &str, t: u128) {
         let key = String::from_utf8_lossy(&d.key);
         self.line(format!(
-            "F {key} {seq} {} {} {} {how} {}\n",
+            "F {key} {seq} {} {} {} {how} {t}\n",
+            d.shard, d.id, d.epoch
+        ));
+    }
+
+    /// A handler was called but did not start: its claim on the shard was refused.
+    pub fn refused(&self, d: &Delivery, seq: u64) {
+        let key = String::from_utf8_lossy(&d.key);
+        self.line(format!(
+            "R {key} {seq} {} {} {} {}\n",
             d.shard,
             d.id,
             d.epoch,
@@ -106,6 +122,8 @@ pub struct Report {
     pub replays: usize,
     pub dead_lettered: HashSet<(String, u64)>,
     pub fenced: usize,
+    /// Handlers that did not start: a newer epoch had claimed their shard.
+    pub refused_starts: usize,
     /// Per shard: the epochs seen.
     pub epochs: BTreeMap<u32, HashSet<u64>>,
     /// Acknowledged entries checked for a rerun after their ack.
@@ -115,7 +133,8 @@ pub struct Report {
 /// What the test allows.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
-    /// Runs ended `fenced` (their sink write refused) may overlap later runs of the key.
+    /// Runs ended `fenced` (their sink write refused: they had no effect) may overlap other
+    /// runs of the key; every other run must still start after the accepted runs before it.
     pub allow_fenced_overlap: bool,
     /// No message may succeed twice, no replay may happen (clean hand-offs only).
     pub clean: bool,
@@ -134,6 +153,7 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
     // When each entry was first acknowledged (or dead-lettered).
     let mut acked_at: HashMap<String, u128> = HashMap::new();
     let mut ok_at: HashMap<(usize, String, u64), u128> = HashMap::new();
+    let mut refused_starts = 0;
     for (file, path) in journals.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut open: HashMap<String, usize> = HashMap::new();
@@ -168,6 +188,7 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
                         ok_at.insert((file, id, runs[i].epoch), t);
                     }
                 }
+                (Some("R"), 7) => refused_starts += 1,
                 (Some(k @ ("A" | "X")), 5) => {
                     let Ok(epoch) = w[2].parse() else { continue };
                     let Ok(t) = w[4].parse::<u128>() else {
@@ -186,6 +207,7 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
     let mut report = Report {
         messages: produced.values().map(|&n| n as usize).sum(),
         starts: runs.len(),
+        refused_starts,
         ..Report::default()
     };
     let id_to_msg: HashMap<&str, (&str, u64)> = runs
@@ -262,9 +284,8 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
         let mut started_below: u64 = 0; // every seq below this one has started
         for r in rs {
             if let Some((until, prev)) = busy_until {
-                let fenced = prev.end.as_ref().is_some_and(|(_, h)| h == "fenced");
                 assert!(
-                    r.start >= until || (rules.allow_fenced_overlap && fenced),
+                    r.start >= until,
                     "key {key}: run of seq {} (epoch {}) overlaps seq {} (epoch {}, {:?})",
                     r.seq,
                     r.epoch,
@@ -273,7 +294,14 @@ pub fn check(journals: &[PathBuf], produced: &HashMap<String, u64>, rules: &Rule
                     prev.end
                 );
             }
-            if let Some((t, _)) = &r.end {
+            // A fenced run had no effect: where the rules allow it, it keeps the key busy
+            // for no run after it.
+            let fenced = r.end.as_ref().is_some_and(|(_, h)| h == "fenced");
+            if let Some((t, _)) = r
+                .end
+                .as_ref()
+                .filter(|_| !(rules.allow_fenced_overlap && fenced))
+            {
                 if busy_until.is_none_or(|(u, _)| *t > u) {
                     busy_until = Some((*t, r));
                 }

@@ -1,7 +1,8 @@
 //! A stream member process of the multi-process tests: a consumer with the test settings
-//! whose handler journals every start, finish and ack, writes to a fencing sink, and fails
-//! on a poison message. `KW_STREAM_HANDLER=async` in the tests' environment (which the
-//! members inherit) makes it an async handler.
+//! whose handler journals every start, finish and ack, claims its shard in a fencing sink
+//! before it starts and writes to it as it ends, and fails on a poison message.
+//! `KW_STREAM_HANDLER=async` in the tests' environment (which the members inherit) makes it
+//! an async handler.
 
 use std::cell::RefCell;
 use std::io::BufRead;
@@ -13,8 +14,8 @@ use keyway_redis::stream::{Delivery, HandlerError, StreamConsumer, StreamStats};
 use super::cluster::*;
 use super::journal::Journal;
 
-/// The fencing sink: accepts a write for a shard only if its epoch is not below the highest
-/// epoch written for that shard.
+/// The fencing sink: accepts a write (a run's claim as it starts, or its result as it ends)
+/// for a shard only if its epoch is not below the highest epoch written for that shard.
 const SINK: &str = r"
 local max = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)
 local e = tonumber(ARGV[2])
@@ -22,6 +23,16 @@ if e < max then return 0 end
 if e > max then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1
 ";
+
+/// How long a handler run lasts while its member's slow flag is set, long enough that a
+/// test that sees such a run start can pause the member in the middle of it.
+pub const SLOW_RUN: Duration = Duration::from_secs(5);
+
+/// The slow flag of the member writing `journal`: while this file exists, its handler runs
+/// last [`SLOW_RUN`].
+pub fn slow_flag(journal: &std::path::Path) -> std::path::PathBuf {
+    journal.with_extension("slow")
+}
 
 thread_local! {
     static SINK_CONN: RefCell<Option<redis::Connection>> = const { RefCell::new(None) };
@@ -70,9 +81,9 @@ pub fn run() {
             .init();
     }
     let id = std::env::var(ENV_ID).unwrap();
-    let journal = Arc::new(Journal::create(std::path::Path::new(
-        &std::env::var(ENV_JOURNAL).unwrap(),
-    )));
+    let journal_path = std::path::PathBuf::from(std::env::var(ENV_JOURNAL).unwrap());
+    let journal = Arc::new(Journal::create(&journal_path));
+    let slow = slow_flag(&journal_path);
     let poison: Option<(String, u64)> = std::env::var(ENV_POISON).ok().and_then(|p| {
         let (k, s) = p.split_once(':')?;
         Some((k.to_owned(), s.parse().ok()?))
@@ -105,19 +116,31 @@ pub fn run() {
         super::kinds::Kind::from_env(),
         move |d, payload| {
             let seq: u64 = std::str::from_utf8(payload)?.parse()?;
+            // The run claims its shard at its epoch before it starts: from then on a write of
+            // an older epoch is refused, so a run of an older owner still going (paused, or
+            // cut off from Redis, when its lease ran out) cannot be accepted once this one
+            // has started.
+            if !sink_write(&sink_url, &sink_ns, d)? {
+                journal.refused(d, seq);
+                return Err("fenced: a newer epoch claimed this shard".into());
+            }
             journal.start(d, seq);
             let h = keyway_redis::stream::fnv1a64(&[&d.key[..], payload].concat());
-            std::thread::sleep(Duration::from_micros(h % 1_000)); // work: U(0, 1 ms)
+            let work = Duration::from_micros(h % 1_000); // U(0, 1 ms)
+            std::thread::sleep(if slow.exists() { SLOW_RUN } else { work });
             let key = String::from_utf8_lossy(&d.key).into_owned();
             if poison.as_ref() == Some(&(key, seq)) {
                 journal.finish(d, seq, "fail");
                 return Err("poison".into());
             }
+            // The run ends before its write: if the write is accepted, no newer owner had
+            // claimed the shard yet, so none of its runs had started.
+            let ended = super::journal::now_ns();
             if !sink_write(&sink_url, &sink_ns, d)? {
-                journal.finish(d, seq, "fenced");
+                journal.finish_at(d, seq, "fenced", ended);
                 return Err("fenced: a newer epoch wrote this shard".into());
             }
-            journal.finish(d, seq, "ok");
+            journal.finish_at(d, seq, "ok", ended);
             Ok(())
         },
     )

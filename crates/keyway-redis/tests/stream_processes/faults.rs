@@ -103,9 +103,10 @@ fn kill_and_restart_the_same_member() {
     );
 }
 
-/// A member paused (SIGSTOP) past its lease: its shards are taken over; when it resumes its
-/// late acks are refused and counted, and the fencing sink refuses its late writes, so no
-/// two accepted runs of a key overlap.
+/// A member paused (SIGSTOP) in the middle of a run, past its lease: its shards are taken
+/// over and it finds its leases lost when it resumes (any late ack of its is refused and
+/// counted); the fencing sink, which each run claims before it starts, refuses the late
+/// write of the run it was paused in, so no two accepted runs of a key overlap.
 #[test]
 fn sigstop_a_member_past_its_lease() {
     let _one = ONE_AT_A_TIME.lock();
@@ -115,12 +116,28 @@ fn sigstop_a_member_past_its_lease() {
     let mut c = cluster("stopmember", server, &["m0", "m1", "m2"]);
     let feeder = c.feeder(HashMap::new(), 10);
     c.wait_starts("m1", 100);
-    let victim_shards = c.shards_of("m1");
+    // The member is paused in the middle of a run: one it starts once its runs are slow.
+    let slowed_at = common::journal::now_ns();
+    c.slow_runs("m1", true);
+    wait_for("the member to start a slow run", || {
+        c.journal_lines("m1").iter().any(|l| {
+            l.starts_with("S ")
+                && l.rsplit(' ').next().and_then(|t| t.parse::<u128>().ok()) > Some(slowed_at)
+        })
+    });
     c.signal("m1", "-STOP");
     let stopped_at = common::journal::now_ns();
+    c.slow_runs("m1", false);
+    let victim_shards = c.shards_of("m1");
     resumed_after(&c, &["m0", "m2"], &victim_shards, stopped_at);
     let_time_pass(LEASE); // the others work on the victim's shards meanwhile
     c.signal("m1", "-CONT");
+    wait_for("the run the member was paused in to end", || {
+        c.journal_lines("m1").iter().any(|l| {
+            l.starts_with("F ")
+                && l.rsplit(' ').next().and_then(|t| t.parse::<u128>().ok()) > Some(stopped_at)
+        })
+    });
     let produced = feeder.stop();
     let report = c.finish(
         &produced,
@@ -140,10 +157,15 @@ fn sigstop_a_member_past_its_lease() {
         c.stats
     );
     assert!(c.total("takeovers") >= 1);
+    assert!(
+        report.fenced >= 1,
+        "the run the member was paused in was not refused by the sink"
+    );
     eprintln!(
-        "sigstop member: refused acks {}, fenced sink writes {}",
+        "sigstop member: refused acks {}, fenced sink writes {}, refused starts {}",
         c.total("refused"),
-        report.fenced
+        report.fenced,
+        report.refused_starts
     );
 }
 
