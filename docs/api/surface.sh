@@ -7,7 +7,7 @@
 #   bash docs/api/surface.sh --list     # every method, one a line: type, name, tags, file
 #
 # "submit-side" is a method that hands work to the pool or opens a way to (execute*, submit*,
-# spawn*, send*, schedule*, try_execute, wait_for_room*, flush, lane, contexts, typed_lanes*).
+# spawn*, send*, schedule*, try_execute, wait_for_room*, flush, lane, contexts, typed_lanes*, ask).
 # A method under `#[deprecated]` is counted apart: it compiles, but is not part of the surface
 # one learns.
 set -euo pipefail
@@ -17,7 +17,7 @@ find crates/keyway/src -name '*.rs' | sort | xargs awk -v types="$types" -v list
 BEGIN {
     n = split(types, t, " ")
     for (i = 1; i <= n; i++) wanted[t[i]] = 1
-    submit = "^(execute|submit|spawn|send|schedule|try_execute|wait_for_room|typed_lanes)|^(flush|lane|contexts)$"
+    submit = "^(execute|submit|spawn|send|schedule|try_execute|wait_for_room|typed_lanes)|^(flush|lane|contexts|ask)$"
 }
 FNR == 1 { current = ""; header = ""; deprecated = 0 }
 # An inherent impl header at column 0, possibly spread over lines until "{" or "where".

@@ -47,6 +47,13 @@
 //! Unlike a task per key, an idle key costs nothing once its lane is freed, and a key needs no
 //! set-up or tear-down.
 //!
+//! A request that wants an answer needs no channel of its own:
+//! [`TypedLanes::ask`](crate::TypedLanes::ask) builds the message around a
+//! [`Reply`](crate::Reply), the handler answers through it, and
+//! the asker awaits (or joins) the returned handle. An answer counts every message sent to
+//! the key before the request; a request whose reply is dropped unanswered (the handler
+//! panicked, say) completes its handle with an error instead of leaving the asker waiting.
+//!
 //! # State that lasts
 //!
 //! A typed lane's state lives as long as the key's lane. By default an idle lane is kept only

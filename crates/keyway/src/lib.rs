@@ -217,7 +217,7 @@ pub use strategy::{
     DispatchError, DispatchOutcome, Executor, Invocable, InvocationType, ModeCounts,
     ProduceOutcome, Producer,
 };
-pub use task::{AbortHandle, PanicReport, PendingTask, TaskHandle};
+pub use task::{AbortHandle, PanicReport, PendingTask, Reply, TaskHandle};
 
 /// The README's example, run as a doctest so it cannot rot.
 #[cfg(doctest)]

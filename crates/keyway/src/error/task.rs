@@ -40,6 +40,10 @@ pub enum TaskError {
     Rejected,
     /// A scheduled task's timeout passed before it could start, so it was not run.
     TimedOut,
+    /// A request made with [`TypedLanes::ask`](crate::TypedLanes::ask) got no answer: its
+    /// [`Reply`](crate::Reply) was dropped unused — by the handler, by the handler's panic, or
+    /// with its message when the message was dropped unhandled.
+    Unanswered,
 }
 
 impl TaskError {
@@ -109,6 +113,19 @@ impl TaskError {
         matches!(self, TaskError::TimedOut)
     }
 
+    /// True if a request made with [`TypedLanes::ask`](crate::TypedLanes::ask) got no answer
+    /// ([`TaskError::Unanswered`]).
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|_: &u8, reply: keyway::Reply<u32>| drop(reply));
+    /// let err = lanes.ask(1, |reply| reply).unwrap().join().unwrap_err();
+    /// assert!(err.is_unanswered());
+    /// ```
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self, TaskError::Unanswered)
+    }
+
     /// The panic payload, if the task panicked; otherwise the error itself, handed back.
     ///
     /// ```
@@ -166,6 +183,7 @@ impl fmt::Debug for TaskError {
             TaskError::Coalesced => f.write_str("Coalesced"),
             TaskError::Rejected => f.write_str("Rejected"),
             TaskError::TimedOut => f.write_str("TimedOut"),
+            TaskError::Unanswered => f.write_str("Unanswered"),
         }
     }
 }
@@ -282,6 +300,9 @@ impl fmt::Display for TaskError {
             }
             TaskError::TimedOut => {
                 f.write_str("the task's timeout passed before it could start; it was not run")
+            }
+            TaskError::Unanswered => {
+                f.write_str("the request's reply was dropped without an answer")
             }
         }
     }

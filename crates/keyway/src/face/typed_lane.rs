@@ -9,6 +9,7 @@ use super::typed_lanes::TypedLanes;
 use crate::error::SubmitError;
 use crate::lane::typed::{self, Typed};
 use crate::lane::LaneCore;
+use crate::task::{Reply, TaskHandle};
 
 /// One key's lane of a [`TypedLanes`]: [`send`](TypedLane::send) queues a message for that key
 /// without looking the key up each time — an actor's mailbox handle. Messages sent through it
@@ -87,6 +88,24 @@ where
             &self.core,
             msg,
         )
+    }
+
+    /// Sends this lane's key a request and returns a handle to its answer, as
+    /// [`TypedLanes::ask`] does.
+    ///
+    /// ```
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let lanes = pool.typed_lanes(|key: &u8, reply: keyway::Reply<u8>| reply.send(key + 1));
+    /// let lane = lanes.lane(41);
+    /// assert_eq!(lane.ask(|reply| reply).unwrap().join().unwrap(), 42);
+    /// ```
+    pub fn ask<R>(
+        &self,
+        make: impl FnOnce(Reply<R>) -> M,
+    ) -> Result<TaskHandle<R>, SubmitError<M>> {
+        let (answer, reply) = Reply::pair();
+        self.send(make(reply))?;
+        Ok(answer)
     }
 
     /// Queues every message of `msgs` for this lane's key, in order, after every message sent

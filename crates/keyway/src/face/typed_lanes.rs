@@ -5,7 +5,7 @@ use std::hash::Hash;
 use super::pool::Pool;
 use crate::error::SubmitError;
 use crate::lane::typed;
-use crate::task::TaskHandle;
+use crate::task::{Reply, TaskHandle};
 
 /// Lanes of messages for one handler, for processing each key's messages in order — a server
 /// handling each client's messages, say. `send(key, msg)` queues the message itself; the handler
@@ -104,8 +104,9 @@ where
     /// [`PanicReport`](crate::PanicReport) whose `context_hash` is
     /// [`Pool::context_hash`]`(&key)`, is logged as a `tracing` error event (nothing shows
     /// without a subscriber) and is counted in [`Stats::panicked_tasks`](crate::Stats). To learn
-    /// of a message's outcome from the sender, send a reply channel in the message, or
-    /// [`flush`](TypedLanes::flush) the key and check the hook's reports. An async handler that
+    /// of a message's outcome from the sender, [`ask`](TypedLanes::ask) instead (the handler
+    /// answers through a [`Reply`] in the message), or [`flush`](TypedLanes::flush) the key and
+    /// check the hook's reports. An async handler that
     /// uses tokio's timers or sockets needs keyway's `tokio` feature and the lanes made from
     /// inside a tokio runtime; otherwise each message panics, and its report says so.
     ///
@@ -138,6 +139,53 @@ where
     /// ```
     pub fn send_coalescing(&self, key: K, msg: M) -> Result<(), SubmitError<M>> {
         typed::send(self.pool.registry(), &self.table, key, msg, true)
+    }
+
+    /// Sends `key` a request and returns a handle to its answer: `make` builds the message
+    /// around a [`Reply`], which the handler answers with [`Reply::send`]. The request is queued
+    /// as [`send`](TypedLanes::send) queues a message, after every message sent for `key`
+    /// before; the handle is a [`Future`](std::future::Future) to await from any runtime, or
+    /// [`join`](TaskHandle::join) it.
+    ///
+    /// The handle completes with the answer, or with [`TaskError::Unanswered`] if the reply was
+    /// dropped unanswered (the handler dropped it or panicked, or the message was dropped
+    /// unhandled). Once queued, a request cannot be taken back: `cancel` on its handle returns
+    /// false. A refused request is handed back in the error, reply and all. Do not wait for
+    /// the answer inside a handler of the same key: the request queues behind the handler that
+    /// waits for it.
+    ///
+    /// ```
+    /// enum Msg {
+    ///     Deposit(u64),
+    ///     Balance(keyway::Reply<u64>),
+    /// }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let pool = keyway::Pool::new().unwrap();
+    /// let accounts = pool.typed_lanes_with_state(
+    ///     keyway::KeyState::new(|_: &&str| 0u64),
+    ///     |_: &&str, balance: &mut u64, msg: Msg| match msg {
+    ///         Msg::Deposit(n) => *balance += n,
+    ///         Msg::Balance(reply) => reply.send(*balance),
+    ///     },
+    /// );
+    /// accounts.send("ann", Msg::Deposit(30)).unwrap();
+    /// accounts.send("ann", Msg::Deposit(12)).unwrap();
+    /// assert_eq!(accounts.ask("ann", Msg::Balance)?.join()?, 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`TaskError::Unanswered`]: crate::TaskError::Unanswered
+    #[doc(alias = "call")]
+    #[doc(alias = "request")]
+    pub fn ask<R>(
+        &self,
+        key: K,
+        make: impl FnOnce(Reply<R>) -> M,
+    ) -> Result<TaskHandle<R>, SubmitError<M>> {
+        let (answer, reply) = Reply::pair();
+        self.send(key, make(reply))?;
+        Ok(answer)
     }
 
     /// A handle that completes once every message sent for `key` before this call has been

@@ -437,6 +437,11 @@ impl<T> Completer<T> {
         self.shared.state.lock().stage != Stage::Finished
     }
 
+    /// True while a handle (or an abort handle made from it) may still look at the outcome.
+    pub(crate) fn has_waiter(&self) -> bool {
+        Arc::strong_count(&self.shared) > 1
+    }
+
     /// Gives the handle its outcome (ignored if it already has one, e.g. cancelled).
     pub(crate) fn finish(&self, result: Result<T, TaskError>) {
         self.shared.transition_to_finished(result);

@@ -13,6 +13,7 @@
 //! * `spill` — the recycled cells the store keeps a value of up to 64 bytes in when it does not
 //!   fit in place, and a submitted future up to 512 bytes (`future::launch`);
 //! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
+//! * `reply` — the answering side of a typed lane's request, which completes a handle;
 //! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
 mod abort;
@@ -21,6 +22,7 @@ mod handle;
 mod inline;
 mod pending;
 mod raw;
+mod reply;
 mod spill;
 
 pub use abort::AbortHandle;
@@ -32,6 +34,7 @@ pub(crate) use inline::{fits, WORDS};
 pub(crate) use inline::{InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
 pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
+pub use reply::Reply;
 #[cfg(test)]
 pub(crate) use spill::fresh_cells;
 pub(crate) use spill::trim_idle as trim_spilled_cells;

@@ -1,7 +1,7 @@
 //! Context lanes in use: per-context order, coalescing, fairness, blocked workers, batches,
-//! contexts and multi-key tasks, per-key state, the key hasher, handles and abort, the ordered
-//! map's finish, async typed lanes (with state loaded and saved by futures), tokio inside
-//! tasks, and wake-ups between workers.
+//! contexts and multi-key tasks, per-key state, requests with replies, the key hasher, handles
+//! and abort, the ordered map's finish, async typed lanes (with state loaded and saved by
+//! futures), tokio inside tasks, and wake-ups between workers.
 //!
 //! One test binary (each file a module) so the suite builds and links few binaries.
 
@@ -9,6 +9,7 @@
 mod common;
 
 mod abort;
+mod ask;
 mod async_state;
 mod async_typed;
 mod batch;
