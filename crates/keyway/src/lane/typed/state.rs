@@ -10,6 +10,7 @@
 //! The slot is behind a mutex only because messages handed back by `shutdown_now` may be run on
 //! any threads at once; the lane's own runner never contends for it (one runner per lane).
 
+use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -229,7 +230,7 @@ const REENTERED: &str =
 
 thread_local! {
     /// The `Keyed` whose handler runs on this thread now (innermost), to tell a re-entrant run.
-    static IN_HANDLER: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+    static IN_HANDLER: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
 }
 
 impl<K, S> Drop for Keyed<K, S> {
