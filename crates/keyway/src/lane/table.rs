@@ -454,26 +454,34 @@ impl<S: LaneKind> LaneTable<S> {
         if lane.pins.load(Ordering::Acquire) > 0 {
             return;
         }
-        {
-            let mut st = lane.state.lock();
-            // Unpinned: no table reference is kept (not the last: the caller holds one).
-            st.kept = None;
-            if st.table.is_some() || !st.queue.is_empty() {
-                return;
-            }
-            if map.cached < self.idle_keep && lane.cached.load(Ordering::Relaxed) == 0 {
-                // Keep it for a while (idle cache); give back blocks linked in a burst now.
-                st.queue.trim_spare(CACHED_SPARE_MAX);
-                let mark = self.sweeps.load(Ordering::Relaxed) + 1;
-                lane.cached.store(mark, Ordering::Relaxed);
-                map.cached += 1;
-                map.oldest = map.oldest.min(mark);
-                return;
-            }
+        let keeps = self.keeps(map, lane, &mut lane.state.lock());
+        if !keeps {
+            self.remove(map, lane);
         }
-        if lane.cached.load(Ordering::Relaxed) != 0 {
-            return; // already kept
+    }
+
+    /// Whether `lane`, unpinned, stays in the table (`map`, its shard, locked): scheduled again,
+    /// or kept in the idle cache (now, or already). Under the lane's lock (`st`).
+    fn keeps(&self, map: &mut ShardMap<S>, lane: &LaneCore<S>, st: &mut LaneState<S>) -> bool {
+        // Unpinned: no table reference is kept (not the last: the caller holds one).
+        st.kept = None;
+        if st.table.is_some() || !st.queue.is_empty() {
+            return true;
         }
+        if map.cached < self.idle_keep && lane.cached.load(Ordering::Relaxed) == 0 {
+            // Keep it for a while (idle cache); give back blocks linked in a burst now.
+            st.queue.trim_spare(CACHED_SPARE_MAX);
+            let mark = self.sweeps.load(Ordering::Relaxed) + 1;
+            lane.cached.store(mark, Ordering::Relaxed);
+            map.cached += 1;
+            map.oldest = map.oldest.min(mark);
+            return true;
+        }
+        lane.cached.load(Ordering::Relaxed) != 0 // already kept
+    }
+
+    /// `lane` leaves the table (`map`, its shard, locked).
+    fn remove(&self, map: &mut ShardMap<S>, lane: &Arc<LaneCore<S>>) {
         if let Ok(entry) = map.lanes.find_entry(lane.hash, |l| Arc::ptr_eq(l, lane)) {
             entry.remove();
             self.live.fetch_sub(1, Ordering::Relaxed);
@@ -577,6 +585,24 @@ impl<S: LaneKind> LaneCore<S> {
         }
         let mut map = table.shard(self.hash).lock();
         table.remove_if_idle(&mut map, self);
+    }
+
+    /// [`release`](Self::release) for a lane that went idle under this hold of its lock (`st`):
+    /// done at once if its shard's lock is free (taken after the lane's, so only tried), with no
+    /// second hold of the lane lock. False if that lock was busy: the caller calls `release`
+    /// once it let go of the lane lock. The caller drops `table` with no lock held.
+    pub(super) fn release_held(
+        self: &Arc<Self>,
+        st: &mut LaneState<S>,
+        table: &Arc<LaneTable<S>>,
+    ) -> bool {
+        let Some(mut map) = table.shard(self.hash).try_lock() else {
+            return false;
+        };
+        if self.pins.load(Ordering::Acquire) == 0 && !table.keeps(&mut map, self, st) {
+            table.remove(&mut map, self);
+        }
+        true
     }
 
     /// Runs one entry as the lane would (for entries handed back by `shutdown_now`).

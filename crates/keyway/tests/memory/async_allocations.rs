@@ -1,7 +1,9 @@
-//! Allocation budget of async typed lanes: an async typed lane (`typed_lanes_async`) allocates nothing per message. A counting
-//! global allocator counts every allocation in the process while 100,000 messages go through
-//! one busy lane, with a handler whose future is ready at once and with one that yields once.
-//! (Its own test binary: the allocator counts the whole process.)
+//! Allocation budget of async typed lanes (`typed_lanes_async`, `typed_lanes_async_with_state`):
+//! nothing per message. A counting global allocator counts every allocation in the process while
+//! 100,000 messages go through one busy lane, with a handler whose future is ready at once and
+//! with one that yields once; and while keys with state are sent one message at a time, each
+//! message an activation of its own. (Its own test binary: the allocator counts the whole
+//! process.)
 
 use crate::common;
 
@@ -83,6 +85,76 @@ fn a_busy_async_typed_lane_allocates_nothing_per_yielding_message() {
     assert!(
         n <= MAX,
         "{n} allocations for {MESSAGES} messages (at most {MAX})"
+    );
+}
+
+const KEYS: u32 = 1_000;
+const TOUCHES: u32 = 20;
+
+/// Allocations made while each of `KEYS` keys of an async typed lane with state (a count of its
+/// messages, with an `on_idle` hook) is sent `TOUCHES` messages, one at a time: a round sends
+/// each key one message and waits until every one is handled, so each key's lane is idle when
+/// its next message comes, and every message is an activation of its own (its first poll in the
+/// runner's turn, its state taken from the key's slot and put back as the lane turns idle). The
+/// least of three measured rounds, after a first that makes the lanes and warms every buffer.
+fn allocations_per_one_message_round() -> u64 {
+    let pool = keyway::Pool::builder()
+        .core_threads(2)
+        .max_threads(2)
+        .keep_idle(std::time::Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let idled = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let i = idled.clone();
+    let state = keyway::KeyState::new(|_: &u32| 0u32).on_idle(move |_: &u32, n: u32| {
+        i.fetch_add(n as usize, Ordering::SeqCst);
+    });
+    let lanes = pool.typed_lanes_async_with_state(state, move |_: &u32, n: u32, ()| {
+        let d = d.clone();
+        async move {
+            d.fetch_add(1, Ordering::SeqCst);
+            n + 1
+        }
+    });
+    let mut measured = u64::MAX;
+    for round in 0..4 {
+        let before = common::counting::allocations();
+        for touch in 0..TOUCHES {
+            for key in 0..KEYS {
+                lanes.send(key, ()).unwrap();
+            }
+            let handled = ((round * TOUCHES + touch + 1) * KEYS) as usize;
+            common::eventually("the round handled", || {
+                done.load(Ordering::SeqCst) == handled
+            });
+        }
+        if round > 0 {
+            measured = measured.min(common::counting::allocations() - before);
+        }
+    }
+    pool.shutdown();
+    // Every key kept one state through all its messages, handed to `on_idle` at shutdown.
+    assert_eq!(idled.load(Ordering::SeqCst), (4 * TOUCHES * KEYS) as usize);
+    measured
+}
+
+/// A key with state sent one message at a time allocates nothing per message: the activation
+/// has no task and its future's place is a recycled cell; the state moves from the key's slot
+/// to the future and back. What is left is the lane's job in the global queue, sent from
+/// outside the pool: a block of the queue per `INJECTOR_BLOCK` jobs. A box per message would be
+/// 20,000.
+#[test]
+fn a_key_with_state_sent_one_message_at_a_time_allocates_nothing_per_message() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let messages = u64::from(TOUCHES * KEYS);
+    let n = allocations_per_one_message_round();
+    println!("{messages} one-message activations of keys with state: {n} allocations");
+    let max = messages / crate::allocations::INJECTOR_BLOCK + 64;
+    assert!(
+        n <= max,
+        "{n} allocations for {messages} messages (at most {max})"
     );
 }
 

@@ -13,7 +13,8 @@ use crate::lane::table::{LaneCore, LaneTable};
 /// order, admitted with one count per run of up to [`BATCH_RUN`] messages and appended under one
 /// lane lock per run with at most one schedule. Messages are kept in place in their entries (no
 /// allocation per message): a run costs its one gathering buffer. With `whole`, all or none (as
-/// [`push_all`](crate::lane::batch::push_all)). Refused, the messages not admitted come back, in order.
+/// [`push_all`](crate::lane::batch::push_all)). Refused, the messages not admitted come back, in
+/// order.
 pub(crate) fn send_all_pinned<K, M, S, I>(
     registry: &Arc<Registry>,
     table: &Arc<LaneTable<Typed<K, M, S>>>,

@@ -10,6 +10,7 @@
 //! The slot is behind a mutex only because messages handed back by `shutdown_now` may be run on
 //! any threads at once; the lane's own runner never contends for it (one runner per lane).
 
+use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -92,12 +93,28 @@ impl<K, S> std::fmt::Debug for KeyState<K, S> {
 /// A typed lane's key as the table stores it: the user's key and the key's state.
 pub(crate) struct Keyed<K, S> {
     pub(crate) key: K,
-    slot: Mutex<Option<StoredState<K, S>>>,
+    slot: Mutex<Slot<K, S>>,
 }
 
-struct StoredState<K, S> {
-    state: S,
+/// A key's state (none before its first message, nor while an async handler's future holds
+/// it), and the table's `on_idle` hook, its count taken once, with the lane's first state, and
+/// kept until the lane is freed. (Taken and dropped with the state as an async handler's future
+/// took and gave back the state, that count, one line shared by every key, went from thread to
+/// thread twice per message.)
+struct Slot<K, S> {
+    state: Option<S>,
     on_idle: Option<Arc<OnIdle<K, S>>>,
+}
+
+impl<K, S> Slot<K, S> {
+    /// Puts `state` in the slot, with the table's hook if the slot has none yet; the state the
+    /// slot held comes back.
+    fn fill(&mut self, spec: &KeyState<K, S>, state: S) -> Option<S> {
+        if self.on_idle.is_none() {
+            self.on_idle.clone_from(&spec.on_idle);
+        }
+        self.state.replace(state)
+    }
 }
 
 impl<K, S> Keyed<K, S> {
@@ -105,7 +122,10 @@ impl<K, S> Keyed<K, S> {
     pub(crate) fn new(key: K) -> Self {
         Keyed {
             key,
-            slot: Mutex::new(None),
+            slot: Mutex::new(Slot {
+                state: None,
+                on_idle: None,
+            }),
         }
     }
 
@@ -132,13 +152,9 @@ impl<K, S> Keyed<K, S> {
             }
             None => self.slot.lock(),
         };
-        let slot_ref = match &mut *slot {
-            Some(slot) => slot,
-            empty => match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
-                Ok(state) => empty.insert(StoredState {
-                    state,
-                    on_idle: spec.on_idle.clone(),
-                }),
+        if slot.state.is_none() {
+            match catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key))) {
+                Ok(state) => drop(slot.fill(spec, state)),
                 Err(payload) => {
                     // The message (in `f`) is dropped unhandled; its `Drop` is user code too.
                     if catch_unwind(AssertUnwindSafe(move || drop(f))).is_err() {
@@ -146,15 +162,18 @@ impl<K, S> Keyed<K, S> {
                     }
                     return Err(PanicReport::from_payload(payload));
                 }
-            },
+            }
+        }
+        let Some(state) = slot.state.as_mut() else {
+            unreachable!("a state was made above if the slot had none")
         };
         let outer = IN_HANDLER.with(|h| h.replace(me));
-        let ran = catch_unwind(AssertUnwindSafe(|| f(&self.key, &mut slot_ref.state)));
+        let ran = catch_unwind(AssertUnwindSafe(|| f(&self.key, state)));
         IN_HANDLER.with(|h| h.set(outer));
         match ran {
             Ok(()) => Ok(()),
             Err(payload) => {
-                let broken = slot.take();
+                let broken = slot.state.take();
                 drop(slot); // unlocked before user code runs again
                 if catch_unwind(AssertUnwindSafe(move || drop(broken))).is_err() {
                     tracing::error!("keyway: dropping a key's state panicked (contained)");
@@ -169,9 +188,9 @@ impl<K, S> Keyed<K, S> {
     /// Takes the key's state out of its slot for an async handler (`Stateful`), made first by
     /// `spec.init` if the lane has none (a panic of `init` comes back as its report).
     pub(crate) fn take_state(&self, spec: &KeyState<K, S>) -> Result<S, PanicReport> {
-        let taken = self.slot.lock().take();
+        let taken = self.slot.lock().state.take();
         match taken {
-            Some(slot) => Ok(slot.state),
+            Some(state) => Ok(state),
             None => catch_unwind(AssertUnwindSafe(|| (spec.init)(&self.key)))
                 .map_err(PanicReport::from_payload),
         }
@@ -185,21 +204,17 @@ impl<K, S> Keyed<K, S> {
 
     /// [`put_state`](Self::put_state), under a lock of the caller's: the state the slot held is
     /// given back, for the caller to drop once it holds no lock (user code).
-    pub(crate) fn place_state(&self, spec: &KeyState<K, S>, state: S) -> Displaced<K, S> {
-        let slot = StoredState {
-            state,
-            on_idle: spec.on_idle.clone(),
-        };
+    pub(crate) fn place_state(&self, spec: &KeyState<K, S>, state: S) -> Displaced<S> {
         // Empty unless a handed-back message of this key ran meanwhile on another thread and
         // made a state of its own: that one is dropped.
-        Displaced(self.slot.lock().replace(slot))
+        Displaced(self.slot.lock().fill(spec, state))
     }
 }
 
 /// A key's state displaced from its slot by [`Keyed::place_state`], if there was one.
-pub(crate) struct Displaced<K, S>(Option<StoredState<K, S>>);
+pub(crate) struct Displaced<S>(Option<S>);
 
-impl<K, S> Displaced<K, S> {
+impl<S> Displaced<S> {
     /// Drops the displaced state (its `Drop` is user code: contained).
     pub(crate) fn drop_contained(self) {
         let old = self.0;
@@ -215,13 +230,15 @@ const REENTERED: &str =
 
 thread_local! {
     /// The `Keyed` whose handler runs on this thread now (innermost), to tell a re-entrant run.
-    static IN_HANDLER: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+    static IN_HANDLER: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
 }
 
 impl<K, S> Drop for Keyed<K, S> {
     fn drop(&mut self) {
         // Most `Keyed`s dropped are look-up keys of a send, with no state: keep that path short.
-        if self.slot.get_mut().is_some() {
+        // (A hook with no state is released too: its drop, if the last, is user code.)
+        let slot = self.slot.get_mut();
+        if slot.state.is_some() || slot.on_idle.is_some() {
             self.release();
         }
     }
@@ -232,13 +249,12 @@ impl<K, S> Keyed<K, S> {
     #[cold]
     #[inline(never)]
     fn release(&mut self) {
-        let Some(StoredState { state, on_idle }) = self.slot.get_mut().take() else {
-            return;
-        };
+        let slot = self.slot.get_mut();
+        let (state, on_idle) = (slot.state.take(), slot.on_idle.take());
         let key = &self.key;
-        let released = catch_unwind(AssertUnwindSafe(move || match on_idle {
-            Some(on_idle) => on_idle(key, state),
-            None => drop(state),
+        let released = catch_unwind(AssertUnwindSafe(move || match (state, on_idle) {
+            (Some(state), Some(on_idle)) => on_idle(key, state),
+            (state, on_idle) => drop((state, on_idle)),
         }));
         if released.is_err() {
             tracing::error!("keyway: a key's on_idle or its state's Drop panicked (contained)");

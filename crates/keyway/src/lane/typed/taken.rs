@@ -67,7 +67,8 @@ where
     /// the whole blocks that hold them; a coalescing message last in the queue stays there,
     /// where a push may still replace it, unless it is the very next to run). An empty queue
     /// turns the lane idle, the key's state the driver `carried` put back in its slot first,
-    /// under the same hold of the lane lock: before a new activation can look for it there.
+    /// under the same hold of the lane lock: before a new activation can look for it there. The
+    /// lane is let go of (rule 3) under that hold too, if its shard's lock is free.
     pub(super) fn next_message(
         &self,
         carried: &mut Option<S>,
@@ -100,11 +101,19 @@ where
                     let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
                     keyed.place_state(self.lane.kind.key_state(), state)
                 });
-                let table = st.turn_idle(self.lane.pinned());
+                let mut table = st.turn_idle(self.lane.pinned());
+                // Rule 3 under this hold too, if the shard's lock is free: no second hold.
+                let released = table
+                    .as_ref()
+                    .is_some_and(|t| self.lane.release_held(st, t));
                 drop(guard);
-                // A state a handed-back message made meanwhile, dropped with no lock held.
+                // A state a handed-back message made meanwhile, dropped with no lock held; and
+                // the table's reference once released (it may be the last).
                 if let Some(displaced) = displaced {
                     displaced.drop_contained();
+                }
+                if released {
+                    drop(table.take());
                 }
                 return Err(Handover::Idle(table));
             }
