@@ -28,13 +28,16 @@ pub(crate) use stored::{Started, Step, Unsent};
 /// A future not yet started, type-erased.
 pub(crate) struct Launcher(Stored);
 
+/// In this order (`repr(C)`): a poll reads the handle first, then the future, so the handle
+/// shares the future's first cache line instead of one past its end.
+#[repr(C)]
 struct Spawned<F: Future> {
-    /// Structurally pinned once started in place ([`Started`]); `None` once done.
-    fut: Option<F>,
     handle: Option<Completer<F::Output>>,
     /// The tokio runtime current at spawn (`tokio` feature; none for a bound pool), entered
     /// around each poll.
     runtime: Runtime,
+    /// Structurally pinned once started in place ([`Started`]); `None` once done.
+    fut: Option<F>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -175,6 +178,7 @@ impl Launcher {
 
     /// Started in place, in the driver of its lane (its first poll is the driver's to make).
     pub(crate) fn start(self) -> Started {
+        self.0.prefetch();
         Started(self.0)
     }
 
