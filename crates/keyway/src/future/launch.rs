@@ -10,6 +10,7 @@
 mod stored;
 
 use std::future::Future;
+use std::mem::needs_drop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr;
@@ -55,6 +56,10 @@ impl<F: Future> Spawned<F> {
     /// the output's drop; contained).
     fn finish(&mut self, outcome: Result<F::Output, TaskError>) {
         let handle = self.handle.take();
+        if handle.is_none() && outcome.is_ok() && !needs_drop::<F::Output>() {
+            // Nobody to tell and nothing to drop (a detached future's `()`).
+            return;
+        }
         contain("a future's output or handle waker", move || {
             if let Some(handle) = &handle {
                 handle.finish(outcome);
