@@ -318,6 +318,17 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 5);
     }
 
+    /// A poll reads the handle and the runtime before the future: they come first, in the
+    /// future's first cache line (a handle past the end of a 232-byte future was a line of its
+    /// own to miss on).
+    #[test]
+    fn a_stored_futures_handle_and_runtime_come_first() {
+        type Example = Spawned<std::future::Ready<[u8; 200]>>;
+        assert_eq!(std::mem::offset_of!(Example, handle), 0);
+        assert!(std::mem::offset_of!(Example, runtime) < 64);
+        assert!(std::mem::offset_of!(Example, fut) < 64);
+    }
+
     /// A future whose drop panics (a capture's `Drop`) still gives its cell back, however it
     /// goes: dropped unstarted (the panic goes on to the dropper: a lane entry contains it),
     /// abandoned (contained here), or started and cancelled at its await point (contained).
