@@ -13,15 +13,13 @@
 //! * `spill` — the recycled cells the store keeps a value of up to 64 bytes in when it does not
 //!   fit in place, and a submitted future up to 512 bytes (`future::launch`);
 //! * `handle`, `abort` — what the submitter holds: the task's handle and its abort switch;
-//! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message);
-//! * `prefetch` — a hint to start loading the cache lines of a value another core wrote.
+//! * `pending` — what a task handed back by `shutdown_now` knows (its contexts, its message).
 
 mod abort;
 mod contain;
 mod handle;
 mod inline;
 mod pending;
-mod prefetch;
 mod raw;
 mod spill;
 
@@ -33,7 +31,6 @@ pub(crate) use handle::{Completer, WithHandle};
 pub(crate) use inline::{fits, WORDS};
 pub(crate) use inline::{InlineBox, LiveValue, LiveValueRef, VTable, VTableFor};
 pub(crate) use pending::{ContextOf, LaneRefs, PendingMessage, Unstarted};
-pub(crate) use prefetch::prefetch;
 pub(crate) use raw::{abandon_contained, drop_contained, run_contained, Task};
 #[cfg(test)]
 pub(crate) use spill::fresh_cells;

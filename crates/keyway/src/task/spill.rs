@@ -59,8 +59,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::prefetch::prefetch;
-
 /// The largest value an [`InlineBox`](super::InlineBox) keeps in a recycled cell (a larger one is
 /// boxed by the allocator).
 pub(crate) const CELL_MAX: usize = 64;
@@ -261,11 +259,6 @@ fn alloc_class(class: usize) -> *mut u8 {
             // SAFETY: S1 — a listed cell's first word links the rest.
             cur.head = unsafe { (*cell).next };
             cur.len -= 1;
-            // The next cell was most likely freed on another core: its lines start loading now,
-            // so that the next allocation (and the value written there) does not wait for them.
-            if cur.len > 0 {
-                prefetch(cur.head.cast_const().cast(), 32 << class);
-            }
             cell
         })
         .unwrap_or(ptr::null_mut());

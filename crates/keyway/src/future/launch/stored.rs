@@ -34,10 +34,11 @@ use std::sync::Arc;
 use std::task::Context;
 
 use super::super::driver::Release;
+use super::super::prefetch::prefetch;
 use super::super::runtime::Runtime;
 use super::{Launcher, Spawned};
 use crate::engine::Registry;
-use crate::task::{alloc_recycled, free_recycled, prefetch, Abandon, Completer, PanicReport};
+use crate::task::{alloc_recycled, free_recycled, Abandon, Completer, PanicReport};
 
 /// What a stored future can do. The consuming methods take the value by `&mut` (their storage
 /// is not a `Box`) and move it out (L2).
