@@ -10,6 +10,7 @@
 mod stored;
 
 use std::future::Future;
+use std::mem::needs_drop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr;
@@ -28,13 +29,16 @@ pub(crate) use stored::{Started, Step, Unsent};
 /// A future not yet started, type-erased.
 pub(crate) struct Launcher(Stored);
 
+/// In this order (`repr(C)`): a poll reads the handle first, then the future, so the handle
+/// shares the future's first cache line instead of one past its end.
+#[repr(C)]
 struct Spawned<F: Future> {
-    /// Structurally pinned once started in place ([`Started`]); `None` once done.
-    fut: Option<F>,
     handle: Option<Completer<F::Output>>,
     /// The tokio runtime current at spawn (`tokio` feature; none for a bound pool), entered
     /// around each poll.
     runtime: Runtime,
+    /// Structurally pinned once started in place ([`Started`]); `None` once done.
+    fut: Option<F>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -52,6 +56,10 @@ impl<F: Future> Spawned<F> {
     /// the output's drop; contained).
     fn finish(&mut self, outcome: Result<F::Output, TaskError>) {
         let handle = self.handle.take();
+        if handle.is_none() && outcome.is_ok() && !needs_drop::<F::Output>() {
+            // Nobody to tell and nothing to drop (a detached future's `()`).
+            return;
+        }
         contain("a future's output or handle waker", move || {
             if let Some(handle) = &handle {
                 handle.finish(outcome);
@@ -175,6 +183,7 @@ impl Launcher {
 
     /// Started in place, in the driver of its lane (its first poll is the driver's to make).
     pub(crate) fn start(self) -> Started {
+        self.0.prefetch();
         Started(self.0)
     }
 

@@ -24,12 +24,14 @@
 //! * `runtime` — the tokio runtime a future was spawned from, entered around its polls (the
 //!   `tokio` feature);
 //! * `place` — a driver's pinned place for its futures, in a recycled cell;
+//! * `prefetch` — a hint to start loading the cache lines of a future another core wrote;
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
 mod driver;
 mod launch;
 mod place;
+mod prefetch;
 mod probe;
 mod runtime;
 mod wake;
