@@ -35,6 +35,16 @@ fn counters(pool: &keyway::Pool) -> keyway::TypedLanes<u32, Msg, u64> {
     )
 }
 
+/// Holds `key`'s lane with a running handler until the returned gate opens.
+fn hold(lanes: &keyway::TypedLanes<u32, Msg, u64>, key: u32) -> Gate {
+    let (gate, started) = (Gate::new(), Latch::new(1));
+    lanes
+        .send(key, Msg::Hold(gate.clone(), started.clone()))
+        .unwrap();
+    started.wait();
+    gate
+}
+
 /// Four threads send adds to eight keys and ask for the totals as they go: every answer
 /// counts at least the adds its asker sent the key before asking (and at most all adds sent),
 /// and the last answers count every add.
@@ -107,11 +117,7 @@ fn a_reply_dropped_or_lost_to_a_panic_is_unanswered() {
 fn requests_handed_back_and_dropped_are_unanswered() {
     let pool = fixed_pool(2);
     let lanes = counters(&pool);
-    let (gate, started) = (Gate::new(), Latch::new(1));
-    lanes
-        .send(3, Msg::Hold(gate.clone(), started.clone()))
-        .unwrap();
-    started.wait();
+    let gate = hold(&lanes, 3);
     let waiting: Vec<_> = (0..5).map(|_| lanes.ask(3, Msg::Total).unwrap()).collect();
     let handed_back = shutdown_now_while_held(&pool, &gate);
     assert_eq!(handed_back.len(), 5);
@@ -143,11 +149,7 @@ fn a_refused_request_is_handed_back_with_its_reply() {
 fn a_queued_request_cannot_be_cancelled() {
     let pool = fixed_pool(2);
     let lanes = counters(&pool);
-    let (gate, started) = (Gate::new(), Latch::new(1));
-    lanes
-        .send(4, Msg::Hold(gate.clone(), started.clone()))
-        .unwrap();
-    started.wait();
+    let gate = hold(&lanes, 4);
     lanes.send(4, Msg::Add(2)).unwrap();
     let answer = lanes.ask(4, Msg::Total).unwrap();
     assert!(!answer.cancel());

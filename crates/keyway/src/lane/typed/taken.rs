@@ -8,7 +8,7 @@ use super::{Entry, Typed};
 use crate::engine::OnPool;
 use crate::lane::activation::Handover;
 use crate::lane::queue::Queue;
-use crate::lane::table::LaneCore;
+use crate::lane::table::{LaneCore, LaneState};
 use crate::lane::turn::{Holds, Turn};
 
 /// How an async typed lane is handed on when its driver is done with it.
@@ -96,27 +96,7 @@ where
             return Err(Handover::Drained);
         }
         match st.queue.front() {
-            None => {
-                let displaced = carried.take().map(|state| {
-                    let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
-                    keyed.place_state(self.lane.kind.key_state(), state)
-                });
-                let mut table = st.turn_idle(self.lane.pinned());
-                // Rule 3 under this hold too, if the shard's lock is free: no second hold.
-                let released = table
-                    .as_ref()
-                    .is_some_and(|t| self.lane.release_held(st, t));
-                drop(guard);
-                // A state a handed-back message made meanwhile, dropped with no lock held; and
-                // the table's reference once released (it may be the last).
-                if let Some(displaced) = displaced {
-                    displaced.drop_contained();
-                }
-                if released {
-                    drop(table.take());
-                }
-                return Err(Handover::Idle(table));
-            }
+            None => return Err(self.turn_idle(guard, carried)),
             Some(Entry::Flush(_)) => return Err(Handover::Other),
             Some(_) if max <= 1 => {
                 return match st.queue.pop_front().map(Entry::into_message) {
@@ -132,7 +112,39 @@ where
             _ => unreachable!("the head was just seen to be a message"),
         }
     }
+
+    /// The lane's queue is empty (`guard`: its lock, held): the state the driver `carried` goes
+    /// back to the key's slot and the lane turns idle under this hold, and is let go of (rule 3)
+    /// under it too if its shard's lock is free: no second hold.
+    fn turn_idle(
+        &self,
+        mut guard: LaneGuard<'_, K, M, S>,
+        carried: &mut Option<S>,
+    ) -> TypedHandover<K, M, S> {
+        let st = &mut *guard;
+        let displaced = carried.take().map(|state| {
+            let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
+            keyed.place_state(self.lane.kind.key_state(), state)
+        });
+        let mut table = st.turn_idle(self.lane.pinned());
+        let released = table
+            .as_ref()
+            .is_some_and(|t| self.lane.release_held(st, t));
+        drop(guard);
+        // A state a handed-back message made meanwhile, dropped with no lock held; and the
+        // table's reference once released (it may be the last).
+        if let Some(displaced) = displaced {
+            displaced.drop_contained();
+        }
+        if released {
+            drop(table.take());
+        }
+        Handover::Idle(table)
+    }
 }
+
+/// A typed lane's lock, held.
+type LaneGuard<'a, K, M, S> = parking_lot::MutexGuard<'a, LaneState<Typed<K, M, S>>>;
 
 impl<K, M, S> Holds for Taken<'_, K, M, S>
 where
