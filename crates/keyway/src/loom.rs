@@ -84,15 +84,6 @@ pub(crate) mod sync {
                 Err(poisoned) => poisoned.into_inner(),
             }
         }
-
-        /// The guard if the lock is free now, as `parking_lot`'s `try_lock`.
-        pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
-            match self.0.try_lock() {
-                Ok(guard) => Some(guard),
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            }
-        }
     }
 
     /// The guard [`Mutex::lock`] returns.

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::table::{Idle, LaneCore, LaneKind};
+use super::table::{LaneCore, LaneKind, LaneTable};
 use super::turn::{Again, Holds, Turn};
 use crate::engine::{on_pool, with_pool, OnPool, Registry};
 
@@ -184,8 +184,8 @@ pub(super) fn park<H: Holds, D: Driver<H>>(
 /// What a driver finds at its lane's head once its current future is done, besides an entry
 /// of its own.
 pub(super) enum Handover<S: LaneKind> {
-    /// The queue is empty: the lane turned idle (rule 2): what its runner lets go of.
-    Idle(Idle<S>),
+    /// The queue is empty: the lane turned idle (rule 2); here is the table it held.
+    Idle(Option<Arc<LaneTable<S>>>),
     /// Something else is next: the lane goes back to a runner.
     Other,
     /// `shutdown_now` drained the lane.

@@ -78,10 +78,8 @@ fn push(world: &Arc<World>, id: u32) -> bool {
     true
 }
 
-/// `run_batch`: runs the lane until it is empty, then turns it idle (`LaneCore::turn_idle`)
-/// and releases the reference it did not keep: under the same hold of the lane lock if the
-/// shard's lock is free (`release_held`), else after it (`LaneCore::release`, then
-/// `remove_if_idle`).
+/// `run_batch`: runs the lane until it is empty, then turns it idle (`LaneState::turn_idle`)
+/// and releases the reference it did not keep (`LaneCore::release`, then `remove_if_idle`).
 fn run_lane(world: &Arc<World>) {
     loop {
         let mut st = world.lane.lock();
@@ -97,16 +95,9 @@ fn run_lane(world: &Arc<World>) {
                 }
                 table
             };
-            let released = release.is_some()
-                && world.shard.try_lock().is_some_and(|_map| {
-                    if world.pins.load(Ordering::Acquire) == 0 {
-                        st.kept = None; // `remove_if_idle` under the lane lock already held
-                    }
-                    true
-                });
             drop(st);
             if let Some(table) = release {
-                if !released && world.pins.load(Ordering::Acquire) == 0 {
+                if world.pins.load(Ordering::Acquire) == 0 {
                     let _map = world.shard.lock();
                     remove_if_idle(world);
                 }

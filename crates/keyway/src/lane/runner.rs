@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
 use super::queue::Queue;
-use super::table::{Barrier, Idle, LaneCore, LaneKind, LaneState, Ran};
+use super::table::{Barrier, LaneCore, LaneKind, LaneState, LaneTable, Ran};
 use super::turn::{Again, Holds, OnUnwind, Turn};
 use crate::engine::{LaneJob, OnPool, Watched, WorkerCtx};
 
@@ -24,8 +24,8 @@ impl<S: LaneKind> super::table::LaneState<S> {
 /// What `take_chunk` found.
 enum Taken<S: LaneKind> {
     Entries,
-    /// The lane went idle: what its runner lets go of.
-    Empty(Idle<S>),
+    /// The lane went idle; here is the table it held while scheduled.
+    Empty(Option<Arc<LaneTable<S>>>),
     Barrier(Arc<dyn Barrier>),
     /// Rule 7: an async entry, taken out of the queue, to start alone.
     Launch(S::Entry),
@@ -51,7 +51,7 @@ impl<S: LaneKind> LaneCore<S> {
         let Some(front) = st.queue.front() else {
             // Rule 2: only the lane's runner turns it idle, and only while it sees the queue
             // empty under the lane lock.
-            return Taken::Empty(self.turn_idle(st));
+            return Taken::Empty(st.turn_idle(self.pinned()));
         };
         if let Some(multi) = S::barrier(front) {
             // Rule 6: the lane parks at a multi-key task; it stays scheduled.

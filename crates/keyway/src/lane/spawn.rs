@@ -141,7 +141,7 @@ impl LaneCore<Closures> {
             return Err(Handover::Drained);
         }
         match st.queue.front() {
-            None => Err(Handover::Idle(self.turn_idle(&mut st))),
+            None => Err(Handover::Idle(st.turn_idle(self.pinned()))),
             Some(entry) if entry.is_async() => match st.queue.pop_front().map(|e| e.into_parts()) {
                 Some(Parts::Launch(fut)) => Ok(fut),
                 _ => unreachable!("the head was just seen to be a future"),

@@ -224,27 +224,6 @@ impl<S: LaneKind> LaneState<S> {
     }
 }
 
-/// A lane its runner turned idle (rule 2): the table reference it held while scheduled (none:
-/// a pinned lane kept it for its next activation), and whether the lane was already let go of
-/// (rule 3) under the same hold of its lock. Dropped, or passed to
-/// [`LaneCore::let_go`], with no lock held: the reference may be the table's last.
-pub(crate) struct Idle<S: LaneKind> {
-    table: Option<Arc<LaneTable<S>>>,
-    released: bool,
-}
-
-impl<S: LaneKind> Idle<S> {
-    /// Rule 3, if the hold that turned the lane idle did not do it already; the table reference
-    /// is dropped either way.
-    #[inline]
-    pub(super) fn let_go(self, lane: &LaneCore<S>) {
-        match self.table {
-            Some(table) if !self.released => lane.release(table),
-            table => drop(table),
-        }
-    }
-}
-
 /// What a push did: the lane, when it went from idle to scheduled (the pusher must queue it). A
 /// pending coalescing entry the new one replaced goes to the pusher's `replaced` slot instead:
 /// it is rare, and a result holding an entry is copied at every return on the hot path (measured
@@ -471,7 +450,7 @@ impl<S: LaneKind> LaneTable<S> {
 
     /// Rule 3: an idle, unpinned `lane` leaves the table (or the idle cache keeps it). Called
     /// under the lane's shard lock (`map`).
-    pub(crate) fn remove_if_idle(&self, map: &mut ShardMap<S>, lane: &LaneCore<S>) {
+    pub(crate) fn remove_if_idle(&self, map: &mut ShardMap<S>, lane: &Arc<LaneCore<S>>) {
         if lane.pins.load(Ordering::Acquire) > 0 {
             return;
         }
@@ -502,11 +481,8 @@ impl<S: LaneKind> LaneTable<S> {
     }
 
     /// `lane` leaves the table (`map`, its shard, locked).
-    fn remove(&self, map: &mut ShardMap<S>, lane: &LaneCore<S>) {
-        if let Ok(entry) = map
-            .lanes
-            .find_entry(lane.hash, |l| std::ptr::eq(&**l, lane))
-        {
+    fn remove(&self, map: &mut ShardMap<S>, lane: &Arc<LaneCore<S>>) {
+        if let Ok(entry) = map.lanes.find_entry(lane.hash, |l| Arc::ptr_eq(l, lane)) {
             entry.remove();
             self.live.fetch_sub(1, Ordering::Relaxed);
             map.shrink();
@@ -603,7 +579,7 @@ impl<S: LaneKind> LaneCore<S> {
 
     /// Rule 3: the lane went idle (its runner took `table` out of its state): it leaves the table
     /// unless pinned. The table may be freed right here, if this lane held its last reference.
-    pub(super) fn release(&self, table: Arc<LaneTable<S>>) {
+    pub(super) fn release(self: &Arc<Self>, table: Arc<LaneTable<S>>) {
         if self.pins.load(Ordering::Acquire) > 0 {
             return;
         }
@@ -611,20 +587,15 @@ impl<S: LaneKind> LaneCore<S> {
         table.remove_if_idle(&mut map, self);
     }
 
-    /// Rules 2 and 3 under one hold of the lane lock (`st`): the lane's runner, seeing its queue
-    /// empty, turns it idle, and lets go of it at once if its shard's lock is free (taken after
-    /// the lane's, so only tried), with no second hold of the lane lock. The caller passes what
-    /// comes back to [`let_go`](Self::let_go) once it let go of the lane lock.
-    #[inline]
-    pub(super) fn turn_idle(&self, st: &mut LaneState<S>) -> Idle<S> {
-        let table = st.turn_idle(self.pinned());
-        let released = table.as_ref().is_some_and(|t| self.release_held(st, t));
-        Idle { table, released }
-    }
-
-    /// Rule 3 for a lane that went idle under this hold of its lock (`st`): false if its
-    /// shard's lock was busy, and the lane is then to be [`release`](Self::release)d.
-    fn release_held(&self, st: &mut LaneState<S>, table: &LaneTable<S>) -> bool {
+    /// [`release`](Self::release) for a lane that went idle under this hold of its lock (`st`):
+    /// done at once if its shard's lock is free (taken after the lane's, so only tried), with no
+    /// second hold of the lane lock. False if that lock was busy: the caller calls `release`
+    /// once it let go of the lane lock. The caller drops `table` with no lock held.
+    pub(super) fn release_held(
+        self: &Arc<Self>,
+        st: &mut LaneState<S>,
+        table: &Arc<LaneTable<S>>,
+    ) -> bool {
         let Some(mut map) = table.shard(self.hash).try_lock() else {
             return false;
         };

@@ -21,7 +21,7 @@
 use std::cell::Cell;
 use std::sync::{Arc, Weak};
 
-use super::table::{Idle, LaneCore, LaneKind, LaneState};
+use super::table::{LaneCore, LaneKind, LaneState, LaneTable};
 use crate::engine::holding::{self, Held};
 use crate::engine::{OnPool, Registry, Watched, Work};
 use crate::task::PanicReport;
@@ -217,7 +217,7 @@ impl<S: LaneKind> LaneCore<S> {
                 return;
             }
             if st.queue.is_empty() {
-                Some(self.turn_idle(&mut st))
+                Some(st.turn_idle(self.pinned()))
             } else {
                 None
             }
@@ -228,11 +228,13 @@ impl<S: LaneKind> LaneCore<S> {
         }
     }
 
-    /// Rule 3: the lane went idle under its lock (`idle`, from
-    /// [`turn_idle`](LaneCore::turn_idle)); called with no lock held.
+    /// Rule 3: the lane went idle under its lock; `table` is the reference it held while
+    /// scheduled (`None`: a pinned lane kept it for its next activation).
     #[inline]
-    pub(super) fn let_go(&self, idle: Idle<S>) {
-        idle.let_go(self);
+    pub(super) fn let_go(self: &Arc<Self>, table: Option<Arc<LaneTable<S>>>) {
+        if let Some(table) = table {
+            self.release(table);
+        }
     }
 
     /// The lane, scheduled with entries, gets a runner (rule 1: the caller was its runner).

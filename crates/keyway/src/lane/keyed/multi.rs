@@ -60,7 +60,7 @@ impl LaneCore<Closures> {
             }
             st.queue.pop_front();
             match st.queue.front().map(ClosureEntry::barrier) {
-                None => self.turn_idle(&mut st),
+                None => st.turn_idle(self.pinned()),
                 Some(Some(next)) => return arrive_next(next),
                 Some(None) => return Passed::Restart(self.clone()),
             }

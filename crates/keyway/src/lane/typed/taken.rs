@@ -114,7 +114,8 @@ where
     }
 
     /// The lane's queue is empty (`guard`: its lock, held): the state the driver `carried` goes
-    /// back to the key's slot, and the lane turns idle under this hold.
+    /// back to the key's slot and the lane turns idle under this hold, and is let go of (rule 3)
+    /// under it too if its shard's lock is free: no second hold.
     fn turn_idle(
         &self,
         mut guard: LaneGuard<'_, K, M, S>,
@@ -125,13 +126,20 @@ where
             let keyed = Typed::<K, M, S>::keyed(self.lane.key.get());
             keyed.place_state(self.lane.kind.key_state(), state)
         });
-        let idle = self.lane.turn_idle(st);
+        let mut table = st.turn_idle(self.lane.pinned());
+        let released = table
+            .as_ref()
+            .is_some_and(|t| self.lane.release_held(st, t));
         drop(guard);
-        // A state a handed-back message made meanwhile, dropped with no lock held.
+        // A state a handed-back message made meanwhile, dropped with no lock held; and the
+        // table's reference once released (it may be the last).
         if let Some(displaced) = displaced {
             displaced.drop_contained();
         }
-        Handover::Idle(idle)
+        if released {
+            drop(table.take());
+        }
+        Handover::Idle(table)
     }
 }
 
