@@ -17,8 +17,9 @@
 //! are different contexts): [`Pool::contexts`] fixes the key type once. [`Contexts`] is the
 //! keyed entry point: its methods state the rules with examples, and the pool's untyped keyed
 //! methods (`pool.execute_sequential(ctx, f)` and its kin, the same lanes with the key type
-//! inferred at each call) link to them. Typed lanes queue messages for one handler, and can
-//! own a state per key ([`Pool::typed_lanes_with_state`]).
+//! inferred at each call) link to them. Typed lanes queue messages for one handler, can own a
+//! state per key ([`Pool::typed_lanes_with_state`]), and answer requests through a [`Reply`]
+//! ([`TypedLanes::ask`]).
 //!
 //! ## Multi-key tasks ([`Contexts::execute_keyed`], [`Contexts::submit_keyed`])
 //! A task names several keys: tasks sharing any key never overlap and run in submission order;
