@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+pub mod trace;
+
+use trace::ProducerTrace;
+
 /// Histogram stripes (threads take them in turn).
 const STRIPES: usize = 16;
 
@@ -64,6 +68,8 @@ struct Stripe {
     from_submit: Histogram<u64>,
     finish: Histogram<u64>,
     last_finish_ns: u64,
+    /// The largest start delay (µs) per millisecond of the run (empty: no trace).
+    starts_us: Vec<u32>,
 }
 
 /// A stripe on cache lines of its own (a thread's records never touch another's lines).
@@ -82,6 +88,8 @@ pub struct OpenLoop {
     late: Mutex<Option<Histogram<u64>>>,
     /// The producer thread's context switches, handed over by [`Pacer::finish`].
     producer: Mutex<Option<Switches>>,
+    /// The producer's trace (see [`trace`]), handed over by [`Pacer::finish`].
+    trace: Mutex<Option<ProducerTrace>>,
     /// Per task index, how late the producer submitted it (ns; [`NOT_SUBMITTED`]: not yet);
     /// empty unless made with [`tracking_submits`](Self::tracking_submits).
     submitted: Box<[AtomicU64]>,
@@ -102,6 +110,11 @@ pub struct Summary {
     pub late: Histogram<u64>,
     /// The producer thread's context switches while it fed the run (`None`: not known here).
     pub producer: Option<Switches>,
+    /// The run's trace, as text (`None`: not asked for; see [`trace`]).
+    pub trace: Option<String>,
+    /// CPU seconds other processes used while the run ran (`None`: not measured); a run that
+    /// other work shared the cores with shows its delays, not the system's.
+    pub others_cpu_s: Option<f64>,
     /// Tasks per second offered (the schedule's rate).
     pub offered: f64,
     /// Tasks per second achieved: tasks finished / time from the first intended submit to
@@ -124,6 +137,7 @@ impl OpenLoop {
                 from_submit: h.clone(),
                 finish: h,
                 last_finish_ns: 0,
+                starts_us: trace::threshold_ns().map_or_else(Vec::new, |_| trace::start_series()),
             })))
         };
         Self {
@@ -132,6 +146,7 @@ impl OpenLoop {
             stripes: (0..STRIPES).map(|_| stripe()).collect(),
             late: Mutex::new(Some(Self::histogram())),
             producer: Mutex::new(None),
+            trace: Mutex::new(None),
             submitted: Box::new([]),
         }
     }
@@ -180,8 +195,10 @@ impl OpenLoop {
     /// The producer's side of the schedule: it waits for each task's turn and keeps the
     /// producer's lateness, handed over by [`Pacer::finish`].
     pub fn pacer(&self) -> Pacer<'_> {
+        let start = *self.start.get_or_init(Instant::now);
         Pacer {
-            start: *self.start.get_or_init(Instant::now),
+            start,
+            trace: ProducerTrace::new(start),
             schedule: self,
             now_ns: 0,
             reuses_left: 0,
@@ -195,9 +212,8 @@ impl OpenLoop {
     pub fn record(&self, index: u64, started: Instant, finished: Instant) {
         let intended = self.intended(index).unwrap_or(finished);
         let ns = |t: Instant| t.saturating_duration_since(intended).as_nanos() as u64;
-        let since_start = finished
-            .saturating_duration_since(*self.start.get_or_init(Instant::now))
-            .as_nanos() as u64;
+        let start = *self.start.get_or_init(Instant::now);
+        let since_start = finished.saturating_duration_since(start).as_nanos() as u64;
         let mut stripe = self.stripes[my_stripe()]
             .0
             .lock()
@@ -207,6 +223,10 @@ impl OpenLoop {
             return;
         };
         s.start.saturating_record(ns(started).max(1));
+        if !s.starts_us.is_empty() {
+            let at = started.saturating_duration_since(start).as_nanos() as u64;
+            trace::note_start(&mut s.starts_us, at, ns(started));
+        }
         let late = self
             .submitted
             .get(index as usize)
@@ -226,15 +246,25 @@ impl OpenLoop {
             .stripes
             .iter()
             .filter_map(|s| s.0.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let (mut start, mut from_submit, mut finish, mut last) = match stripes.next() {
-            Some(s) => (s.start, s.from_submit, s.finish, s.last_finish_ns),
+        let (mut start, mut from_submit, mut finish, mut last, mut starts_us) = match stripes.next()
+        {
+            Some(s) => (
+                s.start,
+                s.from_submit,
+                s.finish,
+                s.last_finish_ns,
+                s.starts_us,
+            ),
             None => {
                 let h = Histogram::new(DIGITS)
                     .unwrap_or_else(|e| unreachable!("constant histogram digits: {e}"));
-                (h.clone(), h.clone(), h, 0)
+                (h.clone(), h.clone(), h, 0, Vec::new())
             }
         };
         for s in stripes {
+            for (mine, theirs) in starts_us.iter_mut().zip(&s.starts_us) {
+                *mine = (*mine).max(*theirs);
+            }
             // Same bounds in every stripe: adding cannot fail.
             let _ = start.add(&s.start);
             let _ = from_submit.add(&s.from_submit);
@@ -249,8 +279,11 @@ impl OpenLoop {
             .take()
             .unwrap_or_else(Self::histogram);
         let producer = *self.producer.lock().unwrap_or_else(|e| e.into_inner());
+        let trace = self.trace.lock().unwrap_or_else(|e| e.into_inner()).take();
         Summary {
             producer,
+            trace: trace.map(|t| t.render(&starts_us)),
+            others_cpu_s: None,
             late,
             offered: 1e9 / self.period_ns,
             achieved: if last == 0 {
@@ -288,6 +321,8 @@ pub struct Pacer<'a> {
     late: Histogram<u64>,
     /// The producer thread's context switches when its pacer was made.
     switches_at_start: Option<Switches>,
+    /// Its trace, when asked for ([`trace::TRACE_ENV`]).
+    trace: Option<ProducerTrace>,
 }
 
 /// Context switches of one thread: how often it blocked or slept (voluntary) and how often the
@@ -364,6 +399,9 @@ impl Pacer<'_> {
             self.reuses_left -= 1;
         }
         let late = self.now_ns - due;
+        if let Some(trace) = self.trace.as_mut() {
+            trace.submitting(late);
+        }
         if let Some(slot) = self.schedule.submitted.get(index as usize) {
             // Read by the task, after the submit that follows (which orders it).
             slot.store(late.min(NOT_SUBMITTED - 1), Ordering::Release);
@@ -378,15 +416,26 @@ impl Pacer<'_> {
         loop {
             let now = Instant::now();
             self.now_ns = now.saturating_duration_since(self.start).as_nanos() as u64;
+            if let Some(trace) = self.trace.as_mut() {
+                trace.reading(self.now_ns, due);
+            }
             if self.now_ns >= due {
                 self.reuses_left = ARRIVALS_PER_READ - 1;
                 return;
             }
             let ahead = Duration::from_nanos(due - self.now_ns);
-            if ahead > SLEEP_OVER {
-                std::thread::sleep(ahead - SLEEP_OVER / 2);
+            let nap = if ahead > SLEEP_OVER {
+                ahead - SLEEP_OVER / 2
             } else if sleepy() {
-                std::thread::sleep(ahead);
+                ahead
+            } else {
+                Duration::ZERO
+            };
+            if !nap.is_zero() {
+                if let Some(trace) = self.trace.as_mut() {
+                    trace.sleeping(self.now_ns + nap.as_nanos() as u64);
+                }
+                std::thread::sleep(nap);
             } else {
                 std::hint::spin_loop();
             }
@@ -397,6 +446,11 @@ impl Pacer<'_> {
     /// the schedule (on the producer's thread).
     pub fn finish(self) {
         self.schedule.add_late(&self.late);
+        *self
+            .schedule
+            .trace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = self.trace;
         if let (Some(start), Some(end)) = (self.switches_at_start, Switches::now()) {
             *self
                 .schedule

@@ -14,7 +14,8 @@
 //! and the producer thread's context switches during the run: `prod blocks` (it gave the CPU
 //! up: slept ahead of its schedule, or blocked in a submit call) and `prod preempt` (the
 //! kernel took the CPU from it while it could run: the system's threads, or others, wanted
-//! both cores). Per-context order is checked as in `contexts` (crossbeam-pool keeps none:
+//! both cores), and `others ms`: the CPU time other processes took during the run (a row that
+//! shared the cores with other work measured that work too). Per-context order is checked as in `contexts` (crossbeam-pool keeps none:
 //! completeness only).
 //! One open-loop run per system and load, after an uncounted warm-up run; `--runs` is ignored.
 
@@ -26,7 +27,7 @@ use clap::Args;
 use serde_json::{json, Map};
 
 use super::Emit;
-use crate::harness::env::cores;
+use crate::harness::env::{cores, Disturbance};
 use crate::harness::options::RunOptions;
 use crate::harness::report::group_thousands;
 use crate::harness::{is_selected, measure, Contender, VariantReport};
@@ -375,11 +376,17 @@ fn open_run(
     let run: &'static ContextsRun = Box::leak(Box::new(
         ContextsRun::new(contexts, per_context, work).open_loop(rate),
     ));
+    let disturbance = Disturbance::now();
     let elapsed = (s.run)(run, threads, timeout)?;
-    match &run.open_loop {
-        Some(schedule) => Ok((elapsed, schedule.summary())),
-        None => unreachable!("the run was made with an open loop"),
+    let Some(schedule) = &run.open_loop else {
+        unreachable!("the run was made with an open loop")
+    };
+    let mut summary = schedule.summary();
+    summary.others_cpu_s = disturbance.and_then(|d| d.others_since()).map(|o| o.0);
+    if let Some(trace) = &summary.trace {
+        eprint!("# trace of {} at {rate:.0} tasks/s\n{trace}", s.name);
     }
+    Ok((elapsed, summary))
 }
 
 /// The row's figures: rates, then the delays in µs.
@@ -401,6 +408,7 @@ fn figures(sustained: f64, s: &Summary) -> Vec<(&'static str, f64)> {
         ("late p99.9", us(&s.late, 0.999)),
         ("prod blocks", switches(s, |p| p.voluntary)),
         ("prod preempt", switches(s, |p| p.involuntary)),
+        ("others ms", s.others_cpu_s.map_or(f64::NAN, |o| o * 1e3)),
     ]
 }
 
