@@ -15,8 +15,8 @@
 //! up: slept ahead of its schedule, or blocked in a submit call) and `prod preempt` (the
 //! kernel took the CPU from it while it could run: the system's threads, or others, wanted
 //! both cores), and `others ms`: the CPU time other processes took during the run (a row that
-//! shared the cores with other work measured that work too). Per-context order is checked as in `contexts` (crossbeam-pool keeps none:
-//! completeness only).
+//! shared the cores with other work measured that work too). Per-context order is checked as
+//! in `contexts` (crossbeam-pool keeps none: completeness only).
 //! One open-loop run per system and load, after an uncounted warm-up run; `--runs` is ignored.
 
 use std::cell::RefCell;
