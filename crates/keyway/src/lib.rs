@@ -53,7 +53,7 @@
 //! sliding second (the bound tested: `n + 1`, 51), and three processes sharing 90 per second
 //! through Redis 90 or 91 (tested: 91, the limit + 2%; each process holds its own share, but
 //! their clocks are read a moment apart). The remote side sees when the tasks *start*, a
-//! little later: on a busy 2-core machine (load average 6-25), 50-51 and 91-93. When more are
+//! little later: on a busy 2-core machine (load average 6-25), 50-53 and 91-93. When more are
 //! due than the limit allows, the best
 //! ([`Timing::priority`]) go first, late arrivals included; the rest wait for the next
 //! interval ([`SchedulerBuilder::interval`], 1 s by default), where they compete again.
