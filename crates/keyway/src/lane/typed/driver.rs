@@ -270,6 +270,15 @@ where
         self.activity.end(pool.map(|p| &**p.registry));
     }
 
+    /// The activation dropped before it was over (its driver, or its inline first poll
+    /// unwinding): cancelled in its runtime, as a drain would.
+    fn cancel_unfinished(&mut self, taken: &Taken<'_, K, M, S>, pool: Option<&OnPool<'_>>) {
+        if !self.activity.is_over() {
+            let runtime = &taken.lane.kind.runtime;
+            InRuntime { act: self, runtime }.cancel(taken, pool);
+        }
+    }
+
     /// Calls the handler on `msg`, the lane's next message (popped: it has started); a panic of
     /// the handler (or of the state's `init`) ends the message at once.
     fn start(&mut self, call: &C, turn: &DriverTurn<'_, '_, K, M, S>, msg: M) {
@@ -418,10 +427,10 @@ where
     fn drop(&mut self) {
         // Dropped unfinished: the pool dropped its poll (`shutdown_now`, at an await point or
         // between two messages) or is gone. The lane is not resumed: the drain turned it off.
-        if !self.act.activity.is_over() {
-            let (registry, _, taken, mut driver) = self.parts();
-            with_pool(registry, |pool| driver.cancel(&taken, pool.as_ref()));
-        }
+        let (registry, _, taken, driver) = self.parts();
+        with_pool(registry, |pool| {
+            driver.act.cancel_unfinished(&taken, pool.as_ref())
+        });
     }
 }
 
@@ -448,13 +457,9 @@ where
     C: Call<K, M, S>,
 {
     fn drop(&mut self) {
-        if !self.act.activity.is_over() {
-            let taken = self.taken;
-            let mut driver = InRuntime {
-                act: &mut *self.act,
-                runtime: &taken.lane.kind.runtime,
-            };
-            on_pool(self.registry, |pool| driver.cancel(&taken, Some(&pool)));
-        }
+        let taken = self.taken;
+        on_pool(self.registry, |pool| {
+            self.act.cancel_unfinished(&taken, Some(&pool))
+        });
     }
 }
