@@ -22,11 +22,13 @@
 //! times, 40 of them contended. Not a bottleneck: no finer-grained structure is warranted.
 
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use crate::loom::sync::Mutex;
+use crate::loom::sync::ParkMutex;
 
 pub(crate) struct Sleep {
     sleepers: AtomicUsize,
-    idle: Mutex<Vec<usize>>,
+    /// Taken by a producer waking a sleeper and by a worker on its way to sleep: a lock that
+    /// parks rather than yields, so neither waits a scheduler tick behind other processes.
+    idle: ParkMutex<Vec<usize>>,
     /// One idle worker at most spins for a while before it sleeps, while work is in flight
     /// ([`try_spin`](Self::try_spin)); a producer then wakes nobody: the spinner takes the job.
     spinning: AtomicBool,
@@ -36,7 +38,7 @@ impl Sleep {
     pub(crate) fn new() -> Self {
         Sleep {
             sleepers: AtomicUsize::new(0),
-            idle: Mutex::new(Vec::new()),
+            idle: ParkMutex::new(Vec::new()),
             spinning: AtomicBool::new(false),
         }
     }
