@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Worker};
 use crossbeam_utils::sync::Parker;
+use crossbeam_utils::Backoff;
 
 use super::progress::Progress;
 use super::registry::{Registry, WorkerSlot};
@@ -335,16 +336,12 @@ impl WorkerCtx {
         let registry = &self.registry;
         // Whatever this worker finished may have left nothing pending.
         registry.finishes_published();
-        // Spins, never yields: on a loaded machine `sched_yield` hands the CPU to any other
-        // runnable process until the next scheduler tick (a 58 ms return was seen), and the
-        // work that comes meanwhile waits. The spinner or the park below takes over.
-        for round in 0..IDLE_SPIN_ROUNDS {
+        let backoff = Backoff::new();
+        while !backoff.is_completed() {
             if registry.has_work() {
                 return Idle::Work;
             }
-            for _ in 0..1u32 << round.min(6) {
-                std::hint::spin_loop();
-            }
+            backoff.snooze();
         }
         // Shutdown steps 2 and 3 (engine README): stopped, the worker leaves at once; closed,
         // once nothing accepted is pending.
@@ -383,11 +380,6 @@ impl WorkerCtx {
         Idle::Work
     }
 }
-
-/// Rounds of the look for work every idle worker makes before the spinner's turn or the park;
-/// round `n` spins `2^min(n, 6)` times between looks (191 `pause`s in all, a few µs), as
-/// `crossbeam_utils::Backoff` spins before it turns to yielding, which this never does.
-const IDLE_SPIN_ROUNDS: u32 = 8;
 
 /// How long the spinner looks for work before it sleeps: about a wake-up's round trip through
 /// another thread (a tokio task's reply, a timer), so that such a wake-up finds a worker awake
