@@ -27,11 +27,6 @@ pub(crate) mod sync {
     /// The guard [`Mutex::lock`] returns.
     pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
-    /// A mutex that spins briefly, then parks, and never calls `sched_yield` (`parking_lot`'s
-    /// does, up to seven times, before it parks): for locks a thread takes on its way to
-    /// sleep or to wake one, where a yield on a loaded machine costs a scheduler tick.
-    pub(crate) type ParkMutex<T> = crate::engine::lock::Mutex<T>;
-
     /// `parking_lot`'s condition variable, taking and giving back the guard by value (as loom's
     /// does).
     #[derive(Debug, Default)]
@@ -93,9 +88,6 @@ pub(crate) mod sync {
 
     /// The guard [`Mutex::lock`] returns.
     pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
-
-    /// loom's mutex stands in for the spin-then-park one.
-    pub(crate) type ParkMutex<T> = Mutex<T>;
 
     /// loom's condition variable with the `std` facade's interface.
     #[derive(Debug)]

@@ -28,7 +28,6 @@
 //! * `stoppers` — the callers inside `shutdown_now` and what they hold;
 //! * `seats` — the reserved threads' seats;
 //! * `sleep` — parking and waking without lost wake-ups; `progress` — what the monitor reads;
-//! * `lock` — a mutex that spins, then parks, never yielding its thread's CPU;
 //! * `live` — started futures waiting for a wake-up, cancelled by `shutdown_now`;
 //! * `waiters` — waiting for room under `capacity`, and for the pool to go idle;
 //! * `watch` — the lanes found deeper than a turn's batch, which `Stats` reads with many lanes;
@@ -47,7 +46,6 @@ pub(crate) mod holding;
 mod label;
 mod lifecycle;
 mod live;
-pub(crate) mod lock;
 pub(crate) mod meter;
 mod metrics;
 mod monitor;

@@ -22,13 +22,11 @@
 //! times, 40 of them contended. Not a bottleneck: no finer-grained structure is warranted.
 
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use crate::loom::sync::ParkMutex;
+use crate::loom::sync::Mutex;
 
 pub(crate) struct Sleep {
     sleepers: AtomicUsize,
-    /// Taken by a producer waking a sleeper and by a worker on its way to sleep: a lock that
-    /// parks rather than yields, so neither waits a scheduler tick behind other processes.
-    idle: ParkMutex<Vec<usize>>,
+    idle: Mutex<Vec<usize>>,
     /// One idle worker at most spins for a while before it sleeps, while work is in flight
     /// ([`try_spin`](Self::try_spin)); a producer then wakes nobody: the spinner takes the job.
     spinning: AtomicBool,
@@ -38,7 +36,7 @@ impl Sleep {
     pub(crate) fn new() -> Self {
         Sleep {
             sleepers: AtomicUsize::new(0),
-            idle: ParkMutex::new(Vec::new()),
+            idle: Mutex::new(Vec::new()),
             spinning: AtomicBool::new(false),
         }
     }
