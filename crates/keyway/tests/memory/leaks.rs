@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::{eventually, fixed_pool, Gate};
 use keyway::Pool;
 
-fn live_bytes() -> isize {
+pub(crate) fn live_bytes() -> isize {
     common::counting::live_bytes() as isize
 }
 
@@ -23,10 +23,10 @@ use crate::SERIAL;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Hash, PartialEq, Eq)]
-struct Counted(u64);
+pub(crate) struct Counted(u64);
 
 impl Counted {
-    fn new(i: u64) -> Self {
+    pub(crate) fn new(i: u64) -> Self {
         LIVE.fetch_add(1, Ordering::SeqCst);
         Counted(i)
     }
@@ -104,7 +104,7 @@ impl std::future::Future for YieldOnce {
 }
 
 /// Checks that nothing counted is alive and the heap is back within `slack` bytes of `before`.
-fn all_freed(what: &str, before: isize, slack: isize) {
+pub(crate) fn all_freed(what: &str, before: isize, slack: isize) {
     eventually(
         &format!("{what}: every key, task and handler freed"),
         || LIVE.load(Ordering::SeqCst) == 0,
@@ -126,7 +126,7 @@ fn all_freed(what: &str, before: isize, slack: isize) {
 }
 
 /// The pool's own threads hold a little (thread names, join handles) until they exit.
-const SLACK: isize = 16 << 10;
+pub(crate) const SLACK: isize = 16 << 10;
 
 #[test]
 fn dropping_every_handle_without_shutdown_frees_everything() {

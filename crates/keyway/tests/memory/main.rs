@@ -14,6 +14,7 @@ mod idle_lanes;
 mod inline_futures;
 mod keyed_allocations;
 mod leaks;
+mod table_lifetime;
 
 use std::sync::{Mutex, MutexGuard};
 
