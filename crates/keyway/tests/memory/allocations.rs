@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::SERIAL;
+use crate::{least_of, SERIAL};
 
 pub(crate) const TASKS: u64 = 100_000;
 
@@ -82,6 +82,9 @@ fn sequential_tasks_on_a_warm_lane_allocate_nothing_per_task() {
     pool.shutdown();
 }
 
+/// The cells a submitter that runs ahead of the workers holds in flight, at most.
+const RUN_AHEAD: u64 = TASKS / 10;
+
 /// A closure too large for a lane entry's place (an `Arc` and three words: 32 bytes; an `Arc`
 /// and six: 56) is kept in a recycled cell: the cells freed by the workers come back to the
 /// submitter, so a warm path allocates nothing per task for it either, on one lane or on 1,024.
@@ -91,21 +94,13 @@ fn sequential_tasks_on_a_warm_lane_allocate_nothing_per_task() {
 /// one lane, then 56 and 60), so the figure is the least of four rounds. On a loaded machine
 /// every round may run ahead (measured 3,097 as the least of four, in a CI run with builds
 /// beside it), so the bound is a tenth of the tasks: a `Box` per closure fails every round
-/// (100,000 allocations), ten times over the bound.
-/// The cells a submitter that runs ahead of the workers holds in flight, at most.
-const RUN_AHEAD: u64 = TASKS / 10;
-
+/// (100,000 allocations), ten times over the bound ([`RUN_AHEAD`]).
 #[test]
 fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
-    let least = |submit: &dyn Fn(u64)| {
-        (0..4)
-            .map(|_| allocations_for(&pool, &done, submit))
-            .min()
-            .unwrap_or(u64::MAX)
-    };
+    let least = |submit: &dyn Fn(u64)| least_of(4, || allocations_for(&pool, &done, submit));
     let d = done.clone();
     let n = least(&|i| {
         let (d, words) = (d.clone(), [i, i + 1, i + 2]);

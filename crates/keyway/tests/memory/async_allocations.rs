@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::SERIAL;
+use crate::{least_of, SERIAL};
 
 const MESSAGES: u64 = 100_000;
 
@@ -212,12 +212,8 @@ fn fire_and_forget_futures_allocate_no_handle() {
     for in_lane in [false, true] {
         // Noise only adds allocations (a submitter that ran ahead of the workers finds no
         // recycled cell at hand): the least of three rounds of each.
-        let least = |detached| {
-            (0..3)
-                .map(|_| allocations_per_future_round(in_lane, detached, false))
-                .min()
-                .unwrap_or(u64::MAX)
-        };
+        let least =
+            |detached| least_of(3, || allocations_per_future_round(in_lane, detached, false));
         let with_handles = least(false);
         let detached = least(true);
         println!(
