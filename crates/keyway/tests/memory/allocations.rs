@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::{least_of, SERIAL};
+use crate::least_of;
 
 pub(crate) const TASKS: u64 = 100_000;
 
@@ -56,7 +56,7 @@ pub(crate) const INJECTOR_BLOCK: u64 = 63;
 
 #[test]
 fn sequential_tasks_on_a_warm_lane_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let lane = pool.lane(7u32);
@@ -97,7 +97,7 @@ const RUN_AHEAD: u64 = TASKS / 10;
 /// (100,000 allocations), ten times over the bound ([`RUN_AHEAD`]).
 #[test]
 fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let least = |submit: &dyn Fn(u64)| least_of(4, || allocations_for(&pool, &done, submit));
@@ -131,7 +131,7 @@ fn closures_too_large_for_an_entry_allocate_nothing_per_task() {
 
 #[test]
 fn coalescing_tasks_on_a_warm_lane_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
@@ -152,7 +152,7 @@ fn coalescing_tasks_on_a_warm_lane_allocate_nothing_per_task() {
 
 #[test]
 fn plain_tasks_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
@@ -171,7 +171,7 @@ fn plain_tasks_allocate_nothing_per_task() {
 
 #[test]
 fn plain_tasks_from_four_producers_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     const PRODUCERS: u64 = 4;
@@ -222,7 +222,7 @@ fn plain_tasks_from_four_producers_allocate_nothing_per_task() {
 /// so the bound is one per batch; one per task would be 100,000 more.
 #[test]
 fn batches_on_a_warm_lane_allocate_nothing_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     const BATCH: u64 = 16;
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
@@ -252,7 +252,7 @@ fn batches_on_a_warm_lane_allocate_nothing_per_task() {
 /// nothing per message.
 #[test]
 fn typed_messages_on_a_warm_lane_allocate_nothing_per_message() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
@@ -279,7 +279,7 @@ static TURNS: AtomicUsize = AtomicUsize::new(0);
 /// descheduled while its turn is pending lets the other run a ring's worth past it).
 #[test]
 fn sequencer_turns_allocate_nothing_per_ticket() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let sequencer = keyway::Sequencer::new(1_024).unwrap();
     let turn = || {
         TURNS.fetch_add(1, Ordering::SeqCst);
@@ -340,7 +340,7 @@ fn allocations_for_turns(pool: &keyway::Pool, sequencer: &keyway::Sequencer) -> 
 /// may allocate.
 #[test]
 fn the_schedulers_release_path_allocates_only_the_release_record() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     const TASKS: usize = 20_000;
     const FAST: f64 = 1e9;
     let pool = common::fixed_pool(2);
@@ -404,7 +404,7 @@ fn the_schedulers_release_path_allocates_only_the_release_record() {
 /// buffer and the pool task that runs it), not per task.
 #[test]
 fn the_schedulers_bulk_release_allocates_per_batch_not_per_task() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     const TASKS: usize = 20_000;
     let pool = common::fixed_pool(2);
     let scheduler = keyway::Scheduler::builder(&pool)

@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::{least_of, SERIAL};
+use crate::least_of;
 
 const MESSAGES: u64 = 100_000;
 
@@ -68,7 +68,7 @@ const MAX: u64 = 64;
 
 #[test]
 fn a_busy_async_typed_lane_allocates_nothing_per_ready_message() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let n = allocations_per_round(false);
     println!("ready handler: {n} allocations for {MESSAGES} messages");
     assert!(
@@ -79,7 +79,7 @@ fn a_busy_async_typed_lane_allocates_nothing_per_ready_message() {
 
 #[test]
 fn a_busy_async_typed_lane_allocates_nothing_per_yielding_message() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let n = allocations_per_round(true);
     println!("yielding handler: {n} allocations for {MESSAGES} messages");
     assert!(
@@ -147,7 +147,7 @@ fn allocations_per_one_message_round() -> u64 {
 /// 20,000.
 #[test]
 fn a_key_with_state_sent_one_message_at_a_time_allocates_nothing_per_message() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let messages = u64::from(TOUCHES * KEYS);
     let n = allocations_per_one_message_round();
     println!("{messages} one-message activations of keys with state: {n} allocations");
@@ -208,7 +208,7 @@ fn allocations_per_future_round(in_lane: bool, detached: bool, large: bool) -> u
 
 #[test]
 fn fire_and_forget_futures_allocate_no_handle() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     for in_lane in [false, true] {
         // Noise only adds allocations (a submitter that ran ahead of the workers finds no
         // recycled cell at hand): the least of three rounds of each.
@@ -242,7 +242,7 @@ fn fire_and_forget_futures_allocate_no_handle() {
 /// workers' own lists when the round begins.
 #[test]
 fn futures_queued_in_a_context_allocate_nothing_each() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     for large in [false, true] {
         let n = allocations_per_future_round(true, true, large);
         let size = if large { "large" } else { "small" };

@@ -4,7 +4,6 @@
 
 use crate::allocations::{allocations_for, assert_at_most, INJECTOR_BLOCK, TASKS};
 use crate::common;
-use crate::SERIAL;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,7 +15,7 @@ const BATCH: u64 = 64;
 /// (its buffer) plus the lane's scheduling, never one per task.
 #[test]
 fn a_batch_of_large_closures_costs_one_allocation() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = common::fixed_pool(2);
     let done = Arc::new(AtomicUsize::new(0));
     let lane = pool.lane(7u32);

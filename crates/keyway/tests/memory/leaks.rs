@@ -17,8 +17,6 @@ pub(crate) fn live_bytes() -> isize {
     common::counting::live_bytes() as isize
 }
 
-use crate::SERIAL;
-
 /// Live instances of `Counted` (keys, handler captures, task captures).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -130,7 +128,7 @@ pub(crate) const SLACK: isize = 16 << 10;
 
 #[test]
 fn dropping_every_handle_without_shutdown_frees_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     for _ in 0..20 {
         let pool = fixed_pool(1);
@@ -147,7 +145,7 @@ fn dropping_every_handle_without_shutdown_frees_everything() {
 
 #[test]
 fn shutdown_then_dropping_a_lane_handle_frees_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     for _ in 0..20 {
         let pool = fixed_pool(2);
@@ -162,7 +160,7 @@ fn shutdown_then_dropping_a_lane_handle_frees_everything() {
 
 #[test]
 fn shutdown_from_inside_a_pool_task_frees_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     for _ in 0..20 {
         let pool = fixed_pool(1);
@@ -185,7 +183,7 @@ fn shutdown_from_inside_a_pool_task_frees_everything() {
 /// exits before the heap is measured: what stays then is a leak.
 #[test]
 fn shutdown_now_from_outside_and_inside_frees_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     for round in 0..20 {
         std::thread::spawn(move || shutdown_now_round(round))
@@ -225,7 +223,7 @@ fn shutdown_now_round(round: u32) {
 
 #[test]
 fn memory_returns_after_a_burst_of_one_shot_contexts() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = Pool::builder()
         .core_threads(2)
         .monitor_period(std::time::Duration::from_millis(20))
@@ -265,7 +263,7 @@ fn memory_returns_after_a_burst_of_one_shot_contexts() {
 /// the monitor's trim removed, the pool keeps about 4 MiB of cells after this burst.)
 #[test]
 fn recycled_cells_of_a_burst_go_back_once_it_is_over() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let pool = Pool::builder()
         .core_threads(2)
         .monitor_period(std::time::Duration::from_millis(20))
@@ -308,7 +306,7 @@ fn recycled_cells_of_a_burst_go_back_once_it_is_over() {
 /// `shutdown_now` and freed, with everything they captured; async typed lanes too.
 #[test]
 fn shutdown_now_frees_waiting_futures() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     for round in 0..20u64 {
         let pool = fixed_pool(2);
@@ -363,7 +361,7 @@ impl Drop for PanicsInDrop {
 /// cell kept when its value's drop unwinds, the heap grows by a cell per panic.
 #[test]
 fn values_whose_drop_panics_in_recycled_cells_leak_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     // Each round on a thread of its own, which keeps the cells it freed until it exits (as in
     // `shutdown_now_from_outside_and_inside_frees_everything`).
@@ -436,7 +434,7 @@ impl std::hash::Hash for PanickyKey {
 fn refused_futures_come_back_whole_and_leave_nothing() {
     use keyway::SubmitError;
     use std::sync::atomic::AtomicU64;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let before = live_bytes();
     let sum = std::sync::Arc::new(AtomicU64::new(0));
     let make = |i: u64| {
