@@ -69,6 +69,23 @@ const MAX_BLOCK_BYTES: usize = 16;
 #[cfg(loom)]
 pub(crate) const SPARE_MAX: usize = 2;
 
+/// Asks for the cache line of `slot`, the tail's next free slot, with the intent to write it:
+/// the next push to this lane writes there, and without the hint that store missed (the line
+/// was last read by a runner on another core, the block being recycled within the lane) and
+/// the lane lock's release waited for it, under the lock (perf, `contexts --contexts 16 --work
+/// 10`: 64% of `push`'s samples on the unlock). The line is fetched while the producer pushes to
+/// other lanes. A hint only: it reads and writes nothing a program can see.
+#[inline(always)]
+fn prefetch_for_write<E>(slot: *const E) {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    // SAFETY: a prefetch is a hint: it never faults and changes no memory, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(slot.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    let _ = slot;
+}
+
 /// A heap block's header; its `cap` slots follow it.
 ///
 /// Aligned to 32 bytes, so that a 32-byte entry never straddles two cache lines; the allocation
@@ -300,6 +317,9 @@ impl<E> Queue<E> {
                 self.wr = self.wr.add(1);
             }
             self.len += 1;
+            if self.wr != self.wr_end {
+                prefetch_for_write(self.wr);
+            }
         } else {
             self.push_new_block(entry);
         }
