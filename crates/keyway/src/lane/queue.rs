@@ -69,12 +69,13 @@ const MAX_BLOCK_BYTES: usize = 16;
 #[cfg(loom)]
 pub(crate) const SPARE_MAX: usize = 2;
 
-/// Asks for the cache line of `slot`, the tail's next free slot, with the intent to write it:
-/// the next push to this lane writes there, and without the hint that store missed (the line
-/// was last read by a runner on another core, the block being recycled within the lane) and
-/// the lane lock's release waited for it, under the lock (perf, `contexts --contexts 16 --work
-/// 10`: 64% of `push`'s samples on the unlock). The line is fetched while the producer pushes to
-/// other lanes. A hint only: it reads and writes nothing a program can see.
+/// Asks for the cache line of `slot`, the tail's next free slot (`prefetchw` where the target
+/// has it, else a plain prefetch): the next push to this lane writes there, and without the hint
+/// that store missed (the line was last read by a runner on another core, the block being
+/// recycled within the lane) and the lane lock's release waited for it, under the lock (perf,
+/// `contexts --contexts 16 --work 10`: 64% of `push`'s samples on the unlock). The line is
+/// fetched while the producer pushes to other lanes. A hint only: it reads and writes nothing a
+/// program can see.
 #[inline(always)]
 fn prefetch_for_write<E>(slot: *const E) {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
