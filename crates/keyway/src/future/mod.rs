@@ -24,7 +24,8 @@
 //! * `runtime` — the tokio runtime a future was spawned from, entered around its polls (the
 //!   `tokio` feature);
 //! * `place` — a driver's pinned place for its futures, in a recycled cell;
-//! * `prefetch` — a hint to start loading the cache lines of a future another core wrote;
+//! * `prefetch` — a hint to start loading the cache lines of a value another core touched last (a
+//!   future another core wrote; the lane queue's next free slot);
 //! * `block` — a minimal `block_on`, for futures run by the caller after `shutdown_now`.
 
 mod block;
@@ -40,6 +41,7 @@ mod yield_now;
 pub(crate) use driver::{run_here, Release, Resume};
 pub(crate) use launch::{execute, spawn, Launcher, Started, Step, Unsent};
 pub(crate) use place::FuturePlace;
+pub(crate) use prefetch::prefetch;
 pub(crate) use probe::poll_resuming;
 pub(crate) use runtime::Runtime;
 pub(crate) use wake::{poll_inline, promote, run_inline, run_inline_with, Parks};

@@ -48,6 +48,8 @@ use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
 
+use crate::future::prefetch;
+
 /// The first heap block's entries.
 #[cfg(not(loom))]
 pub(crate) const MIN_BLOCK: u32 = 4;
@@ -68,24 +70,6 @@ pub(crate) const MIN_BLOCK: u32 = 1;
 const MAX_BLOCK_BYTES: usize = 16;
 #[cfg(loom)]
 pub(crate) const SPARE_MAX: usize = 2;
-
-/// Asks for the cache line of `slot`, the tail's next free slot (`prefetchw` where the target
-/// has it, else a plain prefetch): the next push to this lane writes there, and without the hint
-/// that store missed (the line was last read by a runner on another core, the block being
-/// recycled within the lane) and the lane lock's release waited for it, under the lock (perf,
-/// `contexts --contexts 16 --work 10`: 64% of `push`'s samples on the unlock). The line is
-/// fetched while the producer pushes to other lanes. A hint only: it reads and writes nothing a
-/// program can see.
-#[inline(always)]
-fn prefetch_for_write<E>(slot: *const E) {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: a prefetch is a hint: it never faults and changes no memory, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(slot.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-    let _ = slot;
-}
 
 /// A heap block's header; its `cap` slots follow it.
 ///
@@ -319,7 +303,12 @@ impl<E> Queue<E> {
             }
             self.len += 1;
             if self.wr != self.wr_end {
-                prefetch_for_write(self.wr);
+                // The next push to this lane writes the tail's next free slot; that line was last
+                // read by a runner on another core (blocks are recycled within the lane), and
+                // without the hint the store missed and the lane lock's release waited for it,
+                // under the lock (perf, `contexts --contexts 16 --work 10`: 64% of `push`'s
+                // samples on the unlock). Rule 9 of the lane README.
+                prefetch(self.wr.cast::<u8>(), size_of::<E>());
             }
         } else {
             self.push_new_block(entry);
