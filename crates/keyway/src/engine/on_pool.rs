@@ -75,8 +75,26 @@ impl<'a> OnPool<'a> {
         if self.stopping() {
             return Some(runnable);
         }
-        self.registry.schedule_next(Work::Poll(runnable));
+        self.schedule_next(Work::Poll(runnable));
         None
+    }
+
+    /// `Registry::schedule_next` on the thread this `OnPool` was made for, which already knows
+    /// whether it is one of the pool's workers: a worker runs `job` right after its current one
+    /// when its continuation slot is free, else queues it on its deque; any other thread (a
+    /// future woken from outside the pool, the common case of a reply from another thread)
+    /// queues it on the injector with no look at its thread-locals.
+    #[inline]
+    pub(crate) fn schedule_next(&self, job: Work) {
+        match self.worker {
+            Some(worker) => {
+                if let Err(job) = worker.try_next(job) {
+                    worker.push_local(job);
+                    self.registry.notify_one();
+                }
+            }
+            None => self.registry.inject(job),
+        }
     }
 }
 

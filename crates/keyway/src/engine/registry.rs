@@ -199,21 +199,12 @@ impl Registry {
         self.notify_one();
     }
 
-    /// Like `schedule`, but on a worker of this pool the job runs right after the current one
-    /// (no queue, no wake-up) when the worker's continuation slot is free: for a woken future's
-    /// poll and a lane its future resumed, which would otherwise bounce through the deque.
-    pub(crate) fn schedule_next(self: &Arc<Self>, job: Work) {
-        if worker::is_worker_of(self) {
-            let job = worker::with_current(|cx| match cx {
-                Some(cx) => cx.try_next(job).err(),
-                None => Some(job),
-            });
-            if let Some(job) = job {
-                self.schedule(job);
-            }
-        } else {
-            self.schedule(job);
-        }
+    /// Queues `job` on the injector from a thread that is not one of this pool's workers (the
+    /// caller knows it: an `OnPool` without a worker), then wakes an idle worker if there is
+    /// one: `schedule` with no look at the thread's worker.
+    pub(crate) fn inject(&self, job: Work) {
+        self.injector.push(job);
+        self.notify_one();
     }
 
     pub(crate) fn notify_one(&self) {

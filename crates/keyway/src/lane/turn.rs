@@ -241,9 +241,7 @@ impl<S: LaneKind> LaneCore<S> {
     pub(super) fn run_again(self: Arc<Self>, pool: &OnPool<'_>, again: Again) {
         match (again, pool.worker) {
             (Again::Yield, Some(worker)) => worker.requeue_lane(Work::Lane(self)),
-            (Again::Next, _) | (Again::Yield, None) => {
-                pool.registry.schedule_next(Work::Lane(self))
-            }
+            (Again::Next, _) | (Again::Yield, None) => pool.schedule_next(Work::Lane(self)),
         }
     }
 }
