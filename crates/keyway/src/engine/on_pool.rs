@@ -79,11 +79,12 @@ impl<'a> OnPool<'a> {
         None
     }
 
-    /// `Registry::schedule_next` on the thread this `OnPool` was made for, which already knows
-    /// whether it is one of the pool's workers: a worker runs `job` right after its current one
-    /// when its continuation slot is free, else queues it on its deque; any other thread (a
-    /// future woken from outside the pool, the common case of a reply from another thread)
-    /// queues it on the injector with no look at its thread-locals.
+    /// Queues `job` to run next on this thread's pool: a woken future's poll, or a lane its
+    /// future resumed. On a worker of the pool, `job` runs right after the current one when the
+    /// worker's continuation slot is free (no queue, no wake-up), else it goes on the worker's
+    /// deque and an idle worker is woken. Any other thread (a future woken from outside the
+    /// pool, as by a reply from another thread) queues it on the injector. The `OnPool` already
+    /// knows which thread it is on, so nothing looks at the thread's locals again.
     #[inline]
     pub(crate) fn schedule_next(&self, job: Work) {
         match self.worker {
