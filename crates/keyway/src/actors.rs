@@ -5,9 +5,9 @@
 //!
 //! Every way below handles one key's messages one at a time, in send order, while other keys go
 //! on in parallel. Measured by the `actor_per_key_tokio` example (10,000 accounts x 20
-//! deposits, each awaiting a tokio timeout; every pool bound to the runtime; medians of 24
+//! deposits, each awaiting a tokio timeout; every pool bound to the runtime; medians of 40
 //! rounds, each round running every way once, on a 2-core machine with a load average of
-//! 2-2.5, so compare the ratios, not the milliseconds; the ratio is the median of the rounds'
+//! 1.3-1.7, so compare the ratios, not the milliseconds; the ratio is the median of the rounds'
 //! ratios, with their interquartile range). Every way does the same work the way its users
 //! would write it: the account's state lives as long as the account (in the handler's state,
 //! in a tokio task, or in a cell per account made up front for the ways with a future per
@@ -16,17 +16,20 @@
 //!
 //! | way | time | tokio's time over it | what a message costs |
 //! |---|---|---|---|
-//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 27.5 ms | 0.96× (0.79-1.22) | the message queued as itself; no future |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 24.6 ms | 1.07× (0.98-1.23) | a future polled in place by the key's driver, the state handed from one message's future to the next: no allocation per message |
-//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 34.3 ms | 0.77× (0.70-0.95) | as above, and the key's look-up in the lane table per message |
-//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 57.0 ms | 0.45× (0.40-0.55) | a future per message, stored in a recycled cell of its size (no allocation once the cells are warm) and polled in place by the key's driver while the key's futures follow one another |
-//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 92.7 ms | 0.30× (0.26-0.33) | as above, and its [`TaskHandle`](crate::TaskHandle) |
-//! | tokio: a task and an mpsc channel per account (for reference) | 26.6 ms | 1.00× | a channel send; the task and channel live as long as the account |
+//! | [`Pool::typed_lanes_with_state`](crate::Pool::typed_lanes_with_state) (sync handler) | 53.0 ms | 1.42× (1.11-1.64) | the message queued as itself; no future |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), a [`TypedLane`](crate::TypedLane) kept per account | 55.5 ms | 1.26× (1.03-1.62) | a future polled in place by the key's driver, the state handed from one message's future to the next: no allocation per message |
+//! | [`Pool::typed_lanes_async_with_state`](crate::Pool::typed_lanes_async_with_state), sent by key | 63.2 ms | 1.10× (0.95-1.60) | as above, and the key's look-up in the lane table per message |
+//! | [`Pool::execute_async_sequential`](crate::Pool::execute_async_sequential) | 107.0 ms | 0.65× (0.55-0.88) | a future per message, stored in a recycled cell of its size (no allocation once the cells are warm) and polled in place by the key's driver while the key's futures follow one another |
+//! | [`Pool::spawn_sequential`](crate::Pool::spawn_sequential), handle dropped | 173.8 ms | 0.40× (0.34-0.50) | as above, and its [`TaskHandle`](crate::TaskHandle) |
+//! | tokio: a task and an mpsc channel per account (for reference) | 70.6 ms | 1.00× | a channel send; the task and channel live as long as the account |
 //!
-//! The ratios move between measuring windows on such a machine (the sync way measured 1.07×-1.12×
-//! in other windows): in earlier windows of 5 to 40 rounds, the held-lane way measured
-//! 0.83×-1.05× of tokio's time (medians) and sent by key 0.67×-0.87×. So on this machine the
-//! held-lane way is about as fast as tokio's, and sending by key up to a quarter slower.
+//! The ratios move between measuring windows on such a machine: in two other windows of 20 and
+//! 24 rounds the same code measured 1.10×-1.20× sent by key, 1.24×-1.37× with a lane held per
+//! account and 0.64×-0.75× for `execute_async_sequential`; with another benchmark running beside
+//! it, a build of a few days earlier measured 0.96×-1.00× by key and 0.48×-0.52× for
+//! `execute_async_sequential`. So on this machine the async typed lanes are about as fast as
+//! tokio's way or faster, and a future per message takes about one and a half times tokio's
+//! time.
 //!
 //! Where the difference goes (callgrind, 1,000 accounts, 10 against 20 deposits each):
 //! tokio's way costs ~500 instructions per message, ~400 of them the timeout the handler
@@ -35,10 +38,13 @@
 //! driver, and the lane let go when idle), of which a run's interleaving makes 0.1-0.3 per
 //! message; sending by key adds the look-up (~170) and more activations. A driver is polled
 //! first in the turn that found its lane's work, with no task: it becomes a task only when a
-//! future really waits. `execute_async_sequential` costs ~1,370 per message: ~470 on the
-//! sending thread (the future written once into its cell, the key's look-up and the push; a
-//! box's `malloc` and `free` cost ~390 where the cell costs ~55), the rest polling, the
-//! timeout, and the driver per activation (~130 beyond the futures' polls).
+//! future really waits. `execute_async_sequential` costs ~1,650 per message: ~610 on the
+//! sending thread (the future written once into its cell, the key's look-up and the push),
+//! ~860 on the workers (the future's own poll ~390, its timeout ~260 of that; the key's driver
+//! and turn ~475) and ~160 freeing cells. A reused cell costs ~55 where a box's `malloc` and
+//! `free` cost ~390, but a burst that puts most of its futures in flight at once finds few
+//! cells to reuse: in this run two futures in three took a fresh cell (~215, and its free
+//! later).
 //!
 //! So: a handler that does not await → typed lanes; one that awaits → async typed lanes, with
 //! the key's state owned by the handler (taken by value, given back by its future); a
