@@ -90,8 +90,7 @@ impl<'a> OnPool<'a> {
         match self.worker {
             Some(worker) => {
                 if let Err(job) = worker.try_next(job) {
-                    worker.push_local(job);
-                    self.registry.notify_one();
+                    worker.schedule(job);
                 }
             }
             None => self.registry.inject(job),

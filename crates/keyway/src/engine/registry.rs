@@ -190,18 +190,18 @@ impl Registry {
     pub(crate) fn schedule(self: &Arc<Self>, job: Work) {
         if worker::is_worker_of(self) {
             worker::with_current(|cx| match cx {
-                Some(cx) => cx.push_local(job),
-                None => self.injector.push(job),
+                Some(cx) => cx.schedule(job),
+                None => self.inject(job),
             });
         } else {
-            self.injector.push(job);
+            self.inject(job);
         }
-        self.notify_one();
     }
 
-    /// Queues `job` on the injector from a thread that is not one of this pool's workers (the
-    /// caller knows it: an `OnPool` without a worker), then wakes an idle worker if there is
-    /// one: `schedule` with no look at the thread's worker.
+    /// Queues `job` on the injector, then wakes an idle worker if there is one: `schedule` from
+    /// a thread that is not one of this pool's workers, or that knows it is none (an `OnPool`
+    /// without a worker).
+    #[inline]
     pub(crate) fn inject(&self, job: Work) {
         self.injector.push(job);
         self.notify_one();

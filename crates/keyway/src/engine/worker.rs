@@ -147,6 +147,14 @@ impl WorkerCtx {
         }
     }
 
+    /// Queues `job` on this worker (`push_local`), then wakes an idle worker if there is one:
+    /// `Registry::schedule` on a worker of the pool.
+    #[inline]
+    pub(crate) fn schedule(&self, job: Work) {
+        self.push_local(job);
+        self.registry.notify_one();
+    }
+
     /// Runs `job` right after the current one on this worker (see `next`); false, with the job
     /// given back, when the slot is taken or the streak is used up.
     #[inline]
